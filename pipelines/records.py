@@ -1,0 +1,58 @@
+"""The records that flow between prep stages (plain dataclasses, no Beam import).
+
+ReadCorpus emits RawDoc and Drop; CleanDocuments turns a RawDoc into a Doc (or a Drop); Tokenize turns a
+Doc into a TokenizedDoc. Every Drop names its file, line and reason, so the run report can account for
+every input record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+
+@dataclasses.dataclass(frozen=True)
+class RawDoc:
+    source: str
+    """Name of the --input this came from (`wiki=gs://...` names it 'wiki')."""
+    path: str
+    """The file it was read from."""
+    line: int
+    """1-based line (JSON lines, line mode) or record number (parquet); 0 for a whole file."""
+    doc_id: str
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Doc:
+    source: str
+    path: str
+    doc_id: str
+    sentences: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.sentences)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedDoc:
+    source: str
+    path: str
+    doc_id: str
+    sentences: tuple[tuple[int, ...], ...]
+    """Word-piece ids per sentence (empty sentences removed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Drop:
+    path: str
+    reason: str
+    line: int = 0
+    sample: str = ""
+    """The start of the offending record, for the report."""
+
+
+def make_doc_id(path: str, index: int) -> str:
+    """A stable id from the file and the record's position in it: the same on every runner and worker count."""
+    return hashlib.sha1(f"{path}\0{index}".encode()).hexdigest()[:20]

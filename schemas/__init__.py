@@ -1,0 +1,31 @@
+"""The contracts between clozeforge's two halves.
+
+Prep (Beam) writes these; the trainer (torch) reads them. Both import the schemas and the manifest from
+here and nowhere else, so a field name is declared exactly once. Only pyarrow and the standard library
+are imported, so either half can depend on this package without pulling in the other's stack.
+
+Change log
+  pairs v1   tokens_a, tokens_b (uint16 when the vocabulary fits, else uint32), is_random_next,
+             num_tokens, source, doc_id.
+  clean v1   doc_id, source, path, sentences.
+  manifest 1 see schemas/manifest.py.
+"""
+
+from schemas.clean import CLEAN_DOC_SCHEMA, clean_doc_schema
+from schemas.errors import ContractError
+from schemas.manifest import MANIFEST_NAME, Manifest, ShardInfo, file_sha256
+from schemas.pairs import PAIRS_FORMAT_VERSION, pairs_schema, token_type, validate_pairs_schema
+
+__all__ = [
+    "CLEAN_DOC_SCHEMA",
+    "ContractError",
+    "MANIFEST_NAME",
+    "Manifest",
+    "PAIRS_FORMAT_VERSION",
+    "ShardInfo",
+    "clean_doc_schema",
+    "file_sha256",
+    "pairs_schema",
+    "token_type",
+    "validate_pairs_schema",
+]

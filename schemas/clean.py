@@ -1,0 +1,29 @@
+"""Arrow schema of the cleaned documents under DIR/clean/ (prep's first half writes them).
+
+A row is one document that survived reading, cleaning and deduplication, already split into sentences,
+so the vocabulary and pair stages (or a user's own tooling) can start from it without re-cleaning.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+CLEAN_FORMAT_VERSION = 1
+
+
+def clean_doc_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.string(), nullable=False),  # stable id: sha1 of (input path, record index)
+            pa.field("source", pa.string(), nullable=False),  # name of the --input it came from
+            pa.field("path", pa.string(), nullable=False),  # the file it was read from
+            pa.field("sentences", pa.list_(pa.string()), nullable=False),
+        ],
+        metadata={
+            b"clozeforge.schema": b"clean_docs",
+            b"clozeforge.format_version": str(CLEAN_FORMAT_VERSION).encode(),
+        },
+    )
+
+
+CLEAN_DOC_SCHEMA = clean_doc_schema()

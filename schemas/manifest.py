@@ -1,0 +1,172 @@
+"""manifest.json: the table of contents of a pairs/ directory.
+
+Prep writes it last (after every shard is renamed into place), so a directory with a manifest is complete.
+The trainer reads nothing else to find its data: shard names, row counts, byte sizes, sha256 checksums,
+the vocabulary's fingerprint and the special-token ids all come from here.
+
+Format version 1 fields
+  format_version   int, 1
+  vocab            {"file": "vocab.txt" (relative to the manifest), "sha256", "size", "lowercase"}
+  special_tokens   {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": .., "[MASK]": ..}
+  max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
+  shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
+  splits           {"train": rows, "validation": rows}
+  sources          {name: rows}, over all splits
+  seed, config     what produced the data (free-form, for the record)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import posixpath
+from typing import Any
+
+import fsspec
+
+from schemas.errors import ContractError
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT_VERSION = 1
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    path: str
+    """File name relative to the manifest's directory."""
+    split: str
+    """'train' or 'validation'."""
+    rows: int
+    bytes: int
+    sha256: str
+    source_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Rows per named input, so the trainer can weight sources without opening the shard."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    vocab: dict[str, Any]
+    special_tokens: dict[str, int]
+    max_seq_len: int
+    shards: tuple[ShardInfo, ...]
+    seed: int = 0
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    format_version: int = MANIFEST_FORMAT_VERSION
+    url: str = dataclasses.field(default="", compare=False)
+    """Where this manifest was read from (empty when built in memory)."""
+
+    def __post_init__(self) -> None:
+        missing = [t for t in SPECIAL_TOKENS if t not in self.special_tokens]
+        if missing:
+            raise ContractError(f"{self.url or 'manifest'}: special_tokens lacks {missing}")
+        for key in ("file", "sha256", "size", "lowercase"):
+            if key not in self.vocab:
+                raise ContractError(f"{self.url or 'manifest'}: vocab lacks {key!r}")
+
+    # -- derived views -------------------------------------------------------------------------
+    def split_shards(self, split: str) -> tuple[ShardInfo, ...]:
+        return tuple(s for s in self.shards if s.split == split)
+
+    @property
+    def splits(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.shards:
+            out[s.split] = out.get(s.split, 0) + s.rows
+        return out
+
+    @property
+    def sources(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.shards:
+            for name, rows in s.source_rows.items():
+                out[name] = out.get(name, 0) + rows
+        return dict(sorted(out.items()))
+
+    @property
+    def directory(self) -> str:
+        return posixpath.dirname(self.url) if self.url else ""
+
+    def resolve(self, relative: str) -> str:
+        """URL of a file named relative to the manifest (a shard or the vocabulary)."""
+        return posixpath.join(self.directory, relative) if self.directory else relative
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over the shard checksums and vocabulary: identifies the data a run was trained on."""
+        h = hashlib.sha256(self.vocab["sha256"].encode())
+        for s in self.shards:
+            h.update(f"{s.path}:{s.sha256}".encode())
+        return h.hexdigest()
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    def to_json(self) -> str:
+        body = {
+            "format_version": self.format_version,
+            "vocab": self.vocab,
+            "special_tokens": self.special_tokens,
+            "max_seq_len": self.max_seq_len,
+            "splits": self.splits,
+            "sources": self.sources,
+            "shards": [dataclasses.asdict(s) for s in self.shards],
+            "seed": self.seed,
+            "config": self.config,
+        }
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+    def write(self, directory: str) -> str:
+        """Write manifest.json into `directory` atomically (temp name, then rename). Returns its URL."""
+        url = posixpath.join(directory, MANIFEST_NAME)
+        fs, path = fsspec.core.url_to_fs(url)
+        tmp = path + ".tmp"
+        with fs.open(tmp, "w") as f:
+            f.write(self.to_json())
+        fs.mv(tmp, path)
+        return url
+
+    @classmethod
+    def read(cls, url: str) -> Manifest:
+        """Read and validate a manifest. `url` is the file or the directory holding it."""
+        if not url.endswith(".json"):
+            url = posixpath.join(url.rstrip("/"), MANIFEST_NAME)
+        try:
+            with fsspec.open(url, "r") as f:
+                body = json.load(f)
+        except FileNotFoundError:
+            raise ContractError(f"{url}: no manifest here (is this the pairs/ directory of a finished prep run?)") from None
+        except json.JSONDecodeError as e:
+            raise ContractError(f"{url}: not valid JSON ({e})") from None
+        return cls.from_dict(body, url)
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any], url: str = "") -> Manifest:
+        where = url or "manifest"
+        version = body.get("format_version")
+        if version != MANIFEST_FORMAT_VERSION:
+            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {MANIFEST_FORMAT_VERSION}")
+        try:
+            shards = tuple(ShardInfo(**s) for s in body["shards"])
+            manifest = cls(
+                vocab=body["vocab"],
+                special_tokens=body["special_tokens"],
+                max_seq_len=int(body["max_seq_len"]),
+                shards=shards,
+                seed=body.get("seed", 0),
+                config=body.get("config", {}),
+                url=url,
+            )
+        except (KeyError, TypeError) as e:
+            raise ContractError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
+        for split, rows in body.get("splits", {}).items():
+            if manifest.splits.get(split, 0) != rows:
+                raise ContractError(f"{where}: split {split!r} says {rows} rows, its shards hold {manifest.splits.get(split, 0)}")
+        return manifest
+
+
+def file_sha256(url: str, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with fsspec.open(url, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,108 @@
+"""Every bad-input kind becomes a counted drop with its own reason; --strict names file and line."""
+
+import gzip
+import json
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from pipelines.errors import PrepError
+from pipelines.readers import Event, ReadConfig, read_file
+from pipelines.records import Drop, RawDoc
+
+UGLY_JSONL = b"\n".join(
+    [
+        b'{"text": "A good document.", "id": 1}',
+        b'{"text": "broken',  # bad_json
+        b'["a", "list"]',  # not_an_object
+        b'{"body": "no text field"}',  # missing_text
+        b'{"text": null}',  # null_text
+        b'{"text": 42}',  # non_string_text
+        b'{"text": "   \\n\\t "}',  # empty_text
+        b'{"text": "caf\xe9 latin-1 byte"}',  # invalid UTF-8
+        b"",  # a blank line is not a record
+        b'{"text": "Another good one."}',
+    ]
+)
+
+
+def tally(items):
+    docs = [i for i in items if isinstance(i, RawDoc)]
+    drops = Counter(i.reason for i in items if isinstance(i, Drop))
+    events = Counter(i.kind for i in items if isinstance(i, Event))
+    return docs, drops, events
+
+
+def write(tmp_path, name, data: bytes):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def test_every_bad_jsonl_kind_is_counted(tmp_path):
+    path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
+    docs, drops, events = tally(list(read_file("web", path, ReadConfig())))
+    assert [d.text for d in docs] == ["A good document.", "caf\ufffd latin-1 byte", "Another good one."]
+    assert drops == {"bad_json": 1, "not_an_object": 1, "missing_text": 1, "null_text": 1, "non_string_text": 1, "empty_text": 1}
+    assert events == {"invalid_utf8_replaced": 1}
+    assert [d.line for d in docs] == [1, 8, 10]
+
+
+def test_invalid_utf8_can_be_dropped(tmp_path):
+    path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
+    docs, drops, _ = tally(list(read_file("web", path, ReadConfig(invalid_utf8="drop"))))
+    assert len(docs) == 2 and drops["invalid_utf8"] == 1
+
+
+def test_strict_names_file_and_line(tmp_path):
+    path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
+    with pytest.raises(PrepError, match=r"ugly\.jsonl:2: bad json"):
+        list(read_file("web", path, ReadConfig(strict=True)))
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
+def test_truncated_stream_keeps_complete_lines(tmp_path, suffix):
+    lines = b"".join(json.dumps({"text": f"document number {i} " * 5}).encode() + b"\n" for i in range(5000))
+    packed = gzip.compress(lines) if suffix.endswith(".gz") else zstandard.ZstdCompressor().compress(lines)
+    whole = tally(list(read_file("s", write(tmp_path, "ok" + suffix, packed), ReadConfig())))
+    assert len(whole[0]) == 5000 and not whole[1] and not whole[2]
+    docs, drops, events = tally(list(read_file("s", write(tmp_path, "cut" + suffix, packed[: len(packed) // 2]), ReadConfig())))
+    assert 0 < len(docs) < 5000
+    assert events == {"truncated_stream": 1}
+    assert drops == {"truncated_stream": 1}  # the partial last line
+    assert [d.text for d in docs] == [f"document number {i} " * 5 for i in range(len(docs))]
+
+
+def test_binary_and_unreadable_files(tmp_path):
+    binary = write(tmp_path, "image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 50)
+    assert tally(list(read_file("s", binary, ReadConfig())))[1] == {"binary_file": 1}
+    not_gzip = write(tmp_path, "plain.jsonl.gz", b'{"text": "not compressed"}\n')
+    assert tally(list(read_file("s", not_gzip, ReadConfig())))[1] == {"unreadable_file": 1}
+    odd = write(tmp_path, "table.xlsx", b"PK")
+    assert tally(list(read_file("s", odd, ReadConfig())))[1] == {"unsupported_format": 1}
+
+
+def test_txt_modes(tmp_path):
+    path = write(tmp_path, "book.txt", b"First para line one.\nline two.\n\n\nSecond para.\n\nThird.\n")
+    assert len(tally(list(read_file("b", path, ReadConfig())))[0]) == 1
+    paragraphs = tally(list(read_file("b", path, ReadConfig(txt_mode="paragraph"))))[0]
+    assert [(d.line, d.text) for d in paragraphs] == [(1, "First para line one.\nline two."), (5, "Second para."), (7, "Third.")]
+    assert len(tally(list(read_file("b", path, ReadConfig(txt_mode="line"))))[0]) == 4
+
+
+def test_parquet_rows(tmp_path):
+    path = str(tmp_path / "docs.parquet")
+    pq.write_table(pa.table({"text": ["one doc", None, "  ", "two doc"], "id": ["a", "b", "c", "d"]}), path)
+    docs, drops, _ = tally(list(read_file("p", path, ReadConfig())))
+    assert [d.text for d in docs] == ["one doc", "two doc"]
+    assert drops == {"null_text": 1, "empty_text": 1}
+
+
+def test_doc_ids_are_stable_and_distinct(tmp_path):
+    path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
+    first = [d.doc_id for d in tally(list(read_file("web", path, ReadConfig())))[0]]
+    again = [d.doc_id for d in tally(list(read_file("web", path, ReadConfig())))[0]]
+    assert first == again and len(set(first)) == len(first)

@@ -90,7 +90,11 @@ class Manifest:
 
     def resolve(self, relative: str) -> str:
         """URL of a file named relative to the manifest (a shard or the vocabulary)."""
-        return posixpath.join(self.directory, relative) if self.directory else relative
+        if not self.directory:
+            return relative
+        protocol, sep, path = self.directory.rpartition("://")
+        joined = posixpath.normpath(posixpath.join(path, relative))  # "pairs/../vocab" -> "vocab", for object stores too
+        return f"{protocol}{sep}{joined}"
 
     @property
     def fingerprint(self) -> str:

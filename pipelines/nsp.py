@@ -1,0 +1,125 @@
+"""BERT's NSP instance construction, as a pure function over one document and a pool of partners.
+
+In:  a tokenized document (sentences of word-piece ids), the other documents of its random bucket (the
+     pool that random-next segments are drawn from), the target length and a seeded numpy Generator.
+Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened.
+
+This follows create_instances_from_document in google-research/bert's create_pretraining_data.py:
+fill a chunk of whole sentences up to a target length, cut it at a random sentence boundary into A,
+and let B be the true continuation or, half the time, a random span of another document; sentences not
+used when B is random are put back; the pair is truncated from a random side to max_seq_len - 3.
+
+Where we deliberately differ from the reference:
+  * The label is drawn first. The reference forces random-next whenever the chunk holds a single
+    sentence, which pushes the random-next share above 50%. Here a one-sentence chunk with a true-next
+    label borrows the next sentence of its document when there is one, and is dropped (counted as
+    `unpaired_sentence`) when there is none, so the label stays an unbiased coin.
+  * The short target (probability `short_seq_prob`) is drawn per instance, not once per document, so
+    the short-instance share is what the flag says.
+  * A random-next segment never comes from the same document: it is drawn from the bucket's other
+    documents. With no other document in the bucket the chunk falls back to true-next (counted as
+    `no_random_partner`), never to a same-document "random" segment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+Sentence = Sequence[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    tokens_a: list[int]
+    tokens_b: list[int]
+    is_random_next: bool
+    short_target: bool
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens_a) + len(self.tokens_b) + 3  # [CLS] A [SEP] B [SEP]
+
+
+def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: np.random.Generator) -> None:
+    """Trim the longer segment, from its front or back at random, until both fit (in place)."""
+    while len(a) + len(b) > max_tokens:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Generator) -> tuple[int, bool]:
+    if rng.random() < short_seq_prob:
+        return int(rng.integers(2, max_tokens + 1)), True
+    return max_tokens, False
+
+
+def make_pairs(
+    document: Sequence[Sentence],
+    partners: Sequence[Sequence[Sentence]],
+    *,
+    max_seq_len: int,
+    short_seq_prob: float,
+    rng: np.random.Generator,
+) -> tuple[list[Pair], Counter]:
+    """All NSP pairs of `document`; random-next B segments come from `partners` (other documents)."""
+    max_tokens = max_seq_len - 3
+    stats: Counter = Counter()
+    pairs: list[Pair] = []
+    sentences = [list(s) for s in document if len(s)]
+    if len(sentences) == 1:
+        stats["single_sentence_docs"] += 1
+    target, short = _target_length(max_tokens, short_seq_prob, rng)
+    chunk: list[list[int]] = []
+    length = 0
+    i = 0
+    while i < len(sentences):
+        chunk.append(sentences[i])
+        length += len(sentences[i])
+        if i == len(sentences) - 1 or length >= target:
+            random_next = bool(rng.random() < 0.5)
+            if random_next and not partners:
+                stats["no_random_partner"] += 1
+                random_next = False
+            if not random_next and len(chunk) == 1:
+                if i + 1 < len(sentences):  # borrow the next sentence so A has a true continuation
+                    i += 1
+                    chunk.append(sentences[i])
+                else:
+                    stats["unpaired_sentence"] += 1
+                    chunk, length = [], 0
+                    i += 1
+                    continue
+            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+            tokens_a = [t for s in chunk[:a_end] for t in s]
+            if random_next:
+                tokens_b = _random_segment(partners, max(1, target - len(tokens_a)), rng)
+                i -= len(chunk) - a_end  # put the unused sentences back
+            else:
+                tokens_b = [t for s in chunk[a_end:] for t in s]
+            truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+            pairs.append(Pair(tokens_a, tokens_b, random_next, short))
+            stats["random_next" if random_next else "true_next"] += 1
+            stats["short_target"] += short
+            chunk, length = [], 0
+            target, short = _target_length(max_tokens, short_seq_prob, rng)
+        i += 1
+    return pairs, stats
+
+
+def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np.random.Generator) -> list[int]:
+    other = [list(s) for s in partners[int(rng.integers(len(partners)))] if len(s)]
+    while not other:  # partners are pre-filtered to non-empty documents; this guards a caller that did not
+        other = [list(s) for s in partners[int(rng.integers(len(partners)))] if len(s)]
+    segment: list[int] = []
+    for sentence in other[int(rng.integers(len(other))):]:
+        segment.extend(sentence)
+        if len(segment) >= target:
+            break
+    return segment

@@ -1,0 +1,191 @@
+"""`clozeforge prep` / `python -m pipelines.prep`: raw corpora → clean/, vocab/, pairs/ and report.json.
+
+In:  --input [NAME=]GLOB (repeatable), --output DIR, the project's flags (pipelines/config.py) and any
+     Beam pipeline options (--runner, --direct_num_workers, Dataflow's --project, ...), split apart with
+     parse_known_args.
+Out: DIR/clean/*.parquet, DIR/vocab/{vocab.txt,tokenizer.json,vocab_config.json,token_counts.txt},
+     DIR/pairs/*.arrow + manifest.json, DIR/report.json. Without --runner, Beam's FnApiRunner is used
+     (the DirectRunner's engine, minus the attempt to fetch the Prism binary).
+
+    ReadCorpus ─ CleanDocuments ─ Deduplicate ─┬─ WriteCleanDocs
+                                               ├─ CountWords ─ LearnWordPiece ─┐ (side input)
+                                               └─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import sys
+
+import apache_beam as beam
+import fsspec
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import config as prep_config
+from pipelines import wordpiece
+from pipelines.clean_documents import CleanDocuments
+from pipelines.deduplicate import Deduplicate
+from pipelines.errors import PrepError
+from pipelines.filters import FilterConfig
+from pipelines.learn_vocab import CountWords, LearnWordPiece, ReuseVocab
+from pipelines.make_pairs import MakeNspPairs, TokenizeFn, merge_stats, sum_token_counts
+from pipelines.normalize import NormalizeConfig
+from pipelines.read_corpus import ReadCorpus, count_drops
+from pipelines.report import build_report
+from pipelines.write_shards import WriteCleanDocs, WriteShards, put_atomically
+from schemas import Manifest
+
+
+def finalize(_, *, config: prep_config.PrepConfig, shards, vocab, tallies, stats, token_counts) -> dict:
+    """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report."""
+    out = config.output
+    vocab_dir = posixpath.join(out, "vocab")
+    put_atomically(posixpath.join(vocab_dir, "token_counts.txt"), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
+    with fsspec.open(posixpath.join(vocab_dir, "vocab.txt"), "r", encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    index = {t: i for i, t in enumerate(tokens)}
+    shards = sorted(shards, key=lambda s: s.path)
+    manifest = Manifest(
+        vocab={
+            "file": "../vocab/vocab.txt",
+            "sha256": vocab["sha256"],
+            "size": vocab["size"],
+            "lowercase": vocab["lowercase"],
+            "token_counts": "../vocab/token_counts.txt",
+        },
+        special_tokens={t: index[t] for t in wordpiece.SPECIAL_TOKENS},
+        max_seq_len=config.max_seq_len,
+        shards=tuple(shards),
+        seed=config.seed,
+        config=config.to_dict(),
+    )
+    manifest.write(posixpath.join(out, "pairs"))
+    report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
+    put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())
+    return report
+
+
+def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
+    out = config.output
+    read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
+    cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
+        NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
+        FilterConfig.preset(config.filters),
+    )
+    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(config.dedup)
+    docs = deduped["docs"]
+    docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"))
+
+    vocab_dir = posixpath.join(out, "vocab")
+    if config.vocab:
+        vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir)
+    else:
+        vocab_config = wordpiece.VocabConfig(
+            vocab_size=config.vocab_size,
+            lowercase=config.lowercase,
+            num_unused=config.num_unused,
+            min_frequency=config.min_frequency,
+        )
+        vocab = (
+            docs
+            | "CountWords" >> CountWords(config.lowercase)
+            | "LearnWordPiece" >> LearnWordPiece(vocab_config, vocab_dir)
+        )
+
+    tokenized = docs | "Tokenize" >> beam.ParDo(TokenizeFn(), beam.pvalue.AsSingleton(vocab)).with_outputs(
+        "token_counts", main="docs"
+    )
+    made = tokenized.docs | "MakeNspPairs" >> MakeNspPairs(
+        max_seq_len=config.max_seq_len,
+        short_seq_prob=config.short_seq_prob,
+        dupe_factor=config.dupe_factor,
+        bucket_docs=config.bucket_docs,
+        validation_fraction=config.validation_fraction,
+        seed=config.seed,
+    )
+    shards = made["pairs"] | "WriteShards" >> WriteShards(
+        posixpath.join(out, "pairs"), rows_per_shard=config.rows_per_shard, batch_rows=config.batch_rows, vocab=vocab
+    )
+    token_counts = tokenized.token_counts | "SumTokenCounts" >> beam.CombineGlobally(
+sum_token_counts)
+
+    drops = (read["drops"], cleaned["drops"], deduped["drops"]) | "AllDrops" >> beam.Flatten()
+    tallies = (
+        (
+            read["accounting"],
+            drops | count_drops("Drops"),
+            docs | "KeptTally" >> beam.Map(lambda d: (d.path, "kept")),
+        )
+        | "AllTallies" >> beam.Flatten()
+        | "CountTallies" >> beam.combiners.Count.PerElement()
+    )
+    _ = (
+        p
+        | "FinalizeTrigger" >> beam.Create([None])
+        | "Finalize"
+        >> beam.Map(
+            lambda _, **kw: finalize(_, config=config, **kw),
+            shards=beam.pvalue.AsList(shards),
+            vocab=beam.pvalue.AsSingleton(vocab),
+            tallies=beam.pvalue.AsList(tallies),
+            stats=beam.pvalue.AsList(made["stats"]),
+            token_counts=beam.pvalue.AsSingleton(token_counts),
+        )
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="clozeforge prep",
+        description="Clean, deduplicate and split corpora, learn a WordPiece vocabulary and write NSP pair shards. "
+        "Unrecognised flags are passed to Apache Beam (e.g. --runner, --direct_num_workers).",
+    )
+    prep_config.add_arguments(ap)
+    return ap
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Run prep; returns the report. Raises PrepError for user errors."""
+    args, beam_args = parser().parse_known_args(argv)
+    config = prep_config.from_args(args)
+    if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
+        beam_args = ["--runner=FnApiRunner", *beam_args]
+    options = PipelineOptions(beam_args, save_main_session=False)
+    with beam.Pipeline(options=options) as p:
+        build(p, config)
+    with fsspec.open(posixpath.join(config.output, "report.json"), "r") as f:
+        return json.load(f)
+
+
+def summarize(report: dict, output: str) -> str:
+    t = report["total"]
+    dropped = ", ".join(f"{k} {v}" for k, v in sorted(t["dropped"].items(), key=lambda kv: -kv[1])) or "none"
+    lines = [
+        f"records: read {t['read']}, kept {t['kept']}, dropped {sum(t['dropped'].values())} ({dropped})",
+        f"vocab:   {report['vocab'].get('size')} tokens -> {posixpath.join(output, 'vocab')}",
+    ]
+    for split, stats in report["pairs"].items():
+        rows = stats.get("rows", 0)
+        rnd = stats.get("random_next", 0)
+        lines.append(f"pairs:   {split}: {rows} in {stats.get('shards', 0)} shards, random-next {rnd / max(rows, 1):.3f}")
+    lines.append(f"report:  {posixpath.join(output, 'report.json')}")
+    if report["unbalanced"]:
+        lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        report = run(argv)
+    except PrepError as e:
+        print(f"clozeforge prep: error: {e}", file=sys.stderr)
+        return 2
+    output = prep_config.from_args(parser().parse_known_args(argv)[0]).output
+    print(summarize(report, output))
+    return 1 if report["unbalanced"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""ReadCorpus: named URL globs → RawDoc records (main output), Drop and Event records (tagged outputs).
+
+Globs are expanded when the pipeline is built, so a typo fails before any worker starts, with the flag
+named. Each file is read by one worker, streaming (see pipelines/readers.py); a Reshuffle then spreads
+its documents over the workers. Every record read is also tallied as a ('read', path) accounting key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apache_beam as beam
+import fsspec
+from apache_beam.metrics import Metrics
+
+from pipelines.errors import PrepError
+from pipelines.readers import Event, ReadConfig, read_file
+from pipelines.records import Drop, RawDoc
+
+NAMESPACE = "clozeforge"
+
+
+def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
+    files: list[tuple[str, str]] = []
+    for name, pattern in inputs:
+        try:
+            fs, _ = fsspec.core.url_to_fs(pattern)
+            if fs.isdir(pattern):
+                pattern = pattern.rstrip("/") + "/**"
+            matches = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
+        except (ImportError, ValueError) as e:
+            raise PrepError(f"--input {name}={pattern}: {e}") from None
+        if not matches:
+            raise PrepError(f"--input {name}={pattern}: no file matches")
+        files.extend((name, fs.unstrip_protocol(p) if "://" in pattern else p) for p in matches)
+    return files
+
+
+class ReadFileFn(beam.DoFn):
+    def __init__(self, config: ReadConfig):
+        self.config = config
+        self.files = Metrics.counter(NAMESPACE, "files_read")
+        self.records = Metrics.counter(NAMESPACE, "records_read")
+
+    def process(self, element: tuple[str, str]):
+        source, path = element
+        self.files.inc()
+        for item in read_file(source, path, self.config):
+            if isinstance(item, Event):
+                Metrics.counter(NAMESPACE, f"event_{item.kind}").inc()
+                yield beam.pvalue.TaggedOutput("accounting", (item.path, f"event:{item.kind}"))
+                continue
+            self.records.inc()
+            yield beam.pvalue.TaggedOutput("accounting", (path, "read"))
+            if isinstance(item, Drop):
+                yield beam.pvalue.TaggedOutput("drops", item)
+            else:
+                yield item
+
+
+class ReadCorpus(beam.PTransform):
+    """Outputs: `docs` (RawDoc), `drops` (Drop), `accounting` ((path, key) tally keys)."""
+
+    def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig):
+        super().__init__()
+        self.files = expand_inputs(inputs)
+        self.config = config
+
+    def expand(self, pbegin):
+        read = (
+            pbegin
+            | "ListFiles" >> beam.Create(self.files)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config)).with_outputs("drops", "accounting", main="docs")
+        )
+        docs = read.docs | "SpreadDocs" >> beam.Reshuffle()
+        return {"docs": docs, "drops": read.drops, "accounting": read.accounting}
+
+
+def count_drops(label_prefix: str):
+    """A Map that bumps the `dropped_<reason>` counter and turns a Drop into its accounting key."""
+
+    def tally(drop: Drop) -> tuple[str, str]:
+        Metrics.counter(NAMESPACE, f"dropped_{drop.reason}").inc()
+        return drop.path, f"dropped:{drop.reason}"
+
+    return f"{label_prefix}Tally" >> beam.Map(tally)

@@ -1,0 +1,206 @@
+"""TrainConfig: every setting of a training run, and the DeepSpeed config generated from it.
+
+In:  `clozeforge train` / `python -m trainer.pretrain` flags (the same parser serves both, and the
+     `deepspeed` and `torchrun` launchers' --local_rank is accepted), or a dict from a run's train_config.json.
+Out: a frozen, validated TrainConfig; `deepspeed_config()` builds the ZeRO JSON from it, and a user's own
+     DeepSpeed JSON (--deepspeed-config) is merged over that, key by key, so it has the last word.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from trainer.masking import MaskingConfig
+from trainer.model_config import PRESET_NAMES
+
+OPTIMIZERS = ("adamw", "lamb")
+SCHEDULES = ("linear", "polynomial", "constant")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+class TrainError(Exception):
+    """A problem the user can fix (a flag, a path, a checkpoint that does not fit). Printed as one line."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    data: str
+    """The pairs/ directory (or its manifest.json) of a prep run; any fsspec URL."""
+    output: str
+    """Run directory: checkpoints/, metrics.jsonl, curves.png, train_config.json, vocab/."""
+    model: str = "tiny"
+    """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
+    max_steps: int = 1000
+    """Optimizer steps to train for (a resumed run counts the steps already done)."""
+    batch_size: int = 32
+    """Micro batch per rank (pairs); the global batch is batch_size x grad_accum x world size."""
+    grad_accum: int = 1
+    """Micro batches accumulated per optimizer step."""
+    lr: float = 1e-3
+    """Peak learning rate (after warmup)."""
+    warmup_steps: int = 100
+    """Linear warmup from 0 to `lr`."""
+    schedule: str = "linear"
+    """Decay after warmup: linear to 0 at max_steps, polynomial (power 0.5), or constant."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay; never applied to biases and LayerNorm weights (as in BERT)."""
+    optimizer: str = "adamw"
+    """adamw (torch's, through DeepSpeed) or lamb (DeepSpeed's fused LAMB; GPU only)."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clipping."""
+    zero_stage: int = 2
+    """DeepSpeed ZeRO stage, 0-3."""
+    precision: str = "auto"
+    """auto (bf16 on a GPU that supports it, else fp32), fp32, bf16, or fp16 (GPU, with loss scaling)."""
+    masking: MaskingConfig = MaskingConfig()
+    nsp_weight: float = 1.0
+    """Weight of the NSP loss (0 turns NSP training off)."""
+    sbo_weight: float = 1.0
+    """Weight of the SpanBERT boundary loss (span masking only)."""
+    seed: int = 42
+    """Seed of data order, masking, dropout and initialisation."""
+    num_workers: int = 1
+    """Dataloader worker processes per rank (0 = build batches in the training process)."""
+    log_every: int = 10
+    eval_every: int = 200
+    """Evaluate on the validation split every N steps (0 = only at the end)."""
+    eval_batches: int = 20
+    save_every: int = 500
+    """Checkpoint every N steps (and at the end, and on SIGTERM/SIGINT)."""
+    keep_last: int = 2
+    """Checkpoints kept; older ones are deleted after a successful save."""
+    deepspeed_config: str | None = None
+    """A DeepSpeed JSON merged over the generated one."""
+    verify_checksums: bool = True
+    """Check each shard's sha256 against the manifest when it is first read."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.model in PRESET_NAMES, f"--model must be one of {', '.join(PRESET_NAMES)}, got {self.model!r}"),
+            (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
+            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
+            (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),
+            (self.lr > 0, f"--lr must be positive, got {self.lr}"),
+            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"),
+            (self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
+            (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
+            (self.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
+            (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
+            (self.log_every >= 1 and self.save_every >= 1 and self.eval_every >= 0, "--log-every/--save-every must be >= 1"),
+            (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise TrainError(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise TrainError(f"unknown train config keys {unknown}; valid: {sorted(known)}")
+        body = dict(body)
+        if isinstance(body.get("masking"), dict):
+            body["masking"] = MaskingConfig(**body["masking"])
+        return cls(**body)
+
+
+def resolve_precision(precision: str, on_gpu: bool, bf16_supported: bool) -> str:
+    if precision == "auto":
+        return "bf16" if on_gpu and bf16_supported else "fp32"
+    if precision == "fp16" and not on_gpu:
+        raise TrainError("--precision fp16 needs a GPU (use fp32 or bf16 on CPU)")
+    return precision
+
+
+def deepspeed_config(config: TrainConfig, precision: str) -> dict[str, Any]:
+    """The DeepSpeed JSON for this run (optimizer and scheduler are built by the trainer and handed in)."""
+    ds: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": config.batch_size,
+        "gradient_accumulation_steps": config.grad_accum,
+        "gradient_clipping": config.grad_clip,
+        "zero_optimization": {"stage": config.zero_stage},
+        "bf16": {"enabled": precision == "bf16"},
+        "fp16": {"enabled": precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
+        "steps_per_print": 1 << 30,  # the trainer prints its own progress line
+        "wall_clock_breakdown": False,
+    }
+    if config.deepspeed_config:
+        with open(config.deepspeed_config) as f:
+            try:
+                user = json.load(f)
+            except json.JSONDecodeError as e:
+                raise TrainError(f"--deepspeed-config {config.deepspeed_config}: not valid JSON ({e})") from None
+        ds = _merge(ds, user)
+    return ds
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    d = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    m = MaskingConfig()
+    add = ap.add_argument
+    add("--data", required=True, metavar="PAIRS_DIR", help="pairs/ directory of a prep run (local path or fsspec URL)")
+    add("--output", required=True, metavar="RUN_DIR", help="run directory (checkpoints, metrics, plots)")
+    add("--model", default=d["model"], choices=PRESET_NAMES, help="model preset (default: %(default)s)")
+    for name, typ in (
+        ("max_steps", int), ("batch_size", int), ("grad_accum", int), ("lr", float), ("warmup_steps", int),
+        ("weight_decay", float), ("grad_clip", float), ("zero_stage", int), ("nsp_weight", float),
+        ("sbo_weight", float), ("seed", int), ("num_workers", int), ("log_every", int), ("eval_every", int),
+        ("eval_batches", int), ("save_every", int), ("keep_last", int),
+    ):
+        add("--" + name.replace("_", "-"), type=typ, default=d[name], help=f"(default: {d[name]})")
+    add("--schedule", default=d["schedule"], choices=SCHEDULES)
+    add("--optimizer", default=d["optimizer"], choices=OPTIMIZERS)
+    add("--precision", default=d["precision"], choices=PRECISIONS)
+    add("--masking", default=m.strategy, choices=("bert", "wwm", "span"), help="masking strategy (default: %(default)s)")
+    add("--mask-prob", type=float, default=m.mask_prob)
+    add("--random-token-dist", default=m.random_token_dist, choices=("uniform", "unigram"))
+    add("--deepspeed-config", default=None, metavar="JSON", help="DeepSpeed JSON merged over the generated config")
+    add("--no-verify-checksums", action="store_true", help="skip sha256 checks of shards")
+    add("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+
+
+def from_args(args: argparse.Namespace) -> TrainConfig:
+    masking = MaskingConfig(strategy=args.masking, mask_prob=args.mask_prob, random_token_dist=args.random_token_dist)
+    return TrainConfig(
+        data=args.data,
+        output=args.output,
+        model=args.model,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        schedule=args.schedule,
+        weight_decay=args.weight_decay,
+        optimizer=args.optimizer,
+        grad_clip=args.grad_clip,
+        zero_stage=args.zero_stage,
+        precision=args.precision,
+        masking=masking,
+        nsp_weight=args.nsp_weight,
+        sbo_weight=args.sbo_weight,
+        seed=args.seed,
+        num_workers=args.num_workers,
+        log_every=args.log_every,
+        eval_every=args.eval_every,
+        eval_batches=args.eval_batches,
+        save_every=args.save_every,
+        keep_last=args.keep_last,
+        deepspeed_config=args.deepspeed_config,
+        verify_checksums=not args.no_verify_checksums,
+    )

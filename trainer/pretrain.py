@@ -1,0 +1,239 @@
+"""`clozeforge train` / `python -m trainer.pretrain` / `deepspeed --module trainer.pretrain`: pairs → checkpoints.
+
+In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags of trainer/config.py.
+Out: RUN/train_config.json, RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
+     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png. A rerun with the same RUN resumes from its
+     latest checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step.
+
+Without a launcher it runs as a single process (world size 1); under `deepspeed` or `torchrun` it picks up
+RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import torch
+
+from schemas import ContractError, Manifest
+from trainer import checkpoint
+from trainer import config as train_config
+from trainer.config import TrainConfig, TrainError
+from trainer.data import ShardStream, loader
+from trainer.masking import Masker, continuation_from_vocab
+from trainer.metrics import MetricsLog, peak_flops, plot_curves, train_flops_per_token
+from trainer.model import BertForPretraining
+from trainer.model_config import ModelConfig
+from trainer.runtime import Runtime, start_runtime
+from trainer.vocab_files import copy_vocab, read_token_counts, read_vocab_tokens
+
+
+def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str]) -> Masker:
+    specials = [i for i, t in enumerate(tokens) if t.startswith("[") and t.endswith("]")]
+    counts = read_token_counts(manifest) if config.masking.random_token_dist == "unigram" else None
+    return Masker(
+        config.masking,
+        vocab_size=len(tokens),
+        special_ids=specials,
+        mask_id=manifest.special_tokens["[MASK]"],
+        continuation=continuation_from_vocab(tokens),
+        unigram_counts=counts,
+    )
+
+
+def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
+    span = config.masking.strategy == "span"
+    model_config = ModelConfig.preset(
+        config.model,
+        vocab_size=manifest.vocab["size"],
+        pad_token_id=manifest.special_tokens["[PAD]"],
+        nsp_weight=config.nsp_weight,
+        sbo_weight=config.sbo_weight,
+        use_sbo=span,
+        sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
+    )
+    if manifest.max_seq_len > model_config.max_position_embeddings:
+        raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
+    return BertForPretraining(model_config, seed=config.seed)
+
+
+def lr_lambda(config: TrainConfig):
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
+        remaining = max(0.0, 1.0 - progress)
+        return remaining if config.schedule == "linear" else remaining**0.5
+
+    return factor
+
+
+def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime):
+    import deepspeed
+
+    no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not (n.endswith(".bias") or "LayerNorm" in n)]
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "lamb":
+        if not rt.on_gpu:
+            raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
+        from deepspeed.ops.lamb import FusedLamb
+
+        optimizer = FusedLamb(groups, lr=config.lr)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), eps=1e-6)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    ds_config = train_config.deepspeed_config(config, rt.precision)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    return engine
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items() if k != "position"}
+
+
+@torch.no_grad()
+def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.device, rt: Runtime) -> dict[str, float]:
+    """Mean losses and accuracies over the first `batches` validation batches (fixed masks: same every time)."""
+    if stream is None:
+        return {}
+    engine.eval()
+    sums: dict[str, float] = {}
+    for _, batch in zip(range(batches), stream):
+        out = engine(**to_device(batch, device))
+        for head in ("mlm", "nsp", "sbo"):
+            if f"{head}_count" in out:
+                n = out[f"{head}_count"].float()
+                for key, value in ((f"{head}_loss_sum", out[f"{head}_loss"] * n), (f"{head}_correct", out[f"{head}_correct"].float()), (f"{head}_count", n)):
+                    sums[key] = sums.get(key, 0.0) + float(value)
+    engine.train()
+    totals = rt.all_reduce_sum(sums)
+    result = {}
+    for head in ("mlm", "nsp", "sbo"):
+        n = totals.get(f"{head}_count", 0.0)
+        if n:
+            result[f"{head}_loss"] = totals[f"{head}_loss_sum"] / n
+            result[f"{head}_acc"] = totals[f"{head}_correct"] / n
+    return result
+
+
+class StopFlag:
+    """SIGTERM/SIGINT ask the loop to checkpoint and exit at the next step boundary."""
+
+    def __init__(self):
+        self.requested = False
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.requested = True
+
+
+def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
+    manifest = Manifest.read(config.data)
+    tokens = read_vocab_tokens(manifest)
+    if rt.rank == 0:
+        os.makedirs(config.output, exist_ok=True)
+        copy_vocab(manifest, os.path.join(config.output, "vocab"))
+        with open(os.path.join(config.output, "train_config.json"), "w") as f:
+            json.dump({**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}, f, indent=2)
+    masker = build_masker(config, manifest, tokens)
+    model = build_model(config, manifest)
+    engine = build_engine(model, config, rt)
+    stream = ShardStream(manifest, split="train", batch_size=config.batch_size, masker=masker, seed=config.seed,
+                         rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
+    valid = None
+    if manifest.split_shards("validation"):
+        valid = ShardStream(manifest, split="validation", batch_size=config.batch_size, masker=masker, seed=config.seed + 1,
+                            rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums, epochs=1)
+    client = checkpoint.load(engine, config.output)
+    step = 0
+    if client is not None:
+        step = client["step"]
+        stream.load_state_dict(client["data"])
+        rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step}")
+    log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0)
+    flops_per_token = train_flops_per_token(model.num_parameters(), model.config.num_layers, model.config.hidden_size, manifest.max_seq_len)
+    peak = peak_flops(rt.device_name)
+    stop = StopFlag()
+    position = {"data": stream.state_dict(*stream.start)}
+    batches = iter(loader(stream, config.num_workers))
+    window_tokens, window_start, last = 0, time.time(), {}
+
+    def save() -> None:
+        state = {"step": step, "data": position["data"], "train_config": config.to_dict(), "model_config": model.config.to_dict()}
+        tag = checkpoint.save(engine, config.output, step, state, config.keep_last)
+        rt.log(f"saved checkpoint {tag}")
+
+    while step < config.max_steps and not stop.requested:
+        stats = {}
+        for _ in range(config.grad_accum):
+            batch = next(batches)
+            epoch, k = batch["position"].tolist()
+            torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
+            out = engine(**to_device(batch, rt.device))
+            engine.backward(out["loss"])
+            engine.step()
+            window_tokens += int(batch["attention_mask"].sum())
+            for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
+                if key in out:
+                    stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
+            position["data"] = stream.state_dict(epoch, k + 1)
+        step += 1
+        if step % config.log_every == 0 or step == config.max_steps:
+            elapsed = time.time() - window_start
+            tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
+            stats = rt.all_reduce_mean(stats)
+            record = {"step": step, **stats, "lr": engine.get_lr()[0], "tokens_per_s": tokens_per_s, "epoch": epoch,
+                      "mfu": tokens_per_s * flops_per_token / (peak * rt.world_size) if peak else None}
+            log.write(record)
+            log.progress(record)
+            window_tokens, window_start = 0, time.time()
+        if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
+            last = evaluate(engine, valid, config.eval_batches, rt.device, rt)
+            if last:
+                log.write({"step": step, "split": "validation", **last})
+                rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
+        if step % config.save_every == 0 or step == config.max_steps:
+            save()
+    if stop.requested and step < config.max_steps:
+        rt.log(f"stop requested: checkpointing at step {step}")
+        save()
+    log.close()
+    if rt.rank == 0:
+        plot = plot_curves(config.output)
+        if plot:
+            rt.log(f"curves: {plot}")
+    return last
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge train", description="Pre-train a BERT on prep's pair shards with DeepSpeed ZeRO.")
+    train_config.add_arguments(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            config = train_config.from_args(parser().parse_args(argv))
+        except ValueError as e:  # a config dataclass rejected a flag value
+            raise TrainError(str(e)) from None
+        rt = start_runtime(config.precision)
+        train(config, rt)
+    except (TrainError, ContractError) as e:
+        print(f"clozeforge train: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

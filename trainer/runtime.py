@@ -1,0 +1,82 @@
+"""The process's place in the job: rank, world size, device, precision, and the collective helpers.
+
+In:  the environment a launcher sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT from `deepspeed` or
+     `torchrun`), or nothing, for a single process.
+Out: a Runtime after torch.distributed is up (gloo on CPU, nccl on GPU, through deepspeed.init_distributed).
+
+On CPU, ranks on one host split its cores between them (torch would otherwise start one thread per core in
+every rank and oversubscribe), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
+first use (~2 min), and gloo moves our gradients fast enough on one box.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+
+@dataclasses.dataclass
+class Runtime:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    precision: str
+    device_name: str
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    def log(self, message: str) -> None:
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def all_reduce_sum(self, values: dict[str, float]) -> dict[str, float]:
+        if self.world_size == 1 or not values:
+            return dict(values)
+        keys = sorted(values)
+        t = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return dict(zip(keys, t.tolist()))
+
+    def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]:
+        return {k: v / self.world_size for k, v in self.all_reduce_sum(values).items()}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_runtime(precision: str) -> Runtime:
+    from trainer.config import resolve_precision
+
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+    on_gpu = torch.cuda.is_available()
+    if on_gpu:
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+        name = torch.cuda.get_device_name(local)
+        bf16 = torch.cuda.is_bf16_supported()
+    else:
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+        device, name, bf16 = torch.device("cpu"), "cpu", True
+    import deepspeed
+    import deepspeed.ops
+
+    if not on_gpu:
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
+    return Runtime(rank, world, local, device, resolve_precision(precision, on_gpu, bf16), name)

@@ -1,0 +1,44 @@
+"""Run one benchmark: `python bench/run.py NAME [--corpus GLOB] [--quick]`.
+
+Each benchmark is bench/NAME.py with `main(corpus: str | None, quick: bool) -> dict`. Its figures are
+printed as one JSON object on the last line, with a `ratio` wherever a peer library runs beside ours on the
+same input in the same run. Benchmarks measure; tests (tests/) check correctness, never wall-clock time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pkgutil
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the repository root, so `bench.*`, `pipelines.*`, `trainer.*` import
+
+
+def available() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules([HERE]) if m.name not in ("run", "__init__") and not m.name.startswith("_"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("name", help=f"one of: {', '.join(available())}")
+    ap.add_argument("--corpus", default=None, help="input files (URL glob); default: the built-in docstring corpus")
+    ap.add_argument("--quick", action="store_true", help="a small run (seconds), for smoke tests")
+    args = ap.parse_args(argv)
+    if args.name not in available():
+        print(f"bench: unknown benchmark {args.name!r}; available: {', '.join(available())}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"bench.{args.name}")
+    started = time.time()
+    figures = module.main(args.corpus, args.quick)
+    figures = {"bench": args.name, "quick": args.quick, **figures, "wall_s": round(time.time() - started, 1)}
+    print(json.dumps(figures, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""BertForPretraining: transformers-compatible names and outputs, sparse MLM, losses, SBO, init, config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from trainer.model import IGNORE_INDEX, BertForPretraining
+from trainer.model_config import PRESET_NAMES, ModelConfig
+
+VOCAB = 1000
+
+
+def _config(**overrides) -> ModelConfig:
+    return ModelConfig.preset("tiny", vocab_size=VOCAB, **overrides)
+
+
+def _batch(seed: int = 0, batch: int = 3, seq: int = 24, positions: int = 5) -> dict[str, torch.Tensor]:
+    """Random ids with ragged padding, two segments, and `positions` MLM slots of which the last is padding."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (batch, seq), generator=g)
+    lengths = torch.tensor([seq, seq - 7, seq // 2])[:batch]
+    mask = (torch.arange(seq)[None, :] < lengths[:, None]).long()
+    ids = ids * mask  # [PAD] = 0
+    types = ((torch.arange(seq)[None, :] >= (lengths[:, None] // 2)) & mask.bool()).long()
+    pos = torch.stack([torch.randperm(int(n) - 1, generator=g)[:positions] + 1 for n in lengths])
+    labels = torch.randint(5, VOCAB, (batch, positions), generator=g)
+    labels[:, -1] = IGNORE_INDEX
+    pos[:, -1] = 0
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "mlm_positions": pos,
+            "mlm_labels": labels, "next_sentence_label": torch.tensor([0, 1, 1])[:batch]}
+
+
+def _encoder_inputs(b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: b[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+def test_state_dict_keys_are_transformers_keys_exactly():
+    transformers = pytest.importorskip("transformers")
+    cfg = _config()
+    theirs = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_config())).state_dict()
+    ours = BertForPretraining(cfg).state_dict()
+    # Same names in the same order, tied decoder entries included on both sides; position_ids/token_type_ids are
+    # non-persistent buffers in transformers 5, so neither side has a buffer entry.
+    assert list(ours) == list(theirs)
+    assert {k: tuple(v.shape) for k, v in ours.items()} == {k: tuple(v.shape) for k, v in theirs.items()}
+    # The extras are project-only and nothing else changes.
+    pre_ln = set(BertForPretraining(_config(pre_layernorm=True)).state_dict()) - set(ours)
+    assert pre_ln == {"bert.encoder.LayerNorm.weight", "bert.encoder.LayerNorm.bias"}
+    sbo = set(BertForPretraining(_config(use_sbo=True)).state_dict()) - set(ours)
+    assert sbo and all(k.startswith("sbo.") for k in sbo)
+
+
+def test_outputs_equal_transformers_on_a_padded_batch():
+    transformers = pytest.importorskip("transformers")
+    cfg = _config()
+    ours = BertForPretraining(cfg, seed=3).eval()
+    theirs = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_config())).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=True)
+    b = _batch()
+    real = b["attention_mask"].bool()
+    with torch.no_grad():
+        seq, pooled, states = ours.encode(**_encoder_inputs(b), output_hidden_states=True)
+        ref = theirs(**_encoder_inputs(b), output_hidden_states=True)
+    assert len(states) == len(ref.hidden_states) == cfg.num_layers + 1
+    for mine, hf in zip(states, ref.hidden_states):
+        assert (mine - hf)[real].abs().max() <= 1e-5
+    assert (ours.dense_mlm_logits(seq) - ref.prediction_logits)[real].abs().max() <= 1e-4
+    assert (ours.cls.seq_relationship(pooled) - ref.seq_relationship_logits).abs().max() <= 1e-4
+
+
+def test_padding_does_not_change_real_positions():
+    model = BertForPretraining(_config()).eval()
+    b = _batch(batch=1)
+    ids, types, mask = b["input_ids"], b["token_type_ids"], b["attention_mask"]
+    padded = [torch.cat([t, torch.zeros(1, 9, dtype=t.dtype)], 1) for t in (ids, types, mask)]
+    with torch.no_grad():
+        short, _, _ = model.encode(ids, types, mask)
+        long, _, _ = model.encode(*padded)
+    assert (short - long[:, : ids.shape[1]]).abs().max() <= 1e-5
+    # ... and the mask matters: without it the padded tail changes the real positions.
+    with torch.no_grad():
+        unmasked, _, _ = model.encode(padded[0], padded[1], None)
+    assert (short - unmasked[:, : ids.shape[1]]).abs().max() > 1e-3
+
+
+def test_an_all_padding_row_stays_finite():
+    # A row with no real key (e.g. an -inf mask, or a boolean one on some torch builds) must not NaN the batch.
+    model = BertForPretraining(_config())
+    b = _batch()
+    b["attention_mask"][0] = 0
+    out = model(**b)
+    assert torch.isfinite(out["mlm_logits"]).all() and torch.isfinite(out["loss"])
+
+
+def test_sparse_mlm_logits_equal_dense_logits_gathered():
+    model = BertForPretraining(_config()).eval()
+    b = _batch()
+    with torch.no_grad():
+        out = model(**b)
+        dense = model.dense_mlm_logits(model.encode(**_encoder_inputs(b))[0])  # (batch, seq, vocab)
+    assert out["mlm_logits"].shape == (*b["mlm_positions"].shape, VOCAB)
+    gathered = torch.stack([dense[i, b["mlm_positions"][i]] for i in range(dense.shape[0])])
+    assert (out["mlm_logits"] - gathered).abs().max() <= 1e-5
+    assert out["nsp_logits"].shape == (3, 2)
+
+
+def test_losses_and_counts_equal_a_manual_cross_entropy():
+    cfg = _config(mlm_weight=1.0, nsp_weight=0.5)
+    model = BertForPretraining(cfg).eval()
+    b = _batch()
+    with torch.no_grad():
+        out = model(**b)
+    keep = b["mlm_labels"] != IGNORE_INDEX
+    logits, labels = out["mlm_logits"][keep], b["mlm_labels"][keep]  # (n, vocab), (n,)
+    log_probs = torch.log_softmax(logits, -1)
+    manual_mlm = -log_probs[torch.arange(len(labels)), labels].mean()
+    nsp_log_probs = torch.log_softmax(out["nsp_logits"], -1)
+    manual_nsp = -nsp_log_probs[torch.arange(3), b["next_sentence_label"]].mean()
+    assert out["mlm_loss"].item() == pytest.approx(manual_mlm.item(), rel=1e-5)
+    assert out["nsp_loss"].item() == pytest.approx(manual_nsp.item(), rel=1e-5)
+    assert out["loss"].item() == pytest.approx(manual_mlm.item() + 0.5 * manual_nsp.item(), rel=1e-5)
+    assert out["mlm_count"].item() == int(keep.sum())
+    assert out["mlm_correct"].item() == int((logits.argmax(-1) == labels).sum())
+    assert out["nsp_count"].item() == 3
+    assert out["nsp_correct"].item() == int((out["nsp_logits"].argmax(-1) == b["next_sentence_label"]).sum())
+
+
+def test_no_masked_positions_gives_zero_loss_not_nan():
+    model = BertForPretraining(_config())
+    b = _batch()
+    b["mlm_labels"] = torch.full_like(b["mlm_labels"], IGNORE_INDEX)
+    out = model(**b)
+    assert out["mlm_loss"].item() == 0.0 and out["mlm_count"].item() == 0
+    assert torch.isfinite(out["loss"])
+
+
+def test_nsp_weight_zero_keeps_loss_to_mlm_but_every_parameter_gets_a_gradient():
+    model = BertForPretraining(_config(nsp_weight=0.0))
+    out = model(**_batch())
+    assert out["loss"].item() == pytest.approx(out["mlm_loss"].item(), rel=1e-6)
+    out["loss"].backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert model.cls.seq_relationship.weight.grad.abs().max() == 0
+
+
+def test_gradient_reaches_tied_embeddings_through_the_decoder():
+    model = BertForPretraining(_config())
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
+    b = _batch()
+    target = 4  # [MASK]-like id that never occurs in input_ids (all >= 5 or [PAD]): only the decoder can move it
+    assert not (b["input_ids"] == target).any()
+    b["mlm_labels"][0, 0] = target
+    model(**b)["mlm_loss"].backward()
+    grad = model.bert.embeddings.word_embeddings.weight.grad
+    assert grad[target].abs().sum() > 0
+    assert grad[b["input_ids"][0, 1]].abs().sum() > 0  # and the input side too
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())  # counted once
+
+
+def test_sbo_head_shapes_loss_and_gradients():
+    cfg = _config(use_sbo=True, sbo_max_relative_positions=4)
+    model = BertForPretraining(cfg)
+    b = _batch()
+    left = (b["mlm_positions"] - 1).clamp(min=0)
+    right = (b["mlm_positions"] + 1).clamp(max=b["input_ids"].shape[1] - 1)
+    rel = torch.tensor([[0, 1, 2, 9, 0]] * 3)  # 9 is past the table: shares its last row
+    out = model(**b, sbo_left=left, sbo_right=right, sbo_rel_pos=rel)
+    assert out["sbo_logits"].shape == (3, 5, VOCAB)
+    assert torch.isfinite(out["sbo_loss"]) and out["sbo_count"].item() == out["mlm_count"].item()
+    assert out["loss"].item() == pytest.approx(
+        (out["mlm_loss"] + out["nsp_loss"] + out["sbo_loss"]).item(), rel=1e-5)
+    out["sbo_loss"].backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.sbo.parameters())
+    assert model.bert.embeddings.word_embeddings.weight.grad.abs().sum() > 0  # tied decoder
+    # Without SBO inputs the head is skipped rather than guessed at.
+    assert "sbo_loss" not in model(**b)
+
+
+def test_dropout_only_in_training_mode():
+    model = BertForPretraining(_config())
+    inputs = _encoder_inputs(_batch())
+    model.train()
+    assert not torch.equal(model.encode(**inputs)[0], model.encode(**inputs)[0])
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model.encode(**inputs)[0], model.encode(**inputs)[0])
+
+
+def test_pre_layernorm_matches_a_hand_written_pre_ln_layer():
+    # A large init so the sub-layers are not negligible against the residual (at std 0.02 pre- and post-LN
+    # outputs differ by only ~3e-3).
+    model = BertForPretraining(_config(pre_layernorm=True, num_layers=1, initializer_range=0.3)).eval()
+    b = _batch()
+    ids, types, mask = b["input_ids"], b["token_type_ids"], b["attention_mask"]
+    layer, emb = model.bert.encoder.layer[0], model.bert.embeddings
+    att, heads = layer.attention, model.config.num_heads
+    with torch.no_grad():
+        x = emb.LayerNorm(emb.word_embeddings(ids) + emb.token_type_embeddings(types)
+                          + emb.position_embeddings.weight[: ids.shape[1]])
+        h = att.output.LayerNorm(x)
+        split = lambda t: t.view(*t.shape[:2], heads, -1).transpose(1, 2)  # noqa: E731
+        q, k, v = split(att.self.query(h)), split(att.self.key(h)), split(att.self.value(h))
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + (1.0 - mask[:, None, None, :].float()) * -1e9
+        a = (scores.softmax(-1) @ v).transpose(1, 2).reshape(x.shape)
+        x = x + att.output.dense(a)
+        x = x + layer.output.dense(F.gelu(layer.intermediate.dense(layer.output.LayerNorm(x))))
+        expected = model.bert.encoder.LayerNorm(x)
+        got = model.encode(ids, types, mask)[0]
+        post = BertForPretraining(_config(num_layers=1, initializer_range=0.3)).eval().encode(ids, types, mask)[0]
+    real = mask.bool()
+    assert (got - expected)[real].abs().max() <= 1e-4
+    assert (post - expected)[real].abs().max() > 0.1  # the flag changes the computation
+
+
+def test_init_is_bert_like_and_seeded():
+    cfg = _config()
+    a, b, c = BertForPretraining(cfg, seed=7), BertForPretraining(cfg, seed=7), BertForPretraining(cfg, seed=8)
+    for (name, x), y, z in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
+        assert torch.equal(x, y), name
+    words = a.bert.embeddings.word_embeddings.weight
+    assert not torch.equal(words, c.bert.embeddings.word_embeddings.weight)
+    assert words[cfg.pad_token_id].abs().sum() == 0
+    assert abs(words[1:].std().item() - cfg.initializer_range) < 0.1 * cfg.initializer_range
+    layer = a.bert.encoder.layer[0]
+    assert torch.equal(layer.output.LayerNorm.weight, torch.ones(cfg.hidden_size))
+    assert layer.attention.self.query.bias.abs().sum() == 0 and a.cls.predictions.bias.abs().sum() == 0
+
+
+def test_presets_shapes_and_bert_base_size():
+    assert PRESET_NAMES == ("tiny", "mini", "small", "base", "large")
+    tiny = ModelConfig.preset("tiny", vocab_size=VOCAB)
+    assert (tiny.num_layers, tiny.hidden_size, tiny.num_heads, tiny.intermediate_size) == (2, 128, 2, 512)
+    with torch.device("meta"):  # shapes only
+        base = BertForPretraining(ModelConfig.preset("base", vocab_size=30522))
+    # BERT-base is "110M parameters" in the BERT paper.
+    assert 109e6 < base.num_parameters() < 111e6
+
+
+def test_config_validation_messages():
+    with pytest.raises(ValueError, match="tiny, mini, small, base, large"):
+        ModelConfig.preset("huge", vocab_size=VOCAB)
+    with pytest.raises(ValueError, match="valid fields"):
+        ModelConfig.preset("tiny", vocab_size=VOCAB, hidden=64)
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        ModelConfig.preset("tiny", vocab_size=VOCAB, num_heads=3)
+    with pytest.raises(ValueError, match="pad_token_id"):
+        ModelConfig.preset("tiny", vocab_size=VOCAB, pad_token_id=VOCAB)
+    with pytest.raises(ValueError, match="every loss weight is zero"):
+        ModelConfig.preset("tiny", vocab_size=VOCAB, mlm_weight=0.0, nsp_weight=0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _config().hidden_size = 3
+    cfg = _config(use_sbo=True)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_hf_config_refuses_pre_layernorm():
+    hf = _config().to_hf_config()
+    assert hf["model_type"] == "bert" and hf["architectures"] == ["BertForPreTraining"] and hf["hidden_act"] == "gelu"
+    with pytest.raises(ValueError, match="pre-LayerNorm"):
+        _config(pre_layernorm=True).to_hf_config()
+

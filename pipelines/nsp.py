@@ -10,10 +10,11 @@ and let B be the true continuation or, half the time, a random span of another d
 used when B is random are put back; the pair is truncated from a random side to max_seq_len - 3.
 
 Where we deliberately differ from the reference:
-  * The label is drawn first. The reference forces random-next whenever the chunk holds a single
-    sentence, which pushes the random-next share above 50%. Here a one-sentence chunk with a true-next
-    label borrows the next sentence of its document when there is one, and is dropped (counted as
-    `unpaired_sentence`) when there is none, so the label stays an unbiased coin.
+  * The label stays an unbiased coin. The reference forces random-next whenever the chunk holds a single
+    sentence, which pushes the random-next share above 50% (and makes every one-sentence document a
+    negative). Here a one-sentence chunk with a true-next label borrows the next sentence of its document,
+    and a lone last sentence (a one-sentence document included) makes no pair: it is counted as
+    `unpaired_sentence` and still serves as random-next material for other documents.
   * The short target (probability `short_seq_prob`) is drawn per instance, not once per document, so
     the short-instance share is what the flag says.
   * A random-next segment never comes from the same document: it is drawn from the bucket's other
@@ -83,19 +84,18 @@ def make_pairs(
         chunk.append(sentences[i])
         length += len(sentences[i])
         if i == len(sentences) - 1 or length >= target:
+            if len(chunk) == 1 and i == len(sentences) - 1:
+                # A lone last sentence has no true continuation; emitting it only as a random-next pair
+                # (as the reference does) would tie the label to "short A at a document's end".
+                stats["unpaired_sentence"] += 1
+                break
             random_next = bool(rng.random() < 0.5)
             if random_next and not partners:
                 stats["no_random_partner"] += 1
                 random_next = False
-            if not random_next and len(chunk) == 1:
-                if i + 1 < len(sentences):  # borrow the next sentence so A has a true continuation
-                    i += 1
-                    chunk.append(sentences[i])
-                else:
-                    stats["unpaired_sentence"] += 1
-                    chunk, length = [], 0
-                    i += 1
-                    continue
+            if not random_next and len(chunk) == 1:  # borrow the next sentence so A has a true continuation
+                i += 1
+                chunk.append(sentences[i])
             a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
             tokens_a = [t for s in chunk[:a_end] for t in s]
             if random_next:

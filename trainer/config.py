@@ -64,6 +64,9 @@ class TrainConfig:
     """Seed of data order, masking, dropout and initialisation."""
     num_workers: int = 1
     """Dataloader worker processes per rank (0 = build batches in the training process)."""
+    stop_after: int | None = None
+    """Train at most this many steps in this invocation, then checkpoint and exit; the schedule still runs to
+    max_steps, so the next invocation resumes where this one stopped (for step-budgeted or preemptible jobs)."""
     log_every: int = 10
     eval_every: int = 200
     """Evaluate on the validation split every N steps (0 = only at the end)."""
@@ -92,6 +95,7 @@ class TrainConfig:
             (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
             (self.log_every >= 1 and self.save_every >= 1 and self.eval_every >= 0, "--log-every/--save-every must be >= 1"),
             (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
+            (self.stop_after is None or self.stop_after >= 1, f"--stop-after must be >= 1, got {self.stop_after}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -163,6 +167,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         ("eval_batches", int), ("save_every", int), ("keep_last", int),
     ):
         add("--" + name.replace("_", "-"), type=typ, default=d[name], help=f"(default: {d[name]})")
+    add("--stop-after", type=int, default=None, metavar="N", help="train N steps now, checkpoint, exit (resume later)")
     add("--schedule", default=d["schedule"], choices=SCHEDULES)
     add("--optimizer", default=d["optimizer"], choices=OPTIMIZERS)
     add("--precision", default=d["precision"], choices=PRECISIONS)
@@ -196,6 +201,7 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         sbo_weight=args.sbo_weight,
         seed=args.seed,
         num_workers=args.num_workers,
+        stop_after=args.stop_after,
         log_every=args.log_every,
         eval_every=args.eval_every,
         eval_batches=args.eval_batches,

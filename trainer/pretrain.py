@@ -173,8 +173,10 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         tag = checkpoint.save(engine, config.output, step, state, config.keep_last)
         rt.log(f"saved checkpoint {tag}")
 
-    while step < config.max_steps and not stop.requested:
+    end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
+    while step < end and not stop.requested:
         stats = {}
+        lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
         for _ in range(config.grad_accum):
             batch = next(batches)
             epoch, k = batch["position"].tolist()
@@ -192,7 +194,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
             elapsed = time.time() - window_start
             tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
             stats = rt.all_reduce_mean(stats)
-            record = {"step": step, **stats, "lr": engine.get_lr()[0], "tokens_per_s": tokens_per_s, "epoch": epoch,
+            record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch,
                       "mfu": tokens_per_s * flops_per_token / (peak * rt.world_size) if peak else None}
             log.write(record)
             log.progress(record)
@@ -204,8 +206,8 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                 rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
         if step % config.save_every == 0 or step == config.max_steps:
             save()
-    if stop.requested and step < config.max_steps:
-        rt.log(f"stop requested: checkpointing at step {step}")
+    if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
+        rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
         save()
     log.close()
     if rt.rank == 0:

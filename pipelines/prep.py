@@ -59,7 +59,7 @@ def finalize(_, *, config: prep_config.PrepConfig, shards, vocab, tallies, stats
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        config=config.to_dict(),
+        config={k: v for k, v in config.to_dict().items() if k != "output"},  # where it went is not what it is
     )
     manifest.write(posixpath.join(out, "pairs"))
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())

@@ -16,7 +16,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the repository root, so `bench.*`, `pipelines.*`, `trainer.*` import
+# Replace the script's own folder with the repository root: bench/tokenize.py would otherwise shadow the
+# standard library's `tokenize` (which inspect, and so torch, import), and `bench.*`, `pipelines.*` must import.
+sys.path[0] = os.path.dirname(HERE)
 
 
 def available() -> list[str]:

@@ -146,6 +146,10 @@ def embed_main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from trainer.downstream import embed_texts, load_exported, write_embeddings
 
+    if not args.output.endswith((".npy", ".arrow")):
+        return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
+    if args.pooling == "tokens" and args.output.endswith(".npy"):
+        return _fail("embed", "per-token embeddings have ragged lengths: use an .arrow --output")
     try:
         model, tokenizer = load_exported(args.model)
         with open(args.input, encoding="utf-8") as f:

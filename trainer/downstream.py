@@ -18,6 +18,8 @@ from schemas import ContractError
 from trainer.model import BertForPretraining
 from trainer.model_config import ModelConfig
 
+POOLINGS = ("cls", "mean", "tokens")
+
 _HF_TO_OURS = {
     "vocab_size": "vocab_size",
     "hidden_size": "hidden_size",
@@ -83,6 +85,10 @@ def fill_mask(model: BertForPretraining, tokenizer, text: str, top_k: int = 5) -
 @torch.no_grad()
 def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooling: str = "cls", batch_size: int = 32):
     """Sentence vectors (len(texts), hidden) for pooling 'cls'/'mean'; for 'tokens', a list of (n_i, hidden)."""
+    if pooling not in POOLINGS:  # before any work, and also when `texts` is empty
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    if not texts:
+        return [] if pooling == "tokens" else np.zeros((0, model.config.hidden_size), np.float32)
     out = []
     for start in range(0, len(texts), batch_size):
         batch = _batch(tokenizer, texts[start : start + batch_size], model.config.max_position_embeddings)
@@ -92,11 +98,9 @@ def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooli
             out.append(sequence_output[:, 0].numpy())
         elif pooling == "mean":
             out.append(((sequence_output * mask).sum(1) / mask.sum(1)).numpy())
-        elif pooling == "tokens":
+        else:
             last4 = torch.stack(states[-4:]).mean(0)  # (batch, seq, hidden)
             out += [row[: int(n)].numpy() for row, n in zip(last4, batch["attention_mask"].sum(1))]
-        else:
-            raise ValueError(f"pooling must be cls, mean or tokens, got {pooling!r}")
     return out if pooling == "tokens" else np.concatenate(out)
 
 

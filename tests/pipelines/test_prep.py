@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import prep
@@ -28,7 +28,7 @@ def doc(doc_id: str, *sentences: str, path: str = "f.jsonl") -> Doc:
 
 
 def test_exact_dedup_keeps_the_smallest_id():
-    with TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+    with test_pipeline.TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         docs = p | beam.Create([doc("b", "Same text here."), doc("a", "Same  text here."), doc("c", "Other text.")])
         out = docs | Deduplicate("exact")
         assert_that(out["docs"] | beam.Map(lambda d: d.doc_id), equal_to(["a", "c"]), label="Kept")
@@ -38,7 +38,7 @@ def test_exact_dedup_keeps_the_smallest_id():
 def test_read_corpus_counts_every_record(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"text": "one"}\n{"text": 5}\n{"text": "two"}\n')
     options = PipelineOptions(["--runner=FnApiRunner"])
-    p = TestPipeline(options=options)
+    p = test_pipeline.TestPipeline(options=options)
     read = p | ReadCorpus([("web", str(tmp_path / "*.jsonl"))], ReadConfig())
     assert_that(read["docs"] | beam.Map(lambda d: d.text), equal_to(["one", "two"]), label="Docs")
     assert_that(read["drops"] | beam.Map(lambda d: (d.reason, d.line)), equal_to([("non_string_text", 2)]), label="Drops")

@@ -1,0 +1,266 @@
+"""Benchmark: training throughput of clozeforge's BertForPretraining against transformers' BertForPreTraining.
+
+In:  `corpus`, a glob of .txt / .jsonl(.gz|.zst) files ({"text": ...} per line), or None for the built-in docstring
+     corpus, encoded with a WordPiece vocabulary of 8,192 that `tokenizers` trains here on the same text. With
+     `quick` and no corpus: random ids with BERT's pair-length distribution (no tokenizer training).
+Out: median training tokens/s (non-[PAD] tokens per second of forward + backward + AdamW step) of each model, and
+     `ratio` = ours / transformers; the same for our model with dense MLM logits (`dense_ratio`), to show how much
+     of the gain is the sparse MLM head; and the eval-mode loss of both on the first batch (same weights: the two
+     must agree, which is the proof that they train the same thing).
+
+Setup, identical for all sides: the tiny preset (2 layers, hidden 128, 2 heads, ffn 512) with vocabulary 8,192,
+dropout 0.1; batch 32 at max_seq_len 128, collated with `collate_pairs` (padded to the longest pair) and masked
+once by `Masker` ("bert", 15%, at most 20 predictions, as BERT's max_predictions_per_seq at 128); the same
+initial weights (transformers loads our state dict); torch AdamW (lr 1e-4, weight decay 0.01, torch's default
+implementation); 2 torch threads. transformers gets `labels` (the masked ids, -100 elsewhere) and
+`next_sentence_label`, with attn_implementation="sdpa".
+
+Timing: the machine is shared, so the sides take turns step by step (the order rotating every round), each step is
+timed alone, warm-up steps are dropped, and the median over steps is reported: a load spike then costs each side
+a few steps, not a whole window. With a GPU, `base` is also trained in bf16 autocast and its model-FLOPs
+utilisation (MFU) reported, ours and transformers'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainer.masking import Masker, MaskingConfig, collate_pairs
+from trainer.model import IGNORE_INDEX, BertForPretraining
+from trainer.model_config import ModelConfig
+from bench._corpus import read_texts
+
+SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2
+MAX_PREDICTIONS = 20  # BERT's max_predictions_per_seq at seq 128
+SHORT_SEQ_PROB = 0.1  # BERT's share of pairs with a shorter target length
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, as the trained tokenizer lays them out
+PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12}
+"""Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's data sheets; the first name in the device name wins."""
+
+Batch = dict[str, torch.Tensor]
+
+
+def _pair_lengths(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token counts of segments A and B as BERT's instance builder makes them: target max_seq_len - 3, or with
+    probability SHORT_SEQ_PROB a uniform shorter one; the A/B split uniform inside the target."""
+    total = np.where(rng.random(count) < SHORT_SEQ_PROB, rng.integers(2, SEQ_LEN - 2, count), SEQ_LEN - 3)
+    len_a = rng.integers(1, total)
+    return len_a, total - len_a
+
+
+def _token_stream(rng: np.random.Generator, corpus: str | None, quick: bool) -> tuple[np.ndarray, str]:
+    """(token ids, description): WordPiece ids of the corpus text, or random ids for a quick run with no corpus."""
+    if corpus is None and quick:
+        return rng.integers(len(SPECIAL_TOKENS), VOCAB, 200_000), "random ids"
+    from tokenizers import BertWordPieceTokenizer
+
+    texts = list(read_texts(corpus, 1_000_000 if quick else 2_000_000))
+    if not texts:
+        raise SystemExit(f"bench train: no text found in {corpus!r}")
+    tokenizer = BertWordPieceTokenizer(lowercase=True)
+    tokenizer.train_from_iterator(texts, vocab_size=VOCAB, special_tokens=SPECIAL_TOKENS, show_progress=False)
+    if [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] != list(range(len(SPECIAL_TOKENS))):
+        raise RuntimeError("the trained vocabulary does not start with the special tokens")
+    stream = np.concatenate([e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]).astype(np.int64)
+    return stream, f"{corpus or 'built-in docstrings'}, {len(texts)} docs, {stream.size} tokens"
+
+
+def make_batches(stream: np.ndarray, count: int, rng: np.random.Generator, *, batch_size: int = BATCH,
+                 vocab_size: int = VOCAB) -> list[Batch]:
+    """`count` masked batches of `batch_size` pairs cut from `stream`: B follows A (label 0) or starts at a random
+    offset (label 1, half the pairs). Each holds our inputs and transformers' dense `labels` (batch, seq) for the
+    same masked tokens."""
+    masker = Masker(MaskingConfig(strategy="bert", max_predictions=MAX_PREDICTIONS), vocab_size=vocab_size,
+                    special_ids=range(len(SPECIAL_TOKENS)), mask_id=SPECIAL_TOKENS.index("[MASK]"))
+    out = []
+    for _ in range(count):
+        len_a, len_b = _pair_lengths(rng, batch_size)
+        random_next = rng.random(batch_size) < 0.5
+        starts = rng.integers(0, stream.size - SEQ_LEN, batch_size)
+        b_starts = np.where(random_next, rng.integers(0, stream.size - SEQ_LEN, batch_size), starts + len_a)
+        arrays = collate_pairs([stream[s:s + n] for s, n in zip(starts, len_a)],
+                               [stream[s:s + n] for s, n in zip(b_starts, len_b)], random_next,
+                               cls_id=SPECIAL_TOKENS.index("[CLS]"), sep_id=SPECIAL_TOKENS.index("[SEP]"),
+                               pad_id=SPECIAL_TOKENS.index("[PAD]"), max_seq_len=SEQ_LEN)
+        arrays.update(masker(arrays["input_ids"], arrays.pop("special_mask"), rng))
+        batch = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        labels = torch.full_like(batch["input_ids"], IGNORE_INDEX)  # (batch, seq)
+        real = batch["mlm_labels"] != IGNORE_INDEX  # (batch, P)
+        rows = torch.arange(batch_size)[:, None].expand_as(real)
+        labels[rows[real], batch["mlm_positions"][real]] = batch["mlm_labels"][real]
+        batch["labels"] = labels
+        out.append(batch)
+    return out
+
+
+def _encoder_inputs(b: Batch) -> Batch:
+    return {k: b[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+def ours_loss(model: BertForPretraining, b: Batch) -> torch.Tensor:
+    return model(**_encoder_inputs(b), mlm_positions=b["mlm_positions"], mlm_labels=b["mlm_labels"],
+                 next_sentence_label=b["next_sentence_label"])["loss"]
+
+
+def ours_dense_loss(model: BertForPretraining, b: Batch) -> torch.Tensor:
+    """Our encoder with transformers' head arithmetic: MLM logits at every position, then the masked ones' loss."""
+    sequence_output, pooled, _ = model.encode(**_encoder_inputs(b))
+    logits = model.dense_mlm_logits(sequence_output)  # (batch, seq, vocab)
+    mlm = F.cross_entropy(logits.view(-1, logits.shape[-1]), b["labels"].view(-1), ignore_index=IGNORE_INDEX)
+    return mlm + F.cross_entropy(model.cls.seq_relationship(pooled), b["next_sentence_label"])
+
+
+def theirs_loss(model, b: Batch) -> torch.Tensor:
+    return model(**_encoder_inputs(b), labels=b["labels"], next_sentence_label=b["next_sentence_label"]).loss
+
+
+def build_models(cfg: ModelConfig, device: str = "cpu") -> dict[str, tuple[torch.nn.Module, Callable]]:
+    """{name: (model in train mode, loss function)}; all start from our seed-0 weights."""
+    import transformers
+
+    ours = BertForPretraining(cfg, seed=0)
+    dense = BertForPretraining(cfg, seed=0)
+    theirs = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_config(),
+                                                                     attn_implementation="sdpa"))
+    theirs.load_state_dict(ours.state_dict())
+    if theirs.config._attn_implementation != "sdpa":
+        raise RuntimeError(f"transformers chose attention {theirs.config._attn_implementation!r}, not sdpa")
+    return {"ours": (ours.to(device).train(), ours_loss), "transformers": (theirs.to(device).train(), theirs_loss),
+            "ours_dense_mlm": (dense.to(device).train(), ours_dense_loss)}
+
+
+@torch.no_grad()
+def eval_losses(models: dict[str, tuple[torch.nn.Module, Callable]], b: Batch) -> dict[str, float]:
+    out = {}
+    for name, (model, loss_fn) in models.items():
+        model.eval()
+        out[name] = float(loss_fn(model, b))
+        model.train()
+    return out
+
+
+def time_steps(models, batches: list[Batch], *, warmup: int, rounds: int, budget_s: float,
+               sync: Callable[[], None] = lambda: None,
+               autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+               ) -> tuple[dict[str, np.ndarray], list[int]]:
+    """Seconds per training step of each model, and the batch index of each timed round.
+
+    One round = one step of every model on the same batch, in an order that rotates every round; `warmup` rounds
+    are not timed. Stops early (after at least 3 timed rounds) once `budget_s` of wall time is spent, so a loaded
+    machine cannot overrun the bench."""
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01) for name, (m, _) in models.items()}
+    names = list(models)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    timed: list[int] = []
+    started = time.perf_counter()
+    for r in range(warmup + rounds):
+        if r >= warmup + 3 and time.perf_counter() - started > budget_s:
+            break
+        b = batches[r % len(batches)]
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            model, loss_fn = models[name]
+            sync()
+            start = time.perf_counter()
+            with autocast():
+                loss = loss_fn(model, b)
+            optimizers[name].zero_grad(set_to_none=True)
+            loss.backward()
+            optimizers[name].step()
+            sync()
+            if r >= warmup:
+                seconds[name].append(time.perf_counter() - start)
+        if r >= warmup:
+            timed.append(r % len(batches))
+    return {name: np.asarray(v) for name, v in seconds.items()}, timed
+
+
+def real_tokens(batches: list[Batch]) -> np.ndarray:
+    """(len(batches),) non-[PAD] tokens per batch: what a tokens/s figure counts."""
+    return np.asarray([int(b["attention_mask"].sum()) for b in batches], dtype=np.float64)
+
+
+def gpu_mfu(*, preset: str = "base", device: str = "cuda", dtype: torch.dtype = torch.bfloat16, steps: int = 20,
+            vocab_size: int = 30522, batch_size: int = 64) -> dict:
+    """Tokens/s and model-FLOPs utilisation of `preset` in `dtype` autocast, ours and transformers', random ids.
+
+    Model FLOPs are the same for both sides: what training on the batch needs, 6 per weight multiply-add and real
+    token (forward + backward) in the encoder, plus the attention scores and mixing (12 * layers * seq * hidden per
+    token), plus the MLM transform and decoder at the masked positions only. transformers' decoder at every other
+    position is work it does but the objective does not need, so it lowers its MFU, as padding does for both."""
+    cfg = ModelConfig.preset(preset, vocab_size=vocab_size)
+    rng = np.random.default_rng(0)
+    stream = rng.integers(len(SPECIAL_TOKENS), vocab_size, 200_000)
+    batches = [{k: v.to(device) for k, v in b.items()}
+               for b in make_batches(stream, 4, rng, batch_size=batch_size, vocab_size=vocab_size)]
+    models = {k: v for k, v in build_models(cfg, device).items() if k != "ours_dense_mlm"}
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    seconds, timed = time_steps(models, batches, warmup=3, rounds=steps, budget_s=240.0, sync=sync,
+                                autocast=lambda: torch.autocast(device.split(":")[0], dtype=dtype))
+    h, layers, ffn = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size
+    tokens = real_tokens(batches)[timed]  # (timed rounds,)
+    predictions = np.asarray([int((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in batches], np.float64)[timed]
+    seq = np.asarray([b["input_ids"].shape[1] for b in batches], np.float64)[timed]
+    flops = ((6 * layers * (4 * h * h + 2 * h * ffn) + 12 * layers * seq * h) * tokens
+             + 6 * (h * h + h * vocab_size) * predictions)  # (timed rounds,) per training step
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+    peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+    out: dict = {"gpu": name, "gpu_preset": preset, "gpu_batch": batch_size, "gpu_timed_steps_each": len(timed)}
+    for side in models:
+        out[f"gpu_{side}_tokens_per_s"] = round(float(np.median(tokens / seconds[side])))
+        achieved = float(np.median(flops / seconds[side]))
+        out[f"gpu_{side}_tflops"] = round(achieved / 1e12, 3)
+        if peak:
+            out[f"gpu_{side}_mfu"] = round(achieved / peak, 3)
+    out["gpu_ratio"] = round(out["gpu_ours_tokens_per_s"] / out["gpu_transformers_tokens_per_s"], 2)
+    return out
+
+
+def main(corpus: str | None, quick: bool) -> dict:
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(0)  # dropout masks draw from the global generator; seeded so reruns do the same work
+    rng = np.random.default_rng(0)
+    stream, data = _token_stream(rng, corpus, quick)
+    batches = make_batches(stream, 8 if quick else 24, rng)
+    models = build_models(ModelConfig.preset("tiny", vocab_size=VOCAB))
+    losses = eval_losses(models, batches[0])
+    if abs(losses["ours"] - losses["transformers"]) > 1e-3:  # the two would not be training the same thing
+        raise RuntimeError(f"eval losses differ on the same weights and batch: {losses}")
+    seconds, timed = time_steps(models, batches, warmup=2 if quick else 3, rounds=12 if quick else 60,
+                                budget_s=25.0 if quick else 150.0)
+    tokens = real_tokens(batches)
+    tps = {name: float(np.median(tokens[timed] / s)) for name, s in seconds.items()}
+    result = {
+        "data": data,
+        "model": "tiny: 2 layers, hidden 128, 2 heads, ffn 512, dropout 0.1",
+        "vocab_size": VOCAB, "seq_len": SEQ_LEN, "batch": BATCH, "threads": torch.get_num_threads(),
+        "timed_steps_each": len(timed),
+        "mean_real_tokens_per_batch": round(float(tokens.mean()), 1),
+        "ours_tokens_per_s": round(tps["ours"]),
+        "transformers_tokens_per_s": round(tps["transformers"]),
+        "ratio": round(tps["ours"] / tps["transformers"], 2),
+        # the same batch, a step apart: the median of per-round ratios also resists slow drifts in machine load
+        "paired_ratio_median": round(float(np.median(seconds["transformers"] / seconds["ours"])), 2),
+        "ours_dense_mlm_tokens_per_s": round(tps["ours_dense_mlm"]),
+        "dense_ratio": round(tps["ours_dense_mlm"] / tps["transformers"], 2),
+        "eval_loss_ours": round(losses["ours"], 5),
+        "eval_loss_transformers": round(losses["transformers"], 5),
+    }
+    if torch.cuda.is_available():
+        result.update(gpu_mfu(steps=10 if quick else 30))
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default=None)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    print(json.dumps(main(args.corpus, args.quick)))

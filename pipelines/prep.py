@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import posixpath
 import sys
 
@@ -153,8 +154,18 @@ def run(argv: list[str] | None = None) -> dict:
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
     options = PipelineOptions(beam_args, save_main_session=False)
-    with beam.Pipeline(options=options) as p:
-        build(p, config)
+    # A PrepError raised in a worker (--strict) reaches us re-raised by the runner; its logger would print
+    # the worker traceback first, so it is quieted here. Any other exception still propagates with its trace.
+    worker_log = logging.getLogger("apache_beam.runners.common")
+    level = worker_log.level
+    worker_log.setLevel(logging.CRITICAL)
+    try:
+        with beam.Pipeline(options=options) as p:
+            build(p, config)
+    except PrepError as e:
+        raise PrepError(str(e).split(" [while running")[0]) from None
+    finally:
+        worker_log.setLevel(level)
     with fsspec.open(posixpath.join(config.output, "report.json"), "r") as f:
         return json.load(f)
 

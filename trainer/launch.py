@@ -32,3 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     os.execv(sys.executable, command)
     return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

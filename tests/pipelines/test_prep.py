@@ -113,3 +113,25 @@ def test_report_matches_the_shards(two_runs):
     for shard in manifest.shards:
         with pa.ipc.open_file(manifest.resolve(shard.path)) as reader:
             assert reader.read_all().num_rows == shard.rows
+
+
+def test_strict_mode_is_one_line_naming_file_and_line(corpus_dir, tmp_path):
+    from tests.conftest import run_cli
+
+    result = run_cli("prep", "--input", f"{corpus_dir}/*.jsonl", "--output", str(tmp_path / "out"), "--strict")
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in result.stderr
+    assert lines[-1].startswith("clozeforge prep: error: ") and "broken.jsonl:1: bad json" in lines[-1]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--max-seq-len", "5"], "--max-seq-len must be in [16, 65535], got 5"),
+    (["--validation-fraction", "1.5"], "--validation-fraction must be in [0, 1)"),
+])
+def test_bad_flags_are_one_line(corpus_dir, tmp_path, flags, message):
+    from tests.conftest import run_cli
+
+    result = run_cli("prep", "--input", f"{corpus_dir}/part-0.jsonl", "--output", str(tmp_path / "o"), *flags)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr.strip().splitlines()[-1]

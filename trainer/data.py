@@ -8,8 +8,9 @@ How an epoch is laid out (the same on every rank, from (seed, epoch) alone):
   1. The split's record batches ("blocks", prep writes `batch_rows` rows each) are put in a seeded
      random order, and the rows of each block in a seeded random order: one global row stream of N rows.
   2. The stream is padded to a multiple of world_size × batch_size by repeating its first rows
-     (DistributedSampler's policy), so every rank gets the same number of batches; the pad is at most
-     world_size × batch_size - 1 rows per epoch and is reported by `padding`.
+     (DistributedSampler's policy; cyclically, if the split is smaller than one global batch), so every
+     rank gets the same number of batches; the pad is at most world_size × batch_size - 1 rows per epoch
+     and is reported by `padding`.
   3. Rank r takes the r-th contiguous slice of it (so a block is read by at most two ranks), cut into
      batches; dataloader worker w of K builds batches k ≡ w (mod K) of that slice. The DataLoader hands
      worker outputs out round-robin, so the rank sees batches 0, 1, 2, ... whatever K is — which is
@@ -157,7 +158,8 @@ class ShardStream(IterableDataset):
         per_rank = self.batches_per_epoch * self.batch_size
         lo, hi = self.rank * per_rank, (self.rank + 1) * per_rank
         out, pos = [], 0
-        for b in order.tolist() + order.tolist():  # the second pass only supplies the padding rows
+        passes = math.ceil(hi / self.rows)  # passes after the first only supply padding rows (tiny splits)
+        for b in order.tolist() * passes:
             n = self.blocks[b].rows
             if pos + n > lo and pos < hi:
                 rows = np.random.default_rng([self.seed, epoch, 1 + b]).permutation(n)

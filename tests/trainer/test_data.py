@@ -137,3 +137,15 @@ def test_corrupt_shard_is_detected(manifest, tmp_path):
     stream = ShardStream(copy, split="train", batch_size=8, masker=masker_for(copy), seed=1, epochs=1)
     with pytest.raises(ContractError, match="sha256 mismatch"):
         list(loader(stream, 0))
+
+
+def test_a_split_smaller_than_one_global_batch_still_fills_every_rank(manifest):
+    rows = manifest.splits["validation"]
+    batch = rows  # world 3 x batch rows: the split covers a third of one global batch
+    seen = []
+    for rank in range(3):
+        stream = ShardStream(manifest, split="validation", batch_size=batch, masker=masker_for(manifest), seed=0, rank=rank, world_size=3, epochs=1)
+        batches = list(loader(stream, 0))
+        assert len(batches) == 1 and batches[0]["input_ids"].shape[0] == batch
+        seen += pair_keys(batches[0])
+    assert len(set(seen)) == rows and stream.padding == 2 * rows

@@ -55,6 +55,8 @@ class PrepConfig:
     """Share of documents held out (whole documents) for the validation split."""
     rows_per_shard: int = 100_000
     """Target pairs per Arrow shard (shards are filled by a uniform random key, so sizes vary a little)."""
+    bytes_per_shard: int | None = None
+    """Target uncompressed token bytes per shard instead of rows_per_shard (ids are 2 bytes when the vocabulary fits uint16)."""
     batch_rows: int = 1024
     """Rows per Arrow record batch inside a shard: the unit the trainer reads and shuffles."""
     seed: int = 12345
@@ -76,6 +78,7 @@ class PrepConfig:
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),
             (self.rows_per_shard >= 1, f"--rows-per-shard must be >= 1, got {self.rows_per_shard}"),
             (self.batch_rows >= 1, f"--batch-rows must be >= 1, got {self.batch_rows}"),
+            (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -124,6 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--bucket-docs", type=int, default=d["bucket_docs"].default)
     add("--validation-fraction", type=float, default=d["validation_fraction"].default)
     add("--rows-per-shard", type=int, default=d["rows_per_shard"].default)
+    add("--bytes-per-shard", type=int, default=None, help="size shards by uncompressed token bytes instead of rows")
     add("--batch-rows", type=int, default=d["batch_rows"].default)
     add("--seed", type=int, default=d["seed"].default)
 
@@ -155,6 +159,7 @@ def from_args(args: argparse.Namespace) -> PrepConfig:
         bucket_docs=args.bucket_docs,
         validation_fraction=args.validation_fraction,
         rows_per_shard=args.rows_per_shard,
+        bytes_per_shard=args.bytes_per_shard,
         batch_rows=args.batch_rows,
         seed=args.seed,
     )

@@ -107,7 +107,11 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
         seed=config.seed,
     )
     shards = made["pairs"] | "WriteShards" >> WriteShards(
-        posixpath.join(out, "pairs"), rows_per_shard=config.rows_per_shard, batch_rows=config.batch_rows, vocab=vocab
+        posixpath.join(out, "pairs"),
+        rows_per_shard=config.rows_per_shard,
+        bytes_per_shard=config.bytes_per_shard,
+        batch_rows=config.batch_rows,
+        vocab=vocab,
     )
     token_counts = tokenized.token_counts | "SumTokenCounts" >> beam.CombineGlobally(
 sum_token_counts)

@@ -1,7 +1,8 @@
 """GlobalShuffle and WriteShards: pair rows → Arrow IPC shards (zstd) + their ShardInfo; also clean/ shards.
 
 Every row carries a seeded 64-bit shuffle key. The number of shards per split is ceil(rows /
-rows_per_shard), known only once the rows are counted, so it arrives as a side input; a row goes to
+rows_per_shard), or ceil(token bytes / bytes_per_shard) with --bytes-per-shard (uncompressed ids, 2 or 4
+bytes each), known only once the rows are counted, so it arrives as a side input; a row goes to
 shard floor(key * n / 2^64), and inside a shard rows are sorted by key. That is a global uniform shuffle
 whose result is the same for any runner or worker count. Markers for every shard index make sure a
 shard that drew no row is still written (empty), so `-of-N` names never lie.
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import keys
-from schemas import ShardInfo, clean_doc_schema, pairs_schema
+from schemas import ShardInfo, clean_doc_schema, pairs_schema, token_type
 
 _MARKER = None
 
@@ -56,15 +57,14 @@ def encode_pairs(rows: list[dict], vocab_size: int, batch_rows: int) -> bytes:
 
 
 class WriteShardFn(beam.DoFn):
-    def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int):
+    def __init__(self, directory: str, *, batch_rows: int):
         self.directory = directory
-        self.rows_per_shard = rows_per_shard
         self.batch_rows = batch_rows
 
-    def process(self, element, counts: dict, vocab: dict):
+    def process(self, element, shard_counts: dict, vocab: dict):
         (split, index), keyed = element
         rows = [row for _, row in sorted((kr for kr in keyed if kr is not _MARKER), key=lambda kr: kr[0])]
-        name = shard_name(split, index, _shard_count(counts.get(split, 0), self.rows_per_shard))
+        name = shard_name(split, index, shard_counts[split])
         data = encode_pairs(rows, vocab["size"], self.batch_rows)
         put_atomically(posixpath.join(self.directory, name), data)
         sources: dict[str, int] = {}
@@ -84,38 +84,57 @@ def _shard_count(rows: int, rows_per_shard: int) -> int:
     return max(1, math.ceil(rows / rows_per_shard))
 
 
+def shard_count(rows: int, tokens: int, vocab_size: int, *, rows_per_shard: int, bytes_per_shard: int | None) -> int:
+    """Shards for a split: by rows, or (when set) by uncompressed token bytes (2 or 4 bytes an id)."""
+    if bytes_per_shard is None:
+        return _shard_count(rows, rows_per_shard)
+    itemsize = token_type(vocab_size).byte_width
+    return max(1, math.ceil(tokens * itemsize / bytes_per_shard))
+
+
+def _sum_pairs(pairs) -> tuple[int, int]:
+    rows = tokens = 0
+    for r, t in pairs:
+        rows, tokens = rows + r, tokens + t
+    return rows, tokens
+
+
 class WriteShards(beam.PTransform):
     """Pair rows → ShardInfo per written shard (GlobalShuffle included)."""
 
-    def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int, vocab):
+    def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int, vocab, bytes_per_shard: int | None = None):
         super().__init__()
         self.directory = directory
         self.rows_per_shard = rows_per_shard
+        self.bytes_per_shard = bytes_per_shard
         self.batch_rows = batch_rows
         self.vocab = vocab  # singleton PCollection of the vocabulary summary
 
     def expand(self, rows):
-        per_shard = self.rows_per_shard
-        counts = rows | "RowsPerSplit" >> beam.Map(lambda r: (r["split"], 1)) | "CountRows" >> beam.CombinePerKey(sum)
+        per_rows, per_bytes = self.rows_per_shard, self.bytes_per_shard
+        sizes = (
+            rows
+            | "SizePerRow" >> beam.Map(lambda r: (r["split"], (1, r["num_tokens"] - 3)))
+            | "SizePerSplit" >> beam.CombinePerKey(_sum_pairs)
+        )
+        counts = sizes | "ShardsPerSplit" >> beam.Map(
+            lambda kv, vocab: (kv[0], shard_count(*kv[1], vocab["size"], rows_per_shard=per_rows, bytes_per_shard=per_bytes)),
+            beam.pvalue.AsSingleton(self.vocab),
+        )
 
         def place(row, counts):
-            n = _shard_count(counts[row["split"]], per_shard)
             key = row.pop("shuffle_key")
             split = row.pop("split")
-            return (split, keys.bucket(key, n)), (key, row)
-
-        def markers(split_count):
-            split, rows_ = split_count
-            return [((split, i), _MARKER) for i in range(_shard_count(rows_, per_shard))]
+            return (split, keys.bucket(key, counts[split])), (key, row)
 
         placed = rows | "PlaceRows" >> beam.Map(lambda r, c: place(dict(r), c), beam.pvalue.AsDict(counts))
-        marked = counts | "ShardMarkers" >> beam.FlatMap(markers)
-        fn = WriteShardFn(self.directory, rows_per_shard=per_shard, batch_rows=self.batch_rows)
+        marked = counts | "ShardMarkers" >> beam.FlatMap(lambda kv: [((kv[0], i), _MARKER) for i in range(kv[1])])
         return (
             (placed, marked)
             | "WithMarkers" >> beam.Flatten()
             | "GroupShards" >> beam.GroupByKey()
-            | "WriteShard" >> beam.ParDo(fn, beam.pvalue.AsDict(counts), beam.pvalue.AsSingleton(self.vocab))
+            | "WriteShard"
+            >> beam.ParDo(WriteShardFn(self.directory, batch_rows=self.batch_rows), beam.pvalue.AsDict(counts), beam.pvalue.AsSingleton(self.vocab))
         )
 
 

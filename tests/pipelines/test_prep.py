@@ -35,6 +35,21 @@ def test_exact_dedup_keeps_the_smallest_id():
         assert_that(out["drops"] | beam.Map(lambda d: d.reason), equal_to(["duplicate_exact"]), label="Dropped")
 
 
+def test_near_dedup_drops_the_larger_id_of_a_near_copy():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = [f"w{int(i)}" for i in rng.integers(0, 5000, size=120)]
+    edited = list(words)
+    edited[60] = "changed"  # one word of 120: 5-gram Jaccard ~0.92
+    other = [f"w{int(i)}" for i in rng.integers(0, 5000, size=120)]
+    with test_pipeline.TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        docs = p | beam.Create([doc("b", " ".join(edited)), doc("a", " ".join(words)), doc("c", " ".join(other))])
+        out = docs | Deduplicate("near")
+        assert_that(out["docs"] | beam.Map(lambda d: d.doc_id), equal_to(["a", "c"]), label="Kept")
+        assert_that(out["drops"] | beam.Map(lambda d: d.reason), equal_to(["duplicate_near"]), label="Dropped")
+
+
 def test_read_corpus_counts_every_record(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"text": "one"}\n{"text": 5}\n{"text": "two"}\n')
     options = PipelineOptions(["--runner=FnApiRunner"])
@@ -135,3 +150,18 @@ def test_bad_flags_are_one_line(corpus_dir, tmp_path, flags, message):
     result = run_cli("prep", "--input", f"{corpus_dir}/part-0.jsonl", "--output", str(tmp_path / "o"), *flags)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert message in result.stderr.strip().splitlines()[-1]
+
+
+def test_bytes_per_shard_sizes_shards_by_tokens(corpus_dir, tmp_path):
+    from schemas import Manifest
+
+    out = str(tmp_path / "bytes")
+    prep.run(["--input", f"{corpus_dir}/part-0.jsonl", "--output", out, "--vocab-size", "500",
+              "--validation-fraction", "0", "--bytes-per-shard", "20000"])
+    manifest = Manifest.read(os.path.join(out, "pairs"))
+    tokens = 0
+    for shard in manifest.shards:
+        with pa.ipc.open_file(manifest.resolve(shard.path)) as reader:
+            tokens += sum(reader.read_all().column("num_tokens").to_pylist()) - 3 * shard.rows
+    expected = -(-tokens * 2 // 20000)  # uint16 ids
+    assert len(manifest.shards) == expected > 1

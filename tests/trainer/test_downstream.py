@@ -259,3 +259,16 @@ def test_embed_cli_writes_what_embed_texts_returns(export, loaded, tmp_path, cap
     assert len(back) == len(expected)
     for a, b in zip(back, expected):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_readme_example(export, capsys):
+    """The README's fine-tuning and tokenizer round-trip example runs as written on a real export."""
+    import re
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    marker = readme.index("test_downstream.py::test_readme_example")
+    code = re.search(r"```python\n(.*?)```", readme[marker:], re.S).group(1)
+    code = code.replace('MODEL_DIR = "clozeforge-demo/hf"', f"MODEL_DIR = {export['dir']!r}")
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "fine-tuning loss after 3 steps" in out

@@ -1,0 +1,243 @@
+"""Benchmark: prep end to end (`python -m pipelines.prep`) on two corpus sizes, against an in-memory BERT-style pass.
+
+In:  `corpus`, a glob read by bench/_corpus.py, or None for the built-in docstring corpus. Two JSON-lines
+     corpora are built from it in a temporary directory: S and 4*S bytes of raw UTF-8 text (S = 2 MB; 0.5 MB
+     with `quick`), the small one a prefix of the large one. If the source runs out before 4*S, its documents
+     are repeated with " (copy k)" appended to every paragraph, so exact dedup keeps every copy (`repeated`
+     in the output says whether that happened).
+Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the process tree (user + system,
+     from os.wait4 on the child, so imports and interpreter start are in), peak RSS of the child, MB/s per
+     core (MB of raw text / CPU seconds), MB/s wall, and pairs written. MB = 10^6 bytes.
+       - ours: `python -m pipelines.prep --input .. --output .. --vocab-size 8192`, Beam's FnApiRunner with
+         one worker (clean, exact dedup, sentences, vocab learning, tokenize, NSP pairs, zstd Arrow shards).
+       - peer, "in-memory BERT-style reference (bench-local)": BERT's create_pretraining_data.py is not
+         installable, so `python -m bench.prep reference` (below) does what it does with HuggingFace
+         `tokenizers`: every document in a list, a regex sentence split, BertWordPieceTokenizer trained on the
+         same text (vocab 8192, TOKENIZERS_PARALLELISM=false so it too runs on one core), every sentence's ids
+         held in RAM, BERT's instance construction over the whole corpus at once (random-next segments drawn
+         from any document), all instances shuffled in RAM and written as one zstd Arrow file. It does no
+         cleaning, filtering or dedup, and does not bake masks in (dupe_factor 1), as ours.
+     `ratio` = ours / peer in MB/s per core on the 4*S corpus; `marginal_mb_s_per_core` = 3*S MB / the extra
+     CPU seconds from S to 4*S, which cancels fixed start-up cost; `rss_growth` = peak RSS(4*S) / peak RSS(S)
+     (streaming should stay well under 4) and `rss_mb_per_corpus_mb` = the extra peak RSS per extra MB of text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._corpus import read_texts
+
+ROOT = Path(__file__).resolve().parents[1]
+VOCAB_SIZE = 8192
+MAX_SEQ_LEN = 128
+SHORT_SEQ_PROB = 0.1
+SEED = 12345
+# A sentence ends at . ! or ? followed by white space and an upper-case letter, digit or opening quote/bracket;
+# paragraphs (blank lines) always end one. Cruder than pipelines/sentences.py, as a user's quick script would be.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def _build_corpora(corpus: str | None, small: int, directory: Path) -> tuple[list[Path], list[int], bool]:
+    """Write S and 4*S corpora (`small` bytes and 4x); return their paths, their text bytes, and whether docs repeat."""
+    target = 4 * small
+    source = list(read_texts(corpus, target))
+    if not source:
+        raise SystemExit(f"bench prep: no text found in {corpus!r}")
+    docs, total, copy = [], 0, 0
+    while total < target:
+        for text in source:
+            if copy:
+                # Every paragraph differs from its original, so neither exact dedup nor a paragraph filter drops it.
+                text = "\n\n".join(f"{p} (copy {copy})" for p in text.split("\n\n"))
+            docs.append(text)
+            total += len(text.encode("utf-8"))
+            if total >= target:
+                break
+        copy += 1
+    repeated = copy > 1  # a second pass over the source was needed
+    paths, sizes = [], []
+    for name, limit in (("small", small), ("large", target)):
+        path = directory / f"corpus-{name}.jsonl"
+        size = 0
+        with path.open("w", encoding="utf-8") as f:
+            for i, text in enumerate(docs):
+                f.write(json.dumps({"id": f"doc{i:06d}", "text": text}, ensure_ascii=False) + "\n")
+                size += len(text.encode("utf-8"))
+                if size >= limit:
+                    break
+        paths.append(path)
+        sizes.append(size)
+    return paths, sizes, repeated
+
+
+def _measure(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
+    """Run `argv` from the repository root; its wall time, process-tree CPU time and peak RSS, and its stdout."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err)
+        # wait4 gives this child's own rusage (its waited-for descendants included), so the small run's peak RSS
+        # is not the large run's, as RUSAGE_CHILDREN's running maximum would make it.
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if child.returncode != 0:
+        raise SystemExit(f"bench prep: {' '.join(argv[:4])} ... exited {child.returncode}:\n{stderr[-3000:]}")
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": usage.ru_maxrss / 1024}, stdout  # ru_maxrss is KiB on Linux
+
+
+def _figures(mb: float, measured: dict, pairs: int, **extra) -> dict:
+    return {
+        "mb": round(mb, 3),
+        "mb_s_per_core": round(mb / measured["cpu_s"], 3),
+        "mb_s_wall": round(mb / measured["wall_s"], 3),
+        "cpu_s": round(measured["cpu_s"], 2),
+        "wall_s": round(measured["wall_s"], 2),
+        "peak_rss_mb": round(measured["peak_rss_mb"], 1),
+        "pairs": pairs,
+        **extra,
+    }
+
+
+def _growth(small: dict, large: dict, extra_mb: float) -> dict:
+    return {
+        "marginal_mb_s_per_core": round(extra_mb / max(large["cpu_s"] - small["cpu_s"], 1e-9), 3),
+        "rss_growth": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
+        "rss_mb_per_corpus_mb": round((large["peak_rss_mb"] - small["peak_rss_mb"]) / extra_mb, 1),
+    }
+
+
+def main(corpus: str | None, quick: bool) -> dict:
+    small = 500_000 if quick else 2_000_000
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    with tempfile.TemporaryDirectory(prefix="bench-prep-") as tmp:
+        directory = Path(tmp)
+        paths, sizes, repeated = _build_corpora(corpus, small, directory)
+        sides: dict[str, dict] = {"ours": {}, "peer": {}}
+        for label, path, size in zip(("S", "4S"), paths, sizes):
+            mb = size / 1e6
+            out = directory / f"prep-{label}"
+            measured, _ = _measure(
+                [sys.executable, "-m", "pipelines.prep", "--input", str(path), "--output", str(out),
+                 "--vocab-size", str(VOCAB_SIZE), "--max-seq-len", str(MAX_SEQ_LEN), "--seed", str(SEED)],
+                env,
+            )
+            report = json.loads((out / "report.json").read_text())
+            pairs = sum(split.get("rows", 0) for split in report["pairs"].values())
+            sides["ours"][label] = _figures(mb, measured, pairs, docs_kept=report["total"]["kept"])
+
+            measured, stdout = _measure(
+                [sys.executable, "-m", "bench.prep", "reference", str(path), str(directory / f"reference-{label}.arrow")],
+                env,
+            )
+            stats = json.loads(stdout.strip().splitlines()[-1])
+            sides["peer"][label] = _figures(mb, measured, stats.pop("pairs"), **stats)
+    extra_mb = (sizes[1] - sizes[0]) / 1e6
+    for side in sides.values():
+        side.update(_growth(side["S"], side["4S"], extra_mb))
+    ours, peer = sides["ours"], sides["peer"]
+    return {
+        "corpus": corpus or "built-in docstrings",
+        "sizes_mb": [round(s / 1e6, 3) for s in sizes],
+        "repeated": repeated,
+        "runner": "FnApiRunner, 1 worker",
+        "peer": "in-memory BERT-style reference (bench-local): tokenizers BertWordPieceTokenizer, 1 thread",
+        "ratio": round(ours["4S"]["mb_s_per_core"] / peer["4S"]["mb_s_per_core"], 2),
+        "ratio_marginal": round(ours["marginal_mb_s_per_core"] / peer["marginal_mb_s_per_core"], 2),
+        "ours": ours,
+        "in_memory_reference": peer,
+    }
+
+
+# ---- the peer: runs in its own process (`python -m bench.prep reference IN.jsonl OUT.arrow`) ----
+
+
+def _bert_instances(documents: list[list[list[int]]], rng) -> list[tuple[list[int], list[int], bool]]:
+    """BERT's create_instances_from_document over every document at once: (segment A, segment B, is_random_next)."""
+    max_tokens = MAX_SEQ_LEN - 3  # [CLS] A [SEP] B [SEP]
+    instances = []
+    for index, document in enumerate(documents):
+        # One target length per document, as BERT draws it.
+        target = int(rng.integers(2, max_tokens + 1)) if rng.random() < SHORT_SEQ_PROB else max_tokens
+        chunk: list[list[int]] = []
+        length, i = 0, 0
+        while i < len(document):
+            chunk.append(document[i])
+            length += len(document[i])
+            if i == len(document) - 1 or length >= target:
+                a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+                a = [t for s in chunk[:a_end] for t in s]
+                random_next = len(chunk) == 1 or rng.random() < 0.5
+                if random_next and len(documents) > 1:
+                    other = index
+                    while other == index:
+                        other = int(rng.integers(len(documents)))
+                    b: list[int] = []
+                    for sentence in documents[other][int(rng.integers(len(documents[other]))):]:
+                        b.extend(sentence)
+                        if len(b) >= target - len(a):
+                            break
+                    i -= len(chunk) - a_end  # the unused sentences start the next chunk
+                else:
+                    random_next = False
+                    b = [t for s in chunk[a_end:] for t in s]
+                while len(a) + len(b) > max_tokens:  # trim the longer side, at its front or back at random
+                    longer = a if len(a) > len(b) else b
+                    longer.pop(0 if rng.random() < 0.5 else -1)
+                if a and b:
+                    instances.append((a, b, random_next))
+                chunk, length = [], 0
+            i += 1
+    return instances
+
+
+def reference(source: str, output: str) -> dict:
+    """The in-memory pass, end to end; returns what it holds and writes."""
+    import numpy as np
+    import pyarrow as pa
+    from tokenizers import BertWordPieceTokenizer
+
+    with open(source, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    documents = [[s.strip() for p in _PARAGRAPH.split(t) for s in _SENTENCE_END.split(p) if s.strip()] for t in texts]
+    sentences = [s for d in documents for s in d]
+    tokenizer = BertWordPieceTokenizer(lowercase=True)
+    tokenizer.train_from_iterator(sentences, vocab_size=VOCAB_SIZE, min_frequency=2, show_progress=False)
+    ids = [e.ids for e in tokenizer.encode_batch(sentences, add_special_tokens=False)]
+    tokenized, start = [], 0
+    for d in documents:
+        tokenized.append([s for s in ids[start : start + len(d)] if s])
+        start += len(d)
+    tokenized = [d for d in tokenized if d]
+    rng = np.random.default_rng(SEED)
+    instances = _bert_instances(tokenized, rng)
+    order = rng.permutation(len(instances))  # BERT shuffles every instance in RAM before writing
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    rows = [instances[k] for k in order]
+    table = pa.table({
+        "input_ids": pa.array([[cls, *a, sep, *b, sep] for a, b, _ in rows], pa.list_(pa.int32())),
+        "segment_b_start": pa.array([len(a) + 2 for a, _, _ in rows], pa.int32()),
+        "is_random_next": pa.array([r for _, _, r in rows], pa.bool_()),
+    })
+    with pa.ipc.new_file(output, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table, max_chunksize=1024)
+    return {"pairs": len(rows), "docs": len(tokenized), "sentences": len(sentences), "tokens": sum(map(len, ids))}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "reference":
+        print(json.dumps(reference(sys.argv[2], sys.argv[3])))
+    else:
+        sys.exit("usage: python bench/run.py prep [--corpus GLOB] [--quick]  (or: python -m bench.prep reference IN OUT)")

@@ -33,6 +33,9 @@ class TrainConfig:
     """Run directory: checkpoints/, metrics.jsonl, curves.png, train_config.json, vocab/."""
     model: str = "tiny"
     """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
+    pre_layernorm: bool = False
+    """Pre-LN layers instead of BERT's post-LN (steadier at depth and high learning rates); such a model
+    cannot be exported as a transformers BERT."""
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
@@ -64,6 +67,18 @@ class TrainConfig:
     """Seed of data order, masking, dropout and initialisation."""
     num_workers: int = 1
     """Dataloader worker processes per rank (0 = build batches in the training process)."""
+    mix: tuple[str, ...] = ()
+    """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
+    (see trainer/mixture.py); --data still names the vocabulary and the validation split."""
+    mix_alpha: float | None = None
+    """Temperature sampling over the --mix components: p_i ∝ rows_i ** alpha (instead of weights)."""
+    phase2_data: str | None = None
+    """pairs/ of a second prep run (same vocabulary, e.g. --max-seq-len 512) trained on from phase2_start on:
+    BERT's two-phase recipe (90% of steps at 128 tokens, then 10% at 512)."""
+    phase2_start: int | None = None
+    """Step at which phase 2 begins (default: 90% of max_steps)."""
+    phase2_batch_size: int | None = None
+    """Micro batch per rank in phase 2 (default: batch_size)."""
     stop_after: int | None = None
     """Train at most this many steps in this invocation, then checkpoint and exit; the schedule still runs to
     max_steps, so the next invocation resumes where this one stopped (for step-budgeted or preemptible jobs)."""
@@ -96,10 +111,18 @@ class TrainConfig:
             (self.log_every >= 1 and self.save_every >= 1 and self.eval_every >= 0, "--log-every/--save-every must be >= 1"),
             (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
             (self.stop_after is None or self.stop_after >= 1, f"--stop-after must be >= 1, got {self.stop_after}"),
+            (self.mix_alpha is None or bool(self.mix), "--mix-alpha needs --mix components"),
+            (not (self.mix and self.phase2_data), "--mix and --phase2-data cannot be combined yet"),
+            (self.phase2_start is None or 0 <= self.phase2_start <= self.max_steps, f"--phase2-start must be in [0, --max-steps], got {self.phase2_start}"),
+            (self.phase2_data is not None or (self.phase2_start is None and self.phase2_batch_size is None), "--phase2-start/--phase2-batch-size need --phase2-data"),
         ]
         for ok, message in checks:
             if not ok:
                 raise TrainError(message)
+
+    @property
+    def phase2_begins(self) -> int:
+        return self.phase2_start if self.phase2_start is not None else round(0.9 * self.max_steps)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,6 +134,8 @@ class TrainConfig:
         if unknown:
             raise TrainError(f"unknown train config keys {unknown}; valid: {sorted(known)}")
         body = dict(body)
+        if isinstance(body.get("mix"), list):
+            body["mix"] = tuple(body["mix"])
         if isinstance(body.get("masking"), dict):
             body["masking"] = MaskingConfig(**body["masking"])
         return cls(**body)
@@ -167,7 +192,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         ("eval_batches", int), ("save_every", int), ("keep_last", int),
     ):
         add("--" + name.replace("_", "-"), type=typ, default=d[name], help=f"(default: {d[name]})")
+    add("--mix", action="append", default=[], metavar="[NAME=]URL[,source=S][,weight=W]",
+        help="mixture component (repeatable); weights, or --mix-alpha for temperature sampling")
+    add("--mix-alpha", type=float, default=None, help="temperature: p_i proportional to rows_i ** alpha")
+    add("--phase2-data", default=None, metavar="PAIRS_DIR", help="second-phase pairs (e.g. seq 512), same vocabulary")
+    add("--phase2-start", type=int, default=None, metavar="STEP", help="step where phase 2 begins (default: 90%% of --max-steps)")
+    add("--phase2-batch-size", type=int, default=None, help="micro batch per rank in phase 2 (default: --batch-size)")
     add("--stop-after", type=int, default=None, metavar="N", help="train N steps now, checkpoint, exit (resume later)")
+    add("--pre-layernorm", action="store_true", help="pre-LN layers (not exportable to transformers' BERT)")
     add("--schedule", default=d["schedule"], choices=SCHEDULES)
     add("--optimizer", default=d["optimizer"], choices=OPTIMIZERS)
     add("--precision", default=d["precision"], choices=PRECISIONS)
@@ -185,6 +217,7 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         data=args.data,
         output=args.output,
         model=args.model,
+        pre_layernorm=args.pre_layernorm,
         max_steps=args.max_steps,
         batch_size=args.batch_size,
         grad_accum=args.grad_accum,
@@ -201,6 +234,11 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         sbo_weight=args.sbo_weight,
         seed=args.seed,
         num_workers=args.num_workers,
+        mix=tuple(args.mix),
+        mix_alpha=args.mix_alpha,
+        phase2_data=args.phase2_data,
+        phase2_start=args.phase2_start,
+        phase2_batch_size=args.phase2_batch_size,
         stop_after=args.stop_after,
         log_every=args.log_every,
         eval_every=args.eval_every,

@@ -1,7 +1,7 @@
 """`clozeforge train` / `python -m trainer.pretrain` / `deepspeed --module trainer.pretrain`: pairs → checkpoints.
 
 In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags of trainer/config.py.
-Out: RUN/train_config.json, RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
+Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
      DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png. A rerun with the same RUN resumes from its
      latest checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step.
 
@@ -12,13 +12,13 @@ RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
 import sys
 import time
 
-import numpy as np
 import torch
 
 from schemas import ContractError, Manifest
@@ -27,6 +27,7 @@ from trainer import config as train_config
 from trainer.config import TrainConfig, TrainError
 from trainer.data import ShardStream, loader
 from trainer.masking import Masker, continuation_from_vocab
+from trainer.mixture import ComponentSpec, MixtureConfig, MixtureStream
 from trainer.metrics import MetricsLog, peak_flops, plot_curves, train_flops_per_token
 from trainer.model import BertForPretraining
 from trainer.model_config import ModelConfig
@@ -56,6 +57,7 @@ def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
         nsp_weight=config.nsp_weight,
         sbo_weight=config.sbo_weight,
         use_sbo=span,
+        pre_layernorm=config.pre_layernorm,
         sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
     )
     if manifest.max_seq_len > model_config.max_position_embeddings:
@@ -137,44 +139,91 @@ class StopFlag:
         self.requested = True
 
 
-def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
-    manifest = Manifest.read(config.data)
-    tokens = read_vocab_tokens(manifest)
+@dataclasses.dataclass
+class Phase:
+    """The data of one training phase (BERT: 90% of steps at seq 128, then 10% at 512, from two prep runs)."""
+
+    number: int
+    manifest: Manifest
+    train: ShardStream | MixtureStream
+    valid: ShardStream | None
+    flops_per_token: float
+
+
+def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPretraining, vocab_sha256: str) -> Phase:
+    url = config.data if number == 1 else config.phase2_data
+    manifest = Manifest.read(url)
+    if manifest.vocab["sha256"] != vocab_sha256:
+        raise TrainError(f"{manifest.url}: phase {number} data uses another vocabulary than --data (sha256 differs)")
+    if manifest.max_seq_len > model.config.max_position_embeddings:
+        raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
+    masker = build_masker(config, manifest, read_vocab_tokens(manifest))
+    batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
+    common = dict(batch_size=batch, masker=masker, rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
+    if config.mix and number == 1:
+        mixture = MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
+        train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common)
+        if train_stream.components[0].manifest.vocab["sha256"] != vocab_sha256:
+            raise TrainError("the --mix components use another vocabulary than --data (sha256 differs)")
+        if rt.rank == 0:
+            rt.log("mixture: " + ", ".join(f"{c['name']} p={c['probability']:.3f}" for c in train_stream.describe()["components"]))
+    else:
+        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common)
+    valid = None
+    if manifest.split_shards("validation"):
+        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)
+    cfg = model.config
+    flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
+    if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:
+        raise TrainError(f"--mix pairs are up to {train_stream.max_seq_len} tokens, the model's positions stop at {cfg.max_position_embeddings}")
+    return Phase(number, manifest, train_stream, valid, flops)
+
+
+def phase_of(step: int, config: TrainConfig) -> int:
+    return 2 if config.phase2_data and step >= config.phase2_begins else 1
+
+
+def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
     if rt.rank == 0:
         os.makedirs(config.output, exist_ok=True)
         copy_vocab(manifest, os.path.join(config.output, "vocab"))
         with open(os.path.join(config.output, "train_config.json"), "w") as f:
             json.dump({**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}, f, indent=2)
-    masker = build_masker(config, manifest, tokens)
+
+
+def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
+    manifest = Manifest.read(config.data)
+    prepare_run_dir(config, manifest, rt)
     model = build_model(config, manifest)
     engine = build_engine(model, config, rt)
-    stream = ShardStream(manifest, split="train", batch_size=config.batch_size, masker=masker, seed=config.seed,
-                         rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
-    valid = None
-    if manifest.split_shards("validation"):
-        valid = ShardStream(manifest, split="validation", batch_size=config.batch_size, masker=masker, seed=config.seed + 1,
-                            rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums, epochs=1)
     client = checkpoint.load(engine, config.output)
-    step = 0
-    if client is not None:
-        step = client["step"]
-        stream.load_state_dict(client["data"])
-        rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step}")
+    step = client["step"] if client else 0
+    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
+    if isinstance(phase.train, MixtureStream) and rt.rank == 0:
+        with open(os.path.join(config.output, "mixture.json"), "w") as f:
+            json.dump(phase.train.describe(), f, indent=2)
+    if client and client.get("phase", 1) == phase.number:
+        phase.train.load_state_dict(client["data"])
+    if client:
+        rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0)
-    flops_per_token = train_flops_per_token(model.num_parameters(), model.config.num_layers, model.config.hidden_size, manifest.max_seq_len)
     peak = peak_flops(rt.device_name)
     stop = StopFlag()
-    position = {"data": stream.state_dict(*stream.start)}
-    batches = iter(loader(stream, config.num_workers))
+    position = phase.train.state_dict(*phase.train.start)
+    batches = iter(loader(phase.train, config.num_workers))
     window_tokens, window_start, last = 0, time.time(), {}
 
     def save() -> None:
-        state = {"step": step, "data": position["data"], "train_config": config.to_dict(), "model_config": model.config.to_dict()}
-        tag = checkpoint.save(engine, config.output, step, state, config.keep_last)
-        rt.log(f"saved checkpoint {tag}")
+        state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
+                 "model_config": model.config.to_dict()}
+        rt.log(f"saved checkpoint {checkpoint.save(engine, config.output, step, state, config.keep_last)}")
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
     while step < end and not stop.requested:
+        if phase_of(step, config) != phase.number:
+            phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
+            position, batches = phase.train.state_dict(0, 0), iter(loader(phase.train, config.num_workers))
+            rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
         stats = {}
         lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
         for _ in range(config.grad_accum):
@@ -188,19 +237,19 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
             for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
                 if key in out:
                     stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
-            position["data"] = stream.state_dict(epoch, k + 1)
+            position = phase.train.state_dict(epoch, k + 1)
         step += 1
         if step % config.log_every == 0 or step == config.max_steps:
             elapsed = time.time() - window_start
             tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
             stats = rt.all_reduce_mean(stats)
-            record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch,
-                      "mfu": tokens_per_s * flops_per_token / (peak * rt.world_size) if peak else None}
+            record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
+                      "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
             log.write(record)
             log.progress(record)
             window_tokens, window_start = 0, time.time()
         if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
-            last = evaluate(engine, valid, config.eval_batches, rt.device, rt)
+            last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
             if last:
                 log.write({"step": step, "split": "validation", **last})
                 rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))

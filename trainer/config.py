@@ -92,6 +92,8 @@ class TrainConfig:
     """Checkpoints kept; older ones are deleted after a successful save."""
     deepspeed_config: str | None = None
     """A DeepSpeed JSON merged over the generated one."""
+    cache_dir: str | None = None
+    """Keep a local copy of every remote shard read (gs://, s3://) here, so later epochs and runs read the disk."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read."""
 
@@ -208,6 +210,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add("--random-token-dist", default=m.random_token_dist, choices=("uniform", "unigram"))
     add("--deepspeed-config", default=None, metavar="JSON", help="DeepSpeed JSON merged over the generated config")
     add("--no-verify-checksums", action="store_true", help="skip sha256 checks of shards")
+    add("--cache-dir", default=None, metavar="DIR", help="local copies of remote shards (single-dataset runs)")
     add("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
 
 
@@ -246,5 +249,6 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         save_every=args.save_every,
         keep_last=args.keep_last,
         deepspeed_config=args.deepspeed_config,
+        cache_dir=args.cache_dir,
         verify_checksums=not args.no_verify_checksums,
     )

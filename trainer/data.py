@@ -64,8 +64,9 @@ def split_blocks(manifest: Manifest, split: str) -> list[Block]:
 class _ShardCache:
     """Opened shards of one worker, least recently used first out; checksums verified on first open."""
 
-    def __init__(self, manifest: Manifest, split: str, verify: bool, capacity: int = 2):
+    def __init__(self, manifest: Manifest, split: str, verify: bool, capacity: int = 2, cache_dir: str | None = None):
         self.manifest, self.shards, self.verify, self.capacity = manifest, manifest.split_shards(split), verify, capacity
+        self.cache_dir = cache_dir
         self.open: OrderedDict[int, pa.ipc.RecordBatchFileReader] = OrderedDict()
 
     def batch(self, block: Block) -> pa.RecordBatch:
@@ -81,7 +82,12 @@ class _ShardCache:
     def _open(self, shard: int) -> pa.ipc.RecordBatchFileReader:
         info = self.shards[shard]
         url = self.manifest.resolve(info.path)
-        with fsspec.open(url, "rb") as f:
+        if self.cache_dir and "://" in url and not url.startswith("file://"):
+            # fsspec's filecache keeps a local copy: the next epoch (and the next run) reads the disk
+            opened = fsspec.open(f"filecache::{url}", "rb", filecache={"cache_storage": self.cache_dir})
+        else:
+            opened = fsspec.open(url, "rb")
+        with opened as f:
             data = f.read()
         if self.verify and hashlib.sha256(data).hexdigest() != info.sha256:
             raise ContractError(f"{url}: sha256 mismatch with the manifest (corrupt or replaced shard)")
@@ -111,6 +117,7 @@ class ShardStream(IterableDataset):
         world_size: int = 1,
         verify_checksums: bool = True,
         epochs: int | None = None,
+        cache_dir: str | None = None,
     ):
         if not manifest.split_shards(split):
             raise ContractError(f"{manifest.url}: no shards for split {split!r} (splits: {manifest.splits})")
@@ -122,6 +129,7 @@ class ShardStream(IterableDataset):
         self.padding = self.batches_per_epoch * world_size * batch_size - self.rows
         self.specials = manifest.special_tokens
         self.start = (0, 0)
+        self.cache_dir = cache_dir
 
     # -- resumable position ------------------------------------------------------------------------
     def state_dict(self, epoch: int, next_batch: int) -> dict[str, Any]:
@@ -203,7 +211,7 @@ class ShardStream(IterableDataset):
     def __iter__(self):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        cache = _ShardCache(self.manifest, self.split, self.verify)
+        cache = _ShardCache(self.manifest, self.split, self.verify, cache_dir=self.cache_dir)
         epoch, first = self.start
         while self.epochs is None or epoch < self.epochs:
             slices = self._rank_rows(epoch)

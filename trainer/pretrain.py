@@ -168,7 +168,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         if rt.rank == 0:
             rt.log("mixture: " + ", ".join(f"{c['name']} p={c['probability']:.3f}" for c in train_stream.describe()["components"]))
     else:
-        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common)
+        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), cache_dir=config.cache_dir, **common)
     valid = None
     if manifest.split_shards("validation"):
         valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)

@@ -61,14 +61,14 @@ def monkeypatch_module():
     mp.undo()
 
 
-def read_everything(manifest_url: str) -> tuple[int, int]:
+def read_everything(manifest_url: str, cache_dir: str | None = None) -> tuple[int, int]:
     manifest = Manifest.read(manifest_url)
-    stream = ShardStream(manifest, split="train", batch_size=16, masker=masker_for(manifest), seed=0, epochs=1)
+    stream = ShardStream(manifest, split="train", batch_size=16, masker=masker_for(manifest), seed=0, epochs=1, cache_dir=cache_dir)
     batches = list(loader(stream, 0))
     return len(batches) * 16 - stream.padding, manifest.splits["train"]
 
 
-def test_prep_from_and_to_s3_then_stream(s3, corpus_dir):
+def test_prep_from_and_to_s3_then_stream(s3, corpus_dir, tmp_path):
     from pipelines import prep
 
     for path in glob.glob(f"{corpus_dir}/part-*.jsonl"):
@@ -79,6 +79,10 @@ def test_prep_from_and_to_s3_then_stream(s3, corpus_dir):
     assert not [p for p in s3.find("corpus-bucket/prep") if ".tmp-" in p]  # every temp name was renamed away
     streamed, expected = read_everything("s3://corpus-bucket/prep/pairs")
     assert streamed == expected > 0
+    cache = tmp_path / "cache"
+    assert read_everything("s3://corpus-bucket/prep/pairs", str(cache)) == (streamed, expected)
+    cached = [p for p in cache.iterdir() if p.name != "cache"]  # fsspec's index file is named "cache"
+    assert len(cached) == len(Manifest.read("s3://corpus-bucket/prep/pairs").split_shards("train"))
 
 
 def test_stream_from_gcs(gcs, prepped):

@@ -31,7 +31,7 @@ from trainer.mixture import ComponentSpec, MixtureConfig, MixtureStream
 from trainer.metrics import MetricsLog, peak_flops, plot_curves, train_flops_per_token
 from trainer.model import BertForPretraining
 from trainer.model_config import ModelConfig
-from trainer.runtime import Runtime, start_runtime
+from trainer.runtime import Runtime, shutdown_runtime, start_runtime
 from trainer.vocab_files import copy_vocab, read_token_counts, read_vocab_tokens
 
 
@@ -279,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:  # a config dataclass rejected a flag value
             raise TrainError(str(e)) from None
         rt = start_runtime(config.precision)
-        train(config, rt)
+        try:
+            train(config, rt)
+        finally:
+            shutdown_runtime()
     except (TrainError, ContractError) as e:
         print(f"clozeforge train: error: {e}", file=sys.stderr)
         return 2

@@ -80,3 +80,16 @@ def start_runtime(precision: str) -> Runtime:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
     return Runtime(rank, world, local, device, resolve_precision(precision, on_gpu, bf16), name)
+
+
+def shutdown_runtime() -> None:
+    """Tear the process group down before the interpreter exits.
+
+    NOTE: left to interpreter exit, gloo's background threads can outlive the Python objects they serve and
+    the process aborts ("terminate called without an active exception", exit -6) after a finished run;
+    seen on a 2-rank ZeRO-3 CPU run in CI. A barrier first, so no rank tears down while another still talks."""
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()

@@ -1,4 +1,4 @@
-"""Corpus → prep → 2-rank DeepSpeed (ZeRO-2 and ZeRO-3, over gloo) → export → transformers, all real, on CPU."""
+"""Corpus → prep → 2-rank DeepSpeed (ZeRO-0, 2 and 3, over gloo) → export → transformers, all real, on CPU."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_prep_accounts_for_every_record(prepped):
     assert "all shards verified" in inspect.stdout
 
 
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("stage", [0, 2, 3])
 def test_deepspeed_two_ranks_then_transformers_loads_the_export(prepped, tmp_path, stage):
     run = str(tmp_path / "run")
     command = [

@@ -199,7 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     output = prep_config.from_args(parser().parse_known_args(argv)[0]).output
     print(summarize(report, output))
-    return 1 if report["unbalanced"] else 0
+    if report["unbalanced"]:
+        return 1
+    if not any(stats.get("rows", 0) for stats in report["pairs"].values()):
+        kept = report["total"]["kept"]
+        why = "no document survived reading and cleaning" if not kept else f"the {kept} kept documents made no pair (too short?)"
+        print(f"clozeforge prep: error: {why}; nothing to train on (see {posixpath.join(output, 'report.json')})", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

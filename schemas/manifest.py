@@ -23,8 +23,6 @@ import json
 import posixpath
 from typing import Any
 
-import fsspec
-
 from schemas.errors import ContractError
 
 MANIFEST_NAME = "manifest.json"
@@ -121,8 +119,11 @@ class Manifest:
 
     def write(self, directory: str) -> str:
         """Write manifest.json into `directory` atomically (temp name, then rename). Returns its URL."""
+        import fsspec  # NOTE: imported where I/O happens, so importing schemas needs only pyarrow + stdlib
+
         url = posixpath.join(directory, MANIFEST_NAME)
         fs, path = fsspec.core.url_to_fs(url)
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with fs.open(tmp, "w") as f:
             f.write(self.to_json())
@@ -132,6 +133,8 @@ class Manifest:
     @classmethod
     def read(cls, url: str) -> Manifest:
         """Read and validate a manifest. `url` is the file or the directory holding it."""
+        import fsspec
+
         if not url.endswith(".json"):
             url = posixpath.join(url.rstrip("/"), MANIFEST_NAME)
         try:
@@ -169,6 +172,8 @@ class Manifest:
 
 
 def file_sha256(url: str, chunk: int = 1 << 20) -> str:
+    import fsspec
+
     h = hashlib.sha256()
     with fsspec.open(url, "rb") as f:
         while block := f.read(chunk):

@@ -31,3 +31,15 @@ def test_prep_never_imports_torch(corpus_dir, tmp_path):
 def test_train_never_imports_apache_beam(prepped, tmp_path):
     argv = ["train", "--data", f"{prepped}/pairs", "--output", str(tmp_path / "r"), "--max-steps", "2", "--num-workers", "0", "--batch-size", "4"]
     assert probe(argv, "apache_beam") == "LEAKED []"
+
+
+def test_schemas_import_only_pyarrow_and_the_standard_library():
+    # pyarrow brings numpy and its Cython runtime modules; anything else (fsspec, torch, beam) is a leak
+    code = (
+        "import sys; before = set(sys.modules); import schemas; "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+        "print(sorted(m for m in new if m not in sys.stdlib_module_names and m not in ('schemas', 'pyarrow', 'numpy', 'cython_runtime') and not m.startswith('_cython')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -165,3 +165,14 @@ def test_bytes_per_shard_sizes_shards_by_tokens(corpus_dir, tmp_path):
             tokens += sum(reader.read_all().column("num_tokens").to_pylist()) - 3 * shard.rows
     expected = -(-tokens * 2 // 20000)  # uint16 ids
     assert len(manifest.shards) == expected > 1
+
+
+def test_a_corpus_with_nothing_left_says_so(tmp_path):
+    from tests.conftest import run_cli
+
+    (tmp_path / "x.jsonl").write_text('{"text": null}\n{"bad\n')
+    result = run_cli("prep", "--input", str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "out"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "no document survived reading and cleaning" in result.stderr.strip().splitlines()[-1]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["total"] == {"read": 2, "kept": 0, "dropped": {"bad_json": 1, "null_text": 1}, "events": {}}

@@ -1,0 +1,77 @@
+"""The contracts: pair schema versions and fields, manifest round trip and the errors a bad one gets."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from schemas import ContractError, Manifest, ShardInfo, pairs_schema, token_type, validate_pairs_schema
+
+
+def test_token_type_narrowest_that_fits():
+    assert token_type(30522) == pa.uint16() and token_type(65536) == pa.uint16() and token_type(65537) == pa.uint32()
+    with pytest.raises(ValueError):
+        token_type(0)
+
+
+def test_pair_schema_validates_itself_and_names_the_difference():
+    validate_pairs_schema(pairs_schema(30522), "a.arrow")
+    validate_pairs_schema(pairs_schema(100_000), "b.arrow")
+    old = pairs_schema(100).with_metadata({b"clozeforge.schema": b"nsp_pairs", b"clozeforge.format_version": b"0"})
+    with pytest.raises(ContractError, match="a.arrow: pair format version '0', this clozeforge reads version 1"):
+        validate_pairs_schema(old, "a.arrow")
+    with pytest.raises(ContractError, match="not a clozeforge pair shard"):
+        validate_pairs_schema(pa.schema([pa.field("x", pa.int8())]), "c.arrow")
+    renamed = pa.schema([f.with_name("label") if f.name == "is_random_next" else f for f in pairs_schema(100)], metadata=pairs_schema(100).metadata)
+    with pytest.raises(ContractError, match=r"(?s)expected: .*is_random_next.*found: .*label"):
+        validate_pairs_schema(renamed, "d.arrow")
+
+
+def manifest(**overrides) -> Manifest:
+    body = dict(
+        vocab={"file": "../vocab/vocab.txt", "sha256": "ab" * 32, "size": 100, "lowercase": True},
+        special_tokens={"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4},
+        max_seq_len=128,
+        shards=(ShardInfo("train-00000-of-00001.arrow", "train", 10, 123, "cd" * 32, {"web": 10}),
+                ShardInfo("validation-00000-of-00001.arrow", "validation", 2, 45, "ef" * 32, {"web": 2})),
+    )
+    return Manifest(**{**body, **overrides})
+
+
+def test_manifest_round_trip_and_views(tmp_path):
+    url = manifest().write(str(tmp_path / "pairs"))
+    back = Manifest.read(str(tmp_path / "pairs"))
+    assert back == manifest() and back.url == url
+    assert back.splits == {"train": 10, "validation": 2} and back.sources == {"web": 12}
+    assert back.resolve("../vocab/vocab.txt") == str(tmp_path / "vocab" / "vocab.txt")
+    assert back.fingerprint == manifest().fingerprint
+    assert not list((tmp_path / "pairs").glob("*.tmp"))
+
+
+def test_object_store_paths_resolve_without_dot_dot():
+    m = Manifest.from_dict(json.loads(manifest().to_json()), "s3://bucket/run/pairs/manifest.json")
+    assert m.resolve("../vocab/vocab.txt") == "s3://bucket/run/vocab/vocab.txt"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda b: b.update(format_version=2), "manifest format_version 2, this clozeforge reads 1"),
+    (lambda b: b["special_tokens"].pop("[MASK]"), r"special_tokens lacks \['\[MASK\]'\]"),
+    (lambda b: b["splits"].update(train=11), "split 'train' says 11 rows, its shards hold 10"),
+    (lambda b: b.pop("shards"), "malformed manifest"),
+])
+def test_bad_manifests_are_refused_with_the_reason(tmp_path, edit, message):
+    body = json.loads(manifest().to_json())
+    edit(body)
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    with pytest.raises(ContractError, match=message):
+        Manifest.read(str(tmp_path))
+
+
+def test_missing_and_unparsable_manifests(tmp_path):
+    with pytest.raises(ContractError, match="no manifest here"):
+        Manifest.read(str(tmp_path))
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ContractError, match="not valid JSON"):
+        Manifest.read(str(tmp_path))

@@ -31,7 +31,7 @@ import importlib.metadata
 import json
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from pipelines.filters import FilterConfig, filter_document
@@ -205,13 +205,3 @@ def main(corpus: str | None, quick: bool) -> dict:
     figures.update(filters)
     figures["sentences"] = _sentences(normalized, normalized[:n_peer])
     return figures
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=None)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(main(args.corpus, args.quick)))

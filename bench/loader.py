@@ -17,11 +17,8 @@ special_tokens_mask (what run_mlm.py's tokenization yields), built outside the t
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -208,11 +205,3 @@ def main(corpus: str | None, quick: bool) -> dict:
     for name in maskers:
         result[f"mask_{name}_us_per_seq"] = round(seconds[f"mask_{name}"] / BATCH * 1e6, 2)
     return result
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=None)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(main(args.corpus, args.quick)))

@@ -23,11 +23,9 @@ utilisation (MFU) reported, ours and transformers'.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -256,11 +254,3 @@ def main(corpus: str | None, quick: bool) -> dict:
     if torch.cuda.is_available():
         result.update(gpu_mfu(steps=10 if quick else 30))
     return result
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=None)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(main(args.corpus, args.quick)))

@@ -15,7 +15,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.minhash import MinHashConfig, estimated_jaccard, exact_hash, lsh_band_keys, minhash_signature
 from pipelines.read_corpus import NAMESPACE
-from pipelines.records import Doc, Drop
+from pipelines.records import Drop
 
 _SAMPLE_CHARS = 80
 

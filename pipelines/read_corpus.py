@@ -15,7 +15,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.errors import PrepError
 from pipelines.readers import Event, ReadConfig, read_file
-from pipelines.records import Drop, RawDoc
+from pipelines.records import Drop
 
 NAMESPACE = "clozeforge"
 

@@ -13,7 +13,6 @@ interpreter with torch and train never with Beam. The defaults (3 MB of text, an
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import subprocess
 import sys

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-import numpy as np
 import pyarrow as pa
 import pytest
 import torch

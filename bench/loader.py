@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.masking import Masker, MaskingConfig, collate_pairs, continuation_from_vocab
+from trainer.collate import collate_pairs
+from trainer.masking import Masker, MaskingConfig, continuation_from_vocab
 from bench._corpus import read_texts
 
 SEQ_LEN, BATCH = 128, 64

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trainer.masking import Masker, MaskingConfig, collate_pairs
+from trainer.collate import collate_pairs
+from trainer.masking import Masker, MaskingConfig
 from trainer.model import IGNORE_INDEX, BertForPretraining
 from trainer.model_config import ModelConfig
 from bench._corpus import read_texts

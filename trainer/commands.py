@@ -43,8 +43,8 @@ def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tens
     """A few pairs of the run's data (validation split if there is one), collated without masking."""
     import numpy as np
 
-    from trainer.data import _lists
-    from trainer.masking import collate_pairs
+    from trainer.collate import collate_segments
+    from trainer.data import gather_segments
     import fsspec
     import pyarrow as pa
 
@@ -54,11 +54,10 @@ def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tens
     with fsspec.open(manifest.resolve(shard.path), "rb") as f:
         table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all().slice(0, rows).combine_chunks()
     batch = table.to_batches()[0]
-    idx = np.arange(batch.num_rows)
+    parts = [(batch, np.arange(batch.num_rows))]
     s = manifest.special_tokens
-    arrays = collate_pairs(
-        _lists(batch.column("tokens_a"), idx),
-        _lists(batch.column("tokens_b"), idx),
+    arrays = collate_segments(
+        *gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"),
         batch.column("is_random_next").to_numpy(zero_copy_only=False),
         cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=manifest.max_seq_len,
     )

@@ -1,7 +1,6 @@
-"""Online masking: NSP pairs -> padded batch -> masked batch with MLM (and SpanBERT SBO) targets.
+"""Online masking: a padded batch (trainer/collate.py) -> masked batch with MLM (and SpanBERT SBO) targets.
 
-In:  token id arrays of segments A and B per pair (as the pair shards hold them) for `collate_pairs`;
-     a collated batch `input_ids` (batch, seq) with its `special_mask` (True at [CLS]/[SEP]/[PAD]) and
+In:  a collated batch `input_ids` (batch, seq) with its `special_mask` (True at [CLS]/[SEP]/[PAD]) and
      an explicit `numpy.random.Generator` for `Masker.__call__`.
 Out: numpy arrays ready for `torch.from_numpy`: the masked `input_ids`, the selected positions and their
      original ids (`mlm_positions`, `mlm_labels`, padded with 0 / -100), and for SpanBERT the
@@ -33,10 +32,9 @@ to a span that touches a segment edge; here such a span uses [CLS]/[SEP] as its 
 selected token has an SBO target up to `sbo_max_positions_per_span` (its `--max-pair-targets 15`):
 deeper tokens keep their MLM label but get sbo_labels = -100.
 
-The work is numpy over the whole batch. The only Python loops are over batch rows to list the pieces
-that np.concatenate copies (`collate_pairs`) and SpanBERT's rounds (one span per row per round: 9 rounds
-for a 64 x 128 batch, 21 at seq 512, measured), each round vectorized over the rows still short of their
-budget and over words.
+The work is numpy over the whole batch. The only Python loop is SpanBERT's rounds (one span per row per
+round: 9 rounds for a 64 x 128 batch, 21 at seq 512, measured), each round vectorized over the rows still
+short of their budget and over words.
 """
 
 from __future__ import annotations
@@ -114,55 +112,6 @@ class MaskingConfig:
 def continuation_from_vocab(tokens: Sequence[str]) -> np.ndarray:
     """(vocab_size,) bool: True for WordPiece continuation pieces ('##...'), given the tokens in id order."""
     return np.fromiter((t.startswith("##") for t in tokens), dtype=bool, count=len(tokens))
-
-
-def collate_pairs(
-    pairs_a: Sequence[np.ndarray],
-    pairs_b: Sequence[np.ndarray],
-    is_random_next: Sequence[bool] | np.ndarray,
-    *,
-    cls_id: int,
-    sep_id: int,
-    pad_id: int,
-    max_seq_len: int,
-    pad_to_multiple_of: int = 1,
-) -> dict[str, np.ndarray]:
-    """Lay pairs out as `[CLS] A [SEP] B [SEP] [PAD]...`, padded to the longest in the batch.
-
-    Returns int64 `input_ids`, `token_type_ids`, `attention_mask` and `next_sentence_label` (1 when B is a
-    random next, transformers' convention), and bool `special_mask` (True at [CLS]/[SEP]/[PAD]); all
-    (batch, seq) but the label (batch,). A pair longer than `max_seq_len` is an error, not a truncation:
-    prep already truncated every pair to max_seq_len - 3 tokens, so a longer one means the wrong shards.
-    """
-    batch = len(pairs_a)
-    if batch == 0 or len(pairs_b) != batch or len(is_random_next) != batch:
-        raise ValueError(f"need a non-empty batch of equal lengths, got {batch}, {len(pairs_b)}, {len(is_random_next)}")
-    len_a = np.fromiter((len(a) for a in pairs_a), dtype=np.int64, count=batch)
-    len_b = np.fromiter((len(b) for b in pairs_b), dtype=np.int64, count=batch)
-    lengths = len_a + len_b + 3
-    longest = int(lengths.max())
-    if longest > max_seq_len:
-        row = int(lengths.argmax())
-        raise ValueError(f"pair {row} of the batch has {longest} tokens with [CLS]/[SEP], max_seq_len is {max_seq_len}")
-    seq = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
-    cls, sep = np.array([cls_id], np.int64), np.array([sep_id], np.int64)
-    pieces: list[np.ndarray] = []
-    for a, b in zip(pairs_a, pairs_b):  # builds a list of views; np.concatenate does the copy in C
-        pieces += (cls, a, sep, b, sep)
-    flat = np.concatenate(pieces, dtype=np.int64)  # (sum(lengths),)
-    col = np.arange(seq)
-    attention = col < lengths[:, None]  # (batch, seq)
-    input_ids = np.full((batch, seq), pad_id, dtype=np.int64)
-    input_ids[attention] = flat  # a boolean mask fills row-major, i.e. pair after pair
-    sep_a = (len_a + 1)[:, None]
-    special = ~attention | (col == 0) | (col == sep_a) | (col == (lengths - 1)[:, None])
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": ((col > sep_a) & attention).astype(np.int64),
-        "attention_mask": attention.astype(np.int64),
-        "special_mask": special,
-        "next_sentence_label": np.asarray(is_random_next, dtype=bool).astype(np.int64),
-    }
 
 
 def _next_index(flags: np.ndarray) -> np.ndarray:

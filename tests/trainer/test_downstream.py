@@ -19,8 +19,9 @@ pa = pytest.importorskip("pyarrow")
 
 from trainer.commands import embed_main, fill_mask_main  # noqa: E402
 from trainer.downstream import embed_texts, fill_mask, load_exported, write_embeddings  # noqa: E402
+from trainer.collate import collate_pairs  # noqa: E402
 from trainer.export import export_hf  # noqa: E402
-from trainer.masking import Masker, MaskingConfig, collate_pairs  # noqa: E402
+from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining  # noqa: E402
 from trainer.model_config import ModelConfig  # noqa: E402
 
@@ -34,18 +35,21 @@ SENTENCES = [
     "The museum in Madrid opens at nine o'clock every morning.",
 ]
 TEXTS = ["Paris is the capital of France.", "The fox jumps.", "A museum opens at nine every morning in Rome."]
-TRAIN_STEPS = 80  # "capital" at p=0.92 for the Rome sentence after 80 steps, 0.71 after 40
+TRAIN_STEPS = 80  # "capital" at p=0.90 for the Rome sentence after 80 steps, 0.81 after 40
 
 
 def _vocab_dir(path) -> str:
-    """vocab.txt, tokenizer.json and vocab_config.json of a WordPiece trained on SENTENCES, as prep writes them."""
-    tok = tokenizers.BertWordPieceTokenizer(lowercase=True)
-    tok.train_from_iterator(SENTENCES * 4, vocab_size=1000, special_tokens=SPECIALS, show_progress=False)
-    os.makedirs(path, exist_ok=True)
-    tok.save_model(str(path))
-    tok.save(os.path.join(path, "tokenizer.json"))
-    with open(os.path.join(path, "vocab_config.json"), "w") as f:
-        json.dump({"lowercase": True}, f)
+    """The vocabulary directory prep would write for SENTENCES (the project's learner, uncased).
+
+    NOTE: not tokenizers' WordPieceTrainer: its token order changes from run to run (tokenizers issue #1794),
+    which changed the ids, the initial weights they meet and so what the 80-step model predicts."""
+    from collections import Counter
+
+    from pipelines.wordpiece import VocabConfig, basic_words, learn_wordpiece, write_vocab
+
+    config = VocabConfig(vocab_size=1000, lowercase=True)
+    counts = Counter(w for s in SENTENCES * 4 for w in basic_words(s, lowercase=True))
+    write_vocab(str(path), learn_wordpiece(counts.items(), config), config)
     return str(path)
 
 

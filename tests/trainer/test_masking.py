@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from trainer.masking import IGNORE_INDEX, Masker, MaskingConfig, collate_pairs, continuation_from_vocab
+from trainer.collate import collate_pairs
+from trainer.masking import IGNORE_INDEX, Masker, MaskingConfig, continuation_from_vocab
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]

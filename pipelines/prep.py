@@ -105,6 +105,7 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
         bucket_docs=config.bucket_docs,
         validation_fraction=config.validation_fraction,
         seed=config.seed,
+        vocab=vocab,
     )
     shards = made["pairs"] | "WriteShards" >> WriteShards(
         posixpath.join(out, "pairs"),

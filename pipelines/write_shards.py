@@ -21,6 +21,7 @@ import uuid
 
 import apache_beam as beam
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -43,15 +44,30 @@ def put_atomically(url: str, data: bytes) -> None:
     fs.mv(tmp, path)
 
 
+def _ids_column(packed: list[bytes], id_type: pa.DataType) -> pa.ListArray:
+    """A list<uint16|uint32> column from per-row packed ids (bytes of that type), without a Python int per id."""
+    width = id_type.byte_width
+    lengths = np.fromiter((len(b) for b in packed), dtype=np.int32, count=len(packed)) // width
+    offsets = np.zeros(len(packed) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = pa.py_buffer(b"".join(packed))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.Array.from_buffers(id_type, int(offsets[-1]), [None, values]))
+
+
 def encode_pairs(rows: list[dict], vocab_size: int, batch_rows: int) -> bytes:
-    """Arrow IPC file bytes (zstd-compressed buffers) for `rows`, in record batches of `batch_rows`."""
+    """Arrow IPC file bytes (zstd-compressed buffers) for `rows`, in record batches of `batch_rows`.
+
+    A row's tokens_a / tokens_b are its ids packed as bytes of the schema's id type (see MakePairsFn)."""
     schema = pairs_schema(vocab_size)
+    id_type = token_type(vocab_size)
     sink = io.BytesIO()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_file(sink, schema, options=options) as writer:
         for start in range(0, len(rows), batch_rows):
             chunk = rows[start : start + batch_rows]
             columns = {name: [r[name] for r in chunk] for name in schema.names}
+            for name in ("tokens_a", "tokens_b"):
+                columns[name] = _ids_column(columns[name], id_type)
             writer.write_batch(pa.record_batch(columns, schema=schema))
     return sink.getvalue()
 

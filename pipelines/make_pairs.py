@@ -91,6 +91,9 @@ class MakePairsFn(beam.DoFn):
         docs = sorted(docs, key=lambda d: d.doc_id)
         for k, doc in enumerate(docs):
             partners = _Partners(docs, k)
+            if len(doc.sentences) == 1:  # makes no pair (nsp.py); counted once per document, not per dupe round
+                Metrics.counter(NAMESPACE, "pairs_single_sentence_docs").inc()
+                yield beam.pvalue.TaggedOutput("stats", ((split, "single_sentence_docs"), 1))
             for round_ in range(self.dupe_factor):
                 rng = np.random.default_rng([self.seed, round_, keys.key64(self.seed, "pairs", doc.doc_id)])
                 pairs, stats = nsp.make_pairs(

@@ -2,7 +2,9 @@
 
 In:  a tokenized document (sentences of word-piece ids), the other documents of its random bucket (the
      pool that random-next segments are drawn from), the target length and a seeded numpy Generator.
-Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened.
+Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened in this pass
+     (with dupe_factor > 1 a document makes several passes; counts of the document itself, such as
+     `single_sentence_docs`, are MakePairsFn's).
 
 This follows create_instances_from_document in google-research/bert's create_pretraining_data.py:
 fill a chunk of whole sentences up to a target length, cut it at a random sentence boundary into A,
@@ -87,8 +89,6 @@ def make_pairs(
     stats: Counter = Counter()
     pairs: list[Pair] = []
     sentences = [list(s) for s in document if len(s)]
-    if len(sentences) == 1:
-        stats["single_sentence_docs"] += 1
     target, short = _target_length(max_tokens, short_seq_prob, rng)
     chunk: list[list[int]] = []
     length = 0

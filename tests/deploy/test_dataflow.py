@@ -9,9 +9,9 @@ rewrites and PTransform overrides, deterministic key coders for every GroupByKey
 proto with our container as its only Docker environment, combiner packing and stage sorting,
 `validate_pipeline_graph`, the proto's byte round trip, and every pickled DoFn and CombineFn loading in a
 fresh interpreter where torch cannot be imported (what a worker does first). The Dataflow client classes
-(`apiclient`) need the Google Cloud libraries of apache-beam[gcp], which the project's extras do not
-install: without them a stand-in `apiclient` makes the checks of `apiclient.Job` that need no Google
-client; with them (`pip install 'apache-beam[gcp]'`) the real dry run is exercised as well.
+(`apiclient`) need the Google Cloud libraries of apache-beam[gcp], which the `dev` and `dataflow` extras
+install, so CI runs the real dry run too; where they are missing, a stand-in `apiclient` still makes the
+checks of `apiclient.Job` that need no Google client.
 Not covered: staging the proto to GCS, the Dataflow API request and the service's validation,
 credentials, the image actually starting, and reading or writing gs:// data.
 """

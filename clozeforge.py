@@ -14,6 +14,7 @@ Imports are deferred to the chosen subcommand so that `prep` runs on a Dataflow 
 
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = __doc__.split("\n\n")[1]
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = "prep" if module_name.startswith("pipelines") else "train"
         print(f"clozeforge {command}: missing dependency ({e.name}); install it with: pip install 'clozeforge[{extra}]'", file=sys.stderr)
         return 2
-    return getattr(module, function)(rest) or 0
+    try:
+        return getattr(module, function)(rest) or 0
+    except BrokenPipeError:  # `clozeforge inspect ... | head`: the reader left; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

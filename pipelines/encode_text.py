@@ -42,7 +42,11 @@ def input_files(patterns: list[str]) -> list[fsspec.core.OpenFile]:
     """The files matching each pattern (sorted within a pattern); a pattern that matches nothing is an error."""
     files = []
     for pattern in patterns:
-        matched = fsspec.open_files(pattern, mode="rt", compression="infer", encoding="utf-8")
+        # NOTE: newline="\n": only a line feed ends a line, so a lone carriage return stays inside its line
+        # (the encoder treats it as whitespace) and output line i is input line i. open_files also returns
+        # a handle for a plain path that does not exist, hence the isfile check.
+        matched = fsspec.open_files(pattern, mode="rt", compression="infer", encoding="utf-8", newline="\n")
+        matched = [h for h in matched if h.fs.isfile(h.path)]
         if not matched:
             raise UsageError(f"--input {pattern}: no file matches")
         files.extend(sorted(matched, key=lambda h: h.path))

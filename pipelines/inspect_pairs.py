@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += problems
         pairs = max(stats["pairs"], 1)
         print(
-            f"{split:<10}{len(manifest.split_shards(split))} shards, {stats['pairs']} pairs, "
+            f"{split + ' ':<10}{len(manifest.split_shards(split)):>2} shards, {stats['pairs']} pairs, "
             f"random-next {stats['random_next'] / pairs:.3f}, {stats['tokens']} tokens (mean {stats['tokens'] / pairs:.1f})"
         )
         print("\n".join(histogram(stats["lengths"], manifest.max_seq_len)))

@@ -8,7 +8,8 @@ Out: a vocabulary directory (any fsspec URL) holding
                            and in `transformers.BertTokenizerFast(tokenizer_file=...)`;
        tokenizer_config.json  what `transformers.AutoTokenizer.from_pretrained(dir)` needs beside it;
        vocab_config.json   the VocabConfig it was built with, its size, sha256 and special-token ids;
-       token_counts.json   corpus count of every id (for unigram sampling of random replacement tokens).
+       (prep's Finalize adds token_counts.txt: how often each id occurs in the encoded corpus, one count a
+       line, which the trainer's unigram sampling of random replacement tokens reads.)
 
 Learning lives in wordpiece_learn.py, encoding in wordpiece_encode.py, BERT's character classes in
 wordpiece_unicode.py; import everything from here.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from collections.abc import Iterable
 
 import fsspec
 
@@ -39,10 +39,8 @@ __all__ = [
     "VocabConfig",
     "WordPieceEncoder",
     "basic_words",
-    "count_tokens",
     "learn_wordpiece",
     "normalize",
-    "read_token_counts",
     "read_vocab_config",
     "read_vocab_tokens",
     "special_token_layout",
@@ -51,7 +49,6 @@ __all__ = [
 ]
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-COUNTS_FILE = "token_counts.json"
 FORMAT_VERSION = 1
 
 
@@ -131,7 +128,7 @@ def _write_atomic(fs, path: str, data: bytes) -> None:
     fs.mv(tmp, path)
 
 
-def write_vocab(directory: str, tokens: list[str], config: VocabConfig, token_counts: dict[str, int] | None = None) -> dict:
+def write_vocab(directory: str, tokens: list[str], config: VocabConfig) -> dict:
     """Write the vocabulary directory (see the module docstring); returns the manifest's `vocab` entry.
 
     {"file": "vocab.txt", "sha256": hex digest of vocab.txt's bytes, "size": len(tokens), "lowercase": bool}
@@ -153,35 +150,6 @@ def write_vocab(directory: str, tokens: list[str], config: VocabConfig, token_co
         TOKENIZER_CONFIG_FILE: _transformers_config(config).encode("utf-8"),
         CONFIG_FILE: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"),
     }
-    if token_counts is not None:
-        counts = {"sha256": sha256, "counts": [int(token_counts.get(t, 0)) for t in tokens]}
-        files[COUNTS_FILE] = (json.dumps(counts) + "\n").encode("utf-8")
     for name, data in files.items():
         _write_atomic(fs, posixpath.join(root, name), data)
     return {"file": VOCAB_FILE, "sha256": sha256, "size": len(tokens), "lowercase": config.lowercase}
-
-
-def read_token_counts(directory: str) -> list[int] | None:
-    """Corpus count per id from token_counts.json, or None when the directory has none."""
-    url = posixpath.join(directory.rstrip("/"), COUNTS_FILE)
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "r", encoding="utf-8") as f:
-        return json.load(f)["counts"]
-
-
-def count_tokens(word_counts: Iterable[tuple[str, int]], tokens: list[str], config: VocabConfig) -> dict[str, int]:
-    """How often each token occurs when the counted words are encoded with `tokens` (special tokens: 0)."""
-    encoder = WordPieceEncoder(
-        tokens,
-        lowercase=config.lowercase,
-        strip_accents=config.strip_accents,
-        handle_chinese_chars=config.handle_chinese_chars,
-        max_input_chars_per_word=config.max_input_chars_per_word,
-    )
-    per_id = [0] * len(tokens)
-    for word, count in word_counts:
-        for token_id in encoder.encode_word(word):
-            per_id[token_id] += count
-    return {t: c for t, c in zip(tokens, per_id) if c}

@@ -75,7 +75,7 @@ def export_main(argv: list[str] | None = None) -> int:
 
     try:
         model, client, tag, state = load_run_model(args.run, args.tag)
-        metrics = client.get("metrics") or _final_metrics(args.run)
+        metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
         card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
                 "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
         export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card)
@@ -83,7 +83,10 @@ def export_main(argv: list[str] | None = None) -> int:
         return _fail("export", str(e))
     print(f"exported {args.run} ({tag}, step {client.get('step')}) -> {args.output}")
     if args.verify:
-        diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
+        try:
+            diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
+        except (FileNotFoundError, ContractError, ExportError) as e:
+            return _fail("export", f"--verify: {e}")
         print(f"verify: max |ours - transformers|  mlm {diffs['mlm_max_abs_diff']:.2e}  nsp {diffs['nsp_max_abs_diff']:.2e}")
         if max(diffs.values()) > 1e-4:
             print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
@@ -99,12 +102,15 @@ def _data_fingerprint(run_dir: str) -> str | None:
         return json.load(f).get("data_fingerprint")
 
 
-def _final_metrics(run_dir: str) -> dict:
+def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
+    """The last logged train and validation figures at or before `up_to_step` (the exported checkpoint's)."""
     from trainer.metrics import read_metrics
 
     records = read_metrics(run_dir)
     out = {}
     for r in records:
+        if up_to_step is not None and r.get("step", 0) > up_to_step:
+            continue
         prefix = "valid_" if r.get("split") == "validation" else "train_"
         out.update({prefix + k: v for k, v in r.items() if k not in ("split",) and isinstance(v, (int, float))})
     return out
@@ -138,12 +144,12 @@ def embed_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="clozeforge embed", description="Contextual embeddings of texts (one per line of --input).")
     ap.add_argument("model", help="exported HuggingFace directory")
     ap.add_argument("--input", required=True, help="text file, one text per line")
-    ap.add_argument("--output", required=True, help=".npy or .arrow file")
+    ap.add_argument("--output", required=True, help=".npy, or .arrow (with the texts, and for --pooling tokens the tokens)")
     ap.add_argument("--pooling", default="cls", choices=("cls", "mean", "tokens"),
                     help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 layers)")
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args(argv)
-    from trainer.downstream import embed_texts, load_exported, write_embeddings
+    from trainer.downstream import embed_texts, embedded_tokens, load_exported, write_embeddings
 
     if not args.output.endswith((".npy", ".arrow")):
         return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
@@ -158,6 +164,9 @@ def embed_main(argv: list[str] | None = None) -> int:
     if not texts:
         return _fail("embed", f"{args.input}: no non-empty line")
     vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size)
-    write_embeddings(vectors, args.output)
+    columns = {"text": texts}
+    if args.pooling == "tokens":
+        columns["tokens"] = embedded_tokens(model, tokenizer, texts)
+    write_embeddings(vectors, args.output, columns)
     print(f"embedded {len(texts)} texts ({args.pooling}) -> {args.output}")
     return 0

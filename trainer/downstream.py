@@ -3,7 +3,8 @@
 In:  an exported HuggingFace directory (config.json, model.safetensors, tokenizer.json) and texts.
 Out: fill_mask → per [MASK], the top-k (token, probability); embed_texts → sentence vectors (batch, hidden)
      from [CLS] or the mean over real tokens, or per-token vectors as the average of the last four layers
-     (the feature-based recipe of the BERT paper, section 5.3), as a list of (tokens, hidden) arrays.
+     (the feature-based recipe of the BERT paper, section 5.3), as a list of (tokens, hidden) arrays whose
+     rows `embedded_tokens` names; write_embeddings → .npy, or .arrow with the texts and tokens beside.
 """
 
 from __future__ import annotations
@@ -55,15 +56,26 @@ def load_exported(hf_dir: str):
     return model.eval(), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
 
 
-def _batch(tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
+def _encode(tokenizer, texts: list[str], max_len: int) -> list:
+    """The tokenizer's encodings of `texts` as the model sees them: [CLS] ... [SEP], cut at `max_len`, padded."""
     tokenizer.enable_truncation(max_len)
     tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0, pad_token="[PAD]")
-    encodings = tokenizer.encode_batch(texts)
+    return tokenizer.encode_batch(texts)
+
+
+def _batch(tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
+    encodings = _encode(tokenizer, texts, max_len)
     return {
         "input_ids": torch.tensor([e.ids for e in encodings]),
         "token_type_ids": torch.tensor([e.type_ids for e in encodings]),
         "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
     }
+
+
+def embedded_tokens(model: BertForPretraining, tokenizer, texts: list[str]) -> list[list[str]]:
+    """The tokens of each text that `embed_texts(..., pooling="tokens")` returns a vector for, in order."""
+    encodings = _encode(tokenizer, texts, model.config.max_position_embeddings)
+    return [[t for t, real in zip(e.tokens, e.attention_mask) if real] for e in encodings]
 
 
 @torch.no_grad()
@@ -104,7 +116,9 @@ def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooli
     return out if pooling == "tokens" else np.concatenate(out)
 
 
-def write_embeddings(vectors, path: str) -> None:
+def write_embeddings(vectors, path: str, columns: dict[str, list] | None = None) -> None:
+    """Save to .npy (sentence vectors only) or .arrow: `embedding` and `shape` per row, plus `columns`
+    (for example the texts, and for per-token vectors the tokens each row of the matrix belongs to)."""
     if path.endswith(".npy"):
         if isinstance(vectors, list):
             raise ValueError("per-token embeddings have ragged lengths: write them to .arrow")
@@ -112,10 +126,13 @@ def write_embeddings(vectors, path: str) -> None:
     elif path.endswith(".arrow"):
         import pyarrow as pa
 
-        rows = list(vectors) if isinstance(vectors, list) else list(vectors)
+        rows = list(vectors)
         column = pa.array([np.asarray(r, dtype=np.float32).reshape(-1).tolist() for r in rows], type=pa.list_(pa.float32()))
         dims = pa.array([list(np.asarray(r).shape) for r in rows], type=pa.list_(pa.int32()))
-        table = pa.table({"embedding": column, "shape": dims})
+        extra = {name: pa.array(values) for name, values in (columns or {}).items()}
+        if any(len(values) != len(rows) for values in extra.values()):
+            raise ValueError(f"every column needs one value per embedding ({len(rows)})")
+        table = pa.table({"embedding": column, "shape": dims, **extra})
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
     else:

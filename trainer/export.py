@@ -99,6 +99,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
     vocab = {tok: i for i, tok in enumerate(vocab_text.splitlines())}
     settings = json.loads(_read_text(join("vocab_config.json")) or '{"lowercase": true}')
     lowercase, strip_accents = bool(settings.get("lowercase", True)), settings.get("strip_accents")
+    chinese_chars = bool(settings.get("handle_chinese_chars", True))
     absent = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
     if absent:
         raise ExportError(f"vocab.txt lacks special tokens {absent}")
@@ -111,7 +112,8 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
 
     tok_text = _read_text(join("tokenizer.json"))
     if tok_text is None:  # rebuild what prep would have written from the vocabulary and its settings
-        tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents)._tokenizer
+        tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents,
+                                           handle_chinese_chars=chinese_chars)._tokenizer
     else:
         tokenizer = Tokenizer.from_str(tok_text)
         if tokenizer.get_vocab() != vocab:
@@ -131,7 +133,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": lowercase,
         "strip_accents": strip_accents,
-        "tokenize_chinese_chars": True,
+        "tokenize_chinese_chars": chinese_chars,
         "model_max_length": model_config.max_position_embeddings,
         "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         "clean_up_tokenization_spaces": False,
@@ -215,7 +217,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     try:
         import transformers
     except ImportError:
-        raise RuntimeError("verify_export needs transformers: pip install 'transformers>=4.40'") from None
+        raise ExportError("--verify needs transformers: pip install 'transformers>=4.40'") from None
     device = next(model.parameters()).device
     reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}

@@ -263,6 +263,12 @@ def test_embed_cli_writes_what_embed_texts_returns(export, loaded, tmp_path, cap
     assert len(back) == len(expected)
     for a, b in zip(back, expected):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    if suffix == "arrow":  # each row names its text and, per token, the token its vector belongs to
+        table = pa.ipc.open_file(str(output)).read_all()
+        assert table.column("text").to_pylist() == TEXTS
+        tokens = table.column("tokens").to_pylist()
+        assert [len(t) for t in tokens] == [len(v) for v in expected]
+        assert tokens[0][0] == "[CLS]" and tokens[0][-1] == "[SEP]" and "paris" in tokens[0]
 
 
 def test_readme_example(export, capsys):

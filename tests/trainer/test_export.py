@@ -214,3 +214,37 @@ def test_model_card_reports_shape_card_and_dropped_head(uncased):
     assert "sha256:feedbeef" in text and "0.4321" in text and "| steps | 12 |" in text
     reloaded = transformers.BertForPreTraining.from_pretrained(uncased["out"])
     assert reloaded.num_parameters() == exported  # the card's count is what transformers counts
+
+
+def test_a_vocabulary_without_cjk_splitting_exports_as_such(tmp_path):
+    """handle_chinese_chars=False in vocab_config.json reaches tokenizer_config.json, so transformers' slow
+    tokenizer splits ideographs as prep's encoder did (the fast one reads tokenizer.json)."""
+    from collections import Counter
+
+    from pipelines.wordpiece import VocabConfig, WordPieceEncoder, basic_words, learn_wordpiece, write_vocab
+
+    config = VocabConfig(vocab_size=400, lowercase=True, handle_chinese_chars=False)
+    texts = SENTENCES + ["東京は日本の首都です。", "北京是中国的首都。"] * 3
+    counts = Counter(w for t in texts * 4 for w in basic_words(t, lowercase=True, handle_chinese_chars=False))
+    vocab = str(tmp_path / "vocab")
+    write_vocab(vocab, learn_wordpiece(counts.items(), config), config)
+    cfg = ModelConfig.preset("tiny", vocab_size=_vocab_size(vocab))
+    export_hf(BertForPretraining(cfg).state_dict(), cfg, vocab, str(tmp_path / "hf"))
+    with open(tmp_path / "hf" / "tokenizer_config.json") as f:
+        assert json.load(f)["tokenize_chinese_chars"] is False
+    text = "東京は日本の首都です。 Paris is the capital."
+    ours = WordPieceEncoder.from_directory(vocab).encode(text)
+    for fast in (True, False):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf", use_fast=fast)
+        assert tokenizer(text, add_special_tokens=False)["input_ids"] == ours, fast
+
+
+def test_model_card_metrics_stop_at_the_exported_step(tmp_path):
+    """`export --tag step_10` reports the figures logged up to step 10, not the run's last ones."""
+    from trainer.commands import _final_metrics
+
+    records = [{"step": 10, "loss": 5.0}, {"step": 10, "split": "validation", "mlm_loss": 4.5},
+               {"step": 20, "loss": 3.0}, {"step": 20, "split": "validation", "mlm_loss": 2.5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert _final_metrics(str(tmp_path), up_to_step=10) == {"train_step": 10, "train_loss": 5.0, "valid_step": 10, "valid_mlm_loss": 4.5}
+    assert _final_metrics(str(tmp_path), up_to_step=None)["valid_mlm_loss"] == 2.5

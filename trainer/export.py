@@ -217,7 +217,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     try:
         import transformers
     except ImportError:
-        raise ExportError("--verify needs transformers: pip install 'transformers>=4.40'") from None
+        raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
     device = next(model.parameters()).device
     reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}

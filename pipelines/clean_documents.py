@@ -1,7 +1,8 @@
 """CleanDocuments: RawDoc → Doc (normalized, quality-filtered, split into sentences), or a Drop.
 
 The per-record logic lives in pipelines/normalize.py, filters.py and sentences.py; this module only
-wires it into Beam and counts: each drop reason is a Beam counter `dropped_<reason>`.
+wires it into Beam; its drops become `dropped_<reason>` counters where prep tallies all drops
+(read_corpus.count_drops).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from pipelines.errors import PrepError
+from pipelines.filters import LANGUAGES
 from pipelines.readers import TXT_MODES, UTF8_POLICIES, ReadConfig
 
 DEDUP_MODES = ("none", "exact", "near")
@@ -31,8 +32,14 @@ class PrepConfig:
     """Strip HTML markup (scripts, styles, tags) before cleaning."""
     filters: str = "bert"
     """Quality-filter preset: none, bert (light length bounds), c4 or gopher (see pipelines/filters.py)."""
+    language: str | None = None
+    """Keep only documents in this language (a code of filters.LANGUAGES, by stop-word score), on top of the preset."""
     dedup: str = "exact"
     """Deduplication: none, exact (normalized-text hash) or near (MinHash LSH over word 5-grams, plus exact)."""
+    near_threshold: float = 0.8
+    """--dedup near: estimated Jaccard similarity at which the larger-id document of a candidate pair goes.
+    Candidates come from 14 x 8 LSH bands (pipelines/minhash.py), which find 92% of pairs at 0.8 but 5%
+    at 0.5: a threshold below ~0.7 confirms more candidates, it does not find many more."""
     vocab: str | None = None
     """An existing vocabulary directory to reuse instead of learning one."""
     vocab_size: int = 30522
@@ -68,7 +75,10 @@ class PrepConfig:
         checks = [
             (self.unicode_form in ("NFC", "NFKC"), f"--unicode-form must be NFC or NFKC, got {self.unicode_form!r}"),
             (self.filters in FILTER_PRESETS, f"--filters must be one of {', '.join(FILTER_PRESETS)}, got {self.filters!r}"),
+            (self.language is None or self.language in LANGUAGES,
+             f"--language must be one of {', '.join(LANGUAGES)}, got {self.language!r}"),
             (self.dedup in DEDUP_MODES, f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}"),
+            (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),
             (self.vocab_size >= 100, f"--vocab-size must be at least 100, got {self.vocab_size}"),
             (0 <= self.num_unused < self.vocab_size // 2, f"--num-unused out of range: {self.num_unused}"),
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),
@@ -101,6 +111,11 @@ def parse_input(spec: str, index: int) -> tuple[str, str]:
     return f"input{index}", spec
 
 
+def typed_input(name: str, glob: str, index: int) -> str:
+    """The --input value as the user typed it (parse_input's inverse), for error messages."""
+    return glob if name == f"input{index}" else f"{name}={glob}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = PrepConfig.__dataclass_fields__
     r = ReadConfig()
@@ -112,10 +127,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--txt-mode", default=r.txt_mode, choices=TXT_MODES, help=".txt documents: whole file, paragraph or line")
     add("--invalid-utf8", default=r.invalid_utf8, choices=UTF8_POLICIES, help="replace bad bytes (counted) or drop the record")
     add("--strict", action="store_true", help="stop at the first bad record, naming file and line")
+    add("--max-record-bytes", type=int, default=r.max_record_bytes, metavar="N",
+        help="longer records are dropped as record_too_long, unbuffered (default: %(default)s = 64 MiB)")
     add("--unicode-form", default="NFC", choices=("NFC", "NFKC"))
     add("--html-to-text", action="store_true", help="strip HTML markup first")
     add("--filters", default=d["filters"].default, choices=FILTER_PRESETS, help="quality-filter preset (default: %(default)s)")
+    add("--language", default=None, choices=LANGUAGES, metavar="CODE",
+        help=f"keep only this language ({', '.join(LANGUAGES)}; stop-word score), with any --filters preset")
     add("--dedup", default=d["dedup"].default, choices=DEDUP_MODES, help="deduplication (default: %(default)s)")
+    add("--near-threshold", type=float, default=d["near_threshold"].default, metavar="J",
+        help="--dedup near: Jaccard similarity that makes a near duplicate (default: %(default)s)")
     add("--vocab", default=None, metavar="DIR", help="reuse this vocabulary instead of learning one")
     add("--vocab-size", type=int, default=d["vocab_size"].default)
     add("--cased", action="store_true", help="learn a cased vocabulary (default: uncased)")
@@ -139,6 +160,7 @@ def from_args(args: argparse.Namespace) -> PrepConfig:
         txt_mode=args.txt_mode,
         invalid_utf8=args.invalid_utf8,
         strict=args.strict,
+        max_record_bytes=args.max_record_bytes,
     )
     return PrepConfig(
         inputs=tuple(parse_input(spec, i) for i, spec in enumerate(args.input)),
@@ -147,7 +169,9 @@ def from_args(args: argparse.Namespace) -> PrepConfig:
         unicode_form=args.unicode_form,
         html_to_text=args.html_to_text,
         filters=args.filters,
+        language=args.language,
         dedup=args.dedup,
+        near_threshold=args.near_threshold,
         vocab=_absolute(args.vocab) if args.vocab else None,
         vocab_size=args.vocab_size,
         lowercase=not args.cased,

@@ -5,16 +5,15 @@ kept, the others dropped as `duplicate_exact`. Near: each document's MinHash sig
 bands; documents that share a band and whose estimated Jaccard similarity reaches the threshold are a
 candidate pair, and the one with the larger doc_id is dropped as `duplicate_near` (no transitive
 closure: in a chain A~B~C with A≁C, both B and C go, which errs on the side of removing). Keeping the
-smallest doc_id makes the survivor the same on every runner and worker count.
+smallest doc_id makes the survivor the same on every runner and worker count. Drops go out on the `drops`
+output uncounted: prep counts every stage's drops in one place (read_corpus.count_drops).
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 
 from pipelines.minhash import MinHashConfig, estimated_jaccard, exact_hash, lsh_band_keys, minhash_signature
-from pipelines.read_corpus import NAMESPACE
 from pipelines.records import Drop
 
 _SAMPLE_CHARS = 80
@@ -25,7 +24,6 @@ def _keep_smallest(element, reason: str):
     docs = sorted(docs, key=lambda d: d.doc_id)
     yield docs[0]
     for dup in docs[1:]:
-        Metrics.counter(NAMESPACE, f"dropped_{reason}").inc()
         yield beam.pvalue.TaggedOutput("drops", Drop(dup.path, reason, 0, dup.text[:_SAMPLE_CHARS]))
 
 
@@ -91,7 +89,6 @@ def _split_near(element):
     _, joined = element
     for doc in joined["doc"]:
         if joined["near"]:
-            Metrics.counter(NAMESPACE, "dropped_duplicate_near").inc()
             yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, "duplicate_near", 0, doc.text[:_SAMPLE_CHARS]))
         else:
             yield doc

@@ -15,25 +15,26 @@ Out: DIR/clean/*.parquet, DIR/vocab/{vocab.txt,tokenizer.json,vocab_config.json,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import logging
 import posixpath
 import sys
+import uuid
 
 import apache_beam as beam
 import fsspec
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines import config as prep_config
 from pipelines import wordpiece
 from pipelines.clean_documents import CleanDocuments
 from pipelines.deduplicate import Deduplicate
-from pipelines.errors import PrepError
+from pipelines.errors import PrepError, prep_error_in, quiet_workers
 from pipelines.filters import FilterConfig
 from pipelines.learn_vocab import CountWords, LearnWordPiece, ReuseVocab
 from pipelines.make_pairs import MakeNspPairs, TokenizeFn, merge_stats, sum_token_counts
 from pipelines.normalize import NormalizeConfig
-from pipelines.read_corpus import ReadCorpus, count_drops
+from pipelines.read_corpus import ReadCorpus, count_drops, count_kept
 from pipelines.report import build_report
 from pipelines.write_shards import WriteCleanDocs, WriteShards, put_atomically
 from schemas import Manifest
@@ -73,9 +74,9 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
     read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
     cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
         NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
-        FilterConfig.preset(config.filters),
+        dataclasses.replace(FilterConfig.preset(config.filters), language=config.language),
     )
-    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(config.dedup)
+    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(config.dedup, threshold=config.near_threshold)
     docs = deduped["docs"]
     docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"))
 
@@ -122,7 +123,7 @@ sum_token_counts)
         (
             read["accounting"],
             drops | count_drops("Drops"),
-            docs | "KeptTally" >> beam.Map(lambda d: (d.path, "kept")),
+            docs | count_kept("Kept"),
         )
         | "AllTallies" >> beam.Flatten()
         | "CountTallies" >> beam.combiners.Count.PerElement()
@@ -152,25 +153,40 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def check_output(output: str) -> None:
+    """Create `output` and write and remove a probe file in it, so that an unwritable --output fails now,
+    in one line, instead of after the whole corpus has been read."""
+    try:
+        fs, path = fsspec.core.url_to_fs(output)
+        fs.makedirs(path, exist_ok=True)
+        probe = posixpath.join(path, f".clozeforge-probe-{uuid.uuid4().hex}")
+        with fs.open(probe, "wb") as f:
+            f.write(b"probe")
+        fs.rm(probe)
+    except Exception as e:  # OSError locally; each object store's client has its own errors
+        raise PrepError(f"--output {output}: cannot write there ({type(e).__name__}: {e})") from None
+
+
 def run(argv: list[str] | None = None) -> dict:
     """Run prep; returns the report. Raises PrepError for user errors."""
     args, beam_args = parser().parse_known_args(argv)
     config = prep_config.from_args(args)
+    check_output(config.output)
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
     options = PipelineOptions(beam_args, save_main_session=False)
-    # A PrepError raised in a worker (--strict) reaches us re-raised by the runner; its logger would print
-    # the worker traceback first, so it is quieted here. Any other exception still propagates with its trace.
-    worker_log = logging.getLogger("apache_beam.runners.common")
-    level = worker_log.level
-    worker_log.setLevel(logging.CRITICAL)
-    try:
-        with beam.Pipeline(options=options) as p:
-            build(p, config)
-    except PrepError as e:
-        raise PrepError(str(e).split(" [while running")[0]) from None
-    finally:
-        worker_log.setLevel(level)
+    # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
+    # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
+    multi_worker = options.view_as(DirectOptions).direct_running_mode in ("multi_threading", "multi_processing")
+    with quiet_workers(hold_stderr=multi_worker):
+        try:
+            with beam.Pipeline(options=options) as p:
+                build(p, config)
+        except Exception as e:
+            message = prep_error_in(e)
+            if message is None:
+                raise
+            raise PrepError(message) from None
     with fsspec.open(posixpath.join(config.output, "report.json"), "r") as f:
         return json.load(f)
 
@@ -186,6 +202,8 @@ def summarize(report: dict, output: str) -> str:
         rows = stats.get("rows", 0)
         rnd = stats.get("random_next", 0)
         lines.append(f"pairs:   {split}: {rows} in {stats.get('shards', 0)} shards, random-next {rnd / max(rows, 1):.3f}")
+    if t["events"]:
+        lines.append("events:  " + ", ".join(f"{k} {v}" for k, v in sorted(t["events"].items(), key=lambda kv: -kv[1])))
     lines.append(f"report:  {posixpath.join(output, 'report.json')}")
     if report["unbalanced"]:
         lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")

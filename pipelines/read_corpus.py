@@ -13,6 +13,7 @@ import apache_beam as beam
 import fsspec
 from apache_beam.metrics import Metrics
 
+from pipelines.config import typed_input
 from pipelines.errors import PrepError
 from pipelines.readers import Event, ReadConfig, read_file
 from pipelines.records import Drop
@@ -23,16 +24,17 @@ NAMESPACE = "clozeforge"
 def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
     files: list[tuple[str, str]] = []
-    for name, pattern in inputs:
+    for index, (name, pattern) in enumerate(inputs):
+        flag = f"--input {typed_input(name, pattern, index)}"
         try:
             fs, _ = fsspec.core.url_to_fs(pattern)
             if fs.isdir(pattern):
                 pattern = pattern.rstrip("/") + "/**"
             matches = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
         except (ImportError, ValueError) as e:
-            raise PrepError(f"--input {name}={pattern}: {e}") from None
+            raise PrepError(f"{flag}: {e}") from None
         if not matches:
-            raise PrepError(f"--input {name}={pattern}: no file matches")
+            raise PrepError(f"{flag}: no file matches")
         files.extend((name, fs.unstrip_protocol(p) if "://" in pattern else p) for p in matches)
     return files
 
@@ -79,10 +81,21 @@ class ReadCorpus(beam.PTransform):
 
 
 def count_drops(label_prefix: str):
-    """A Map that bumps the `dropped_<reason>` counter and turns a Drop into its accounting key."""
+    """A Map that bumps the `dropped_<reason>` counter and turns a Drop into its accounting key.
+    The only place a drop is counted, so the counters equal report.json's totals."""
 
     def tally(drop: Drop) -> tuple[str, str]:
         Metrics.counter(NAMESPACE, f"dropped_{drop.reason}").inc()
         return drop.path, f"dropped:{drop.reason}"
+
+    return f"{label_prefix}Tally" >> beam.Map(tally)
+
+
+def count_kept(label_prefix: str):
+    """A Map that bumps the `records_kept` counter and turns a kept document into its accounting key."""
+
+    def tally(doc) -> tuple[str, str]:
+        Metrics.counter(NAMESPACE, "records_kept").inc()
+        return doc.path, "kept"
 
     return f"{label_prefix}Tally" >> beam.Map(tally)

@@ -1,26 +1,30 @@
 """Read corpus files into documents, streaming, with every bad record turned into a counted Drop.
 
 In:  one file URL (any fsspec protocol) and a ReadConfig.
-Out: an iterator of RawDoc (kept) and Drop (with reason, line and a sample) — never an exception for bad
-     data, unless `strict` is set, in which case the first bad record raises a one-line PrepError
-     naming the file and line.
+Out: an iterator of RawDoc (kept), Drop (with reason, line and a sample) and Event (counted, not a
+     record) — never an exception for bad data, unless `strict` is set, in which case the first bad record
+     (or a truncated stream) raises a one-line PrepError naming the file and line.
 
 Formats by suffix: .txt (whole file, blank-line paragraphs or lines as documents), .jsonl / .json /
-.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). Compressed streams
-are decoded incrementally; a truncated stream keeps every complete line before the cut.
+.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). Bytes come from
+pipelines/line_stream.py: compressed streams are decoded incrementally; a truncated stream keeps every
+complete line before the cut (in .txt document and paragraph modes, also the cut record's decoded part)
+and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes makes the whole file one
+`binary_file` drop; a record over `max_record_bytes` is a `record_too_long` drop, skipped unbuffered.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
-import zlib
 from collections.abc import Iterator
 
 import fsspec
 
 from pipelines.errors import PrepError
+from pipelines.line_stream import LineStream, TooLong, UnreadableFile
 from pipelines.records import Drop, RawDoc, make_doc_id
 
 TXT_MODES = ("document", "paragraph", "line")
@@ -42,8 +46,15 @@ class ReadConfig:
     """Bytes that are not UTF-8: replace them with U+FFFD and keep the record (counted), or drop the record."""
     strict: bool = False
     """Stop at the first bad record with an error naming file and line, instead of counting a drop."""
+    max_record_bytes: int = 64 << 20
+    """Longest record (a JSON line, a .txt line, paragraph or whole file) read into memory; a longer one is
+    dropped as `record_too_long` and skipped without being buffered. Ours: 64 MiB is far above any real
+    document (Gopher's 100k-word cap is ~600 kB) and bounds a worker's memory against a corrupt or
+    newline-free file."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.max_record_bytes, int) or self.max_record_bytes < 1:
+            raise PrepError(f"--max-record-bytes must be a positive number of bytes, got {self.max_record_bytes!r}")
         if self.txt_mode not in TXT_MODES:
             raise PrepError(f"--txt-mode must be one of {', '.join(TXT_MODES)}, got {self.txt_mode!r}")
         if self.invalid_utf8 not in UTF8_POLICIES:
@@ -84,10 +95,8 @@ def read_file(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | D
             yield from _read_parquet(source, path, config)
         else:
             yield from _read_lines(source, path, fmt, config)
-    except PrepError:
-        raise
-    except (OSError, ValueError, EOFError) as e:  # the file itself cannot be opened or decoded at all
-        yield from _bad(config, Drop(path, "unreadable_file", 0, f"{type(e).__name__}: {e}"[:_SAMPLE_CHARS]))
+    except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
+        yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
 
 
 def _bad(config: ReadConfig, drop: Drop) -> Iterator[Drop]:
@@ -97,120 +106,64 @@ def _bad(config: ReadConfig, drop: Drop) -> Iterator[Drop]:
     yield drop
 
 
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[io.BufferedIOBase]:
+    try:
+        f = fsspec.open(path, "rb").open()
+    except OSError as e:
+        raise UnreadableFile(f"{type(e).__name__}: {e}") from None
+    with f:
+        yield f
+
+
 # -- line-oriented formats --------------------------------------------------------------------------
 
 
-class _Truncated(Exception):
-    """A compressed stream ended before its end marker; args[0] holds the undecoded partial last line."""
-
-
-def _chunks(f: io.BufferedIOBase, path: str, size: int = 1 << 20) -> Iterator[bytes]:
-    """Decoded bytes of `f`, block by block; raises EOFError when a compressed stream is cut short."""
-    name = path.lower()
-    if name.endswith(".gz"):
-        # One zlib object per gzip member (concatenated members are valid gzip); unlike GzipFile.read, this
-        # hands out everything decoded before a cut instead of losing the last block to the EOFError.
-        member, fed = zlib.decompressobj(wbits=31), False
-        while compressed := f.read(size):
-            while compressed:
-                if out := member.decompress(compressed):
-                    yield out
-                fed = True
-                if member.eof:
-                    compressed, member, fed = member.unused_data, zlib.decompressobj(wbits=31), False
-                else:
-                    compressed = b""
-        if fed and not member.eof:
-            raise EOFError("gzip member ended before its end marker")
-    elif name.endswith((".zst", ".zstd")):
-        import zstandard  # part of the prep extra
-
-        # NOTE: zstandard's stream_reader reports a frame cut mid-way as a clean EOF, so frames are decoded
-        # one by one with decompressobj(), whose `eof` flag says whether the frame's end was reached.
-        dctx = zstandard.ZstdDecompressor()
-        frame, fed = dctx.decompressobj(), False
-        while compressed := f.read(size):
-            while compressed:
-                if out := frame.decompress(compressed):
-                    yield out
-                fed = True
-                if frame.eof:
-                    compressed, frame, fed = frame.unused_data, dctx.decompressobj(), False
-                else:
-                    compressed = b""
-        if fed and not frame.eof:
-            raise EOFError("zstd frame ended before its end marker")
-    else:
-        while block := f.read(size):
-            yield block
-
-
-def _raw_lines(f: io.BufferedIOBase, path: str) -> Iterator[bytes]:
-    """Lines as bytes; raises _Truncated(partial_tail) when a compressed stream ends early."""
-    pending, decoded_any = b"", False
-    try:
-        for block in _chunks(f, path):
-            pending += block
-            decoded_any = True
-            *lines, pending = pending.split(b"\n")
-            yield from lines
-    except EOFError as e:
-        raise _Truncated(pending) from e
-    except Exception as e:  # zlib.error, or zstandard.ZstdError (derives from Exception only)
-        if not isinstance(e, zlib.error) and type(e).__name__ != "ZstdError":
-            raise
-        if not decoded_any:  # not a compressed stream at all: the whole file is unreadable
-            raise ValueError(f"not a valid {path.rsplit('.', 1)[-1]} stream ({e})") from None
-        raise _Truncated(pending) from e
-    if pending:
-        yield pending
-
-
 def _read_lines(source: str, path: str, fmt: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
-    with fsspec.open(path, "rb") as f:
-        lines = _raw_lines(f, path)
-        if fmt == "txt" and config.txt_mode == "document":
-            records = _whole_file(lines)
-        elif fmt == "txt" and config.txt_mode == "paragraph":
-            records = _txt_records(lines)
-        else:
-            records = enumerate(lines, 1)
-        line_no, first = 0, True
-        try:
-            for line_no, raw in records:
-                if first and b"\x00" in raw[:_BINARY_PROBE]:
-                    yield from _bad(config, Drop(path, "binary_file", line_no, repr(raw[:40])))
-                    return
-                first = False
-                yield from _record(source, path, fmt, line_no, raw, config)
-        except _Truncated as cut:
-            tail = cut.args[0] if cut.args else b""
-            yield Event(path, "truncated_stream", line_no + 1)
-            if tail.strip():
-                sample = tail[:_SAMPLE_CHARS].decode("utf-8", "replace")
-                yield from _bad(config, Drop(path, "truncated_stream", line_no + 1, sample))
+    limit = config.max_record_bytes
+    with _open(path) as f:
+        stream = LineStream(f, path, limit)
+        head = stream.head(_BINARY_PROBE)
+        if b"\x00" in head:  # the file's bytes, not its first record: a PNG's first "line" has no NUL
+            yield from _bad(config, Drop(path, "binary_file", 0, repr(head[:40])))
+            return
+        per_line = fmt != "txt" or config.txt_mode == "line"
+        records = enumerate(stream, 1) if per_line else _joined(stream, limit, config.txt_mode == "paragraph")
+        for line, raw in records:
+            if isinstance(raw, TooLong):
+                yield from _bad(config, Drop(path, "record_too_long", line, f"{raw.size} bytes > --max-record-bytes {limit}"))
+            elif per_line and stream.tail_cut:  # the partial last line of a cut stream
+                if raw.strip():
+                    sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
+                    yield from _bad(config, Drop(path, "truncated_stream", line, sample))
+            else:
+                yield from _record(source, path, fmt, line, raw, config)
+        if stream.truncated:
+            cut = stream.lines if stream.tail_cut else stream.lines + 1
+            yield Event(path, "truncated_stream", cut)
+            if config.strict:
+                raise PrepError(f"{path}:{cut}: truncated stream (the compressed stream ends before its end marker)")
 
 
-def _whole_file(lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
-    body = b"\n".join(lines)  # a whole-file document is one record by definition
-    if body:
-        yield 1, body
-
-
-def _txt_records(lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
-    """Blank-line separated paragraphs, each tagged with the line it starts on."""
-    block: list[bytes] = []
-    start = 0
+def _joined(lines: Iterator[bytes | TooLong], limit: int, by_paragraph: bool) -> Iterator[tuple[int, bytes | TooLong]]:
+    """Lines joined into records tagged with their first line: the whole file, or blank-line separated
+    paragraphs. A record past `limit` bytes becomes TooLong; its remaining lines are read, not kept."""
+    parts: list[bytes] = []
+    size, start = -1, 0  # -1: n lines are joined by n - 1 newlines
     for i, line in enumerate(lines, 1):
-        if line.strip():
-            if not block:
-                start = i
-            block.append(line)
-        elif block:
-            yield start, b"\n".join(block)
-            block = []
-    if block:
-        yield start, b"\n".join(block)
+        if by_paragraph and isinstance(line, bytes) and not line.strip():
+            if start:
+                yield start, TooLong(size) if size > limit else b"\n".join(parts)
+            parts, size, start = [], -1, 0
+            continue
+        start = start or i
+        size += 1 + (line.size if isinstance(line, TooLong) else len(line))
+        if size > limit:
+            parts = []
+        elif isinstance(line, bytes):
+            parts.append(line)
+    if start and (by_paragraph or size > 0):  # a file of one empty line is no document, as an empty file
+        yield start, TooLong(size) if size > limit else b"\n".join(parts)
 
 
 def _decode(path: str, line: int, raw: bytes, config: ReadConfig) -> tuple[str | None, list[Drop | Event]]:
@@ -235,7 +188,9 @@ def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: Rea
     if fmt == "jsonl":
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError:
+        # NOTE: not only JSONDecodeError: a 200,000-deep array raises RecursionError and a 5,000-digit
+        # integer ValueError (Python's int-string limit); both are this line's problem, not the file's.
+        except (ValueError, RecursionError):
             yield from _bad(config, Drop(path, "bad_json", line, text[:_SAMPLE_CHARS]))
             return
         if not isinstance(obj, dict):
@@ -265,16 +220,17 @@ def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: Rea
 def _read_parquet(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
     import pyarrow.parquet as pq
 
-    with fsspec.open(path, "rb") as f:
-        pf = pq.ParquetFile(f)
+    with _open(path) as f:
+        pf = _unreadable_if_failing(lambda: pq.ParquetFile(f))
         names = pf.schema_arrow.names
         if config.text_field not in names:
             for row in range(1, pf.metadata.num_rows + 1):
                 yield from _bad(config, Drop(path, "missing_text", row, f"no column {config.text_field!r} in {names}"))
             return
         columns = [config.text_field] + ([config.id_field] if config.id_field in names else [])
+        batches = pf.iter_batches(columns=columns, batch_size=4096)
         row = 0
-        for batch in pf.iter_batches(columns=columns, batch_size=4096):
+        while (batch := _unreadable_if_failing(lambda: next(batches, None))) is not None:
             texts = batch.column(0).to_pylist()
             ids = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(texts)
             for text, user_id in zip(texts, ids):
@@ -288,3 +244,13 @@ def _read_parquet(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc
                 else:
                     key = f"{row}:{user_id}" if user_id is not None else row
                     yield RawDoc(source=source, path=path, line=row, doc_id=make_doc_id(path, key), text=text)
+
+
+def _unreadable_if_failing(step):
+    """Run one file-level parquet step (open, next row group); Arrow's errors there mean the file is unreadable."""
+    import pyarrow as pa
+
+    try:
+        return step()
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise UnreadableFile(f"{type(e).__name__}: {e}") from None

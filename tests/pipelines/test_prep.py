@@ -143,6 +143,8 @@ def test_strict_mode_is_one_line_naming_file_and_line(corpus_dir, tmp_path):
 @pytest.mark.parametrize("flags, message", [
     (["--max-seq-len", "5"], "--max-seq-len must be in [16, 65535], got 5"),
     (["--validation-fraction", "1.5"], "--validation-fraction must be in [0, 1)"),
+    (["--near-threshold", "1.5"], "--near-threshold must be in (0, 1], got 1.5"),
+    (["--max-record-bytes", "0"], "--max-record-bytes must be a positive number of bytes, got 0"),
 ])
 def test_bad_flags_are_one_line(corpus_dir, tmp_path, flags, message):
     from tests.conftest import run_cli
@@ -176,3 +178,106 @@ def test_a_corpus_with_nothing_left_says_so(tmp_path):
     assert "no document survived reading and cleaning" in result.stderr.strip().splitlines()[-1]
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["total"] == {"read": 2, "kept": 0, "dropped": {"bad_json": 1, "null_text": 1}, "events": {}}
+
+
+def test_an_unnamed_input_is_quoted_as_typed(tmp_path):
+    pattern = str(tmp_path / "nothing*.jsonl")
+    with pytest.raises(PrepError) as err:
+        ReadCorpus([("input0", pattern)], ReadConfig())
+    assert str(err.value) == f"--input {pattern}: no file matches"
+
+
+@pytest.mark.parametrize("threshold, kept", [(0.8, ["a", "c"]), (0.99, ["a", "b", "c"])])
+def test_near_threshold_decides_what_is_a_near_duplicate(threshold, kept):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = [f"w{int(i)}" for i in rng.integers(0, 5000, size=120)]
+    edited = list(words)
+    edited[60] = "changed"  # Jaccard 111/121 = 0.92; an estimate >= 0.99 needs <= 1 of 112 hashes to differ (p ~ 0.001)
+    other = [f"w{int(i)}" for i in rng.integers(0, 5000, size=120)]
+    with test_pipeline.TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+        docs = p | beam.Create([doc("b", " ".join(edited)), doc("a", " ".join(words)), doc("c", " ".join(other))])
+        out = docs | Deduplicate("near", threshold=threshold)
+        assert_that(out["docs"] | beam.Map(lambda d: d.doc_id), equal_to(kept), label="Kept")
+
+
+@pytest.mark.parametrize("mode", ["multi_processing", "multi_threading"])
+def test_strict_mode_is_one_line_with_several_workers(corpus_dir, tmp_path, mode):
+    from tests.conftest import run_cli
+
+    result = run_cli("prep", "--input", f"{corpus_dir}/broken.jsonl", "--output", str(tmp_path / "out"), "--strict",
+                     "--direct_num_workers", "2", "--direct_running_mode", mode)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"clozeforge prep: error: {corpus_dir}/broken.jsonl:1: bad json ('{{\"text\": \"unterminated')"
+    ]
+
+
+def test_an_unwritable_output_fails_before_reading(corpus_dir, tmp_path):
+    from tests.conftest import run_cli
+
+    (tmp_path / "afile").write_text("x")  # a directory under a file: not writable even for root
+    out = tmp_path / "afile" / "out"
+    # --strict on a broken file: had reading started, its bad json would have stopped the run first.
+    result = run_cli("prep", "--input", f"{corpus_dir}/broken.jsonl", "--output", str(out), "--strict")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"clozeforge prep: error: --output {out}: cannot write there (NotADirectoryError: [Errno 20] Not a directory: '{out}')"
+    ]
+
+
+def test_summary_lists_events_when_there_are_any():
+    report = {"total": {"read": 3, "kept": 2, "dropped": {"bad_json": 1}, "events": {}}, "vocab": {"size": 100},
+              "pairs": {}, "unbalanced": []}
+    assert "events" not in prep.summarize(report, "/o")
+    report["total"]["events"] = {"invalid_utf8_replaced": 1, "truncated_stream": 2}
+    assert "events:  truncated_stream 2, invalid_utf8_replaced 1" in prep.summarize(report, "/o").splitlines()
+
+
+def synthetic_doc(rng, language: str, sentences: int = 12) -> str:
+    """Sentences of made-up six-letter words held together by one language's stop words."""
+    def word() -> str:
+        return "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+
+    template = {"en": "The {} of the {} is {} and it was in the {}.", "de": "Der {} und die {} ist nicht mit dem {} auf der {}."}
+    return " ".join(template[language].format(word(), word(), word(), word()) for _ in range(sentences))
+
+
+def test_counters_equal_the_report(tmp_path):
+    """Every dropped_<reason>, records_kept, records_read and event_<kind> counter equals report.json's total."""
+    import random
+
+    from pipelines import config as prep_config
+
+    rng = random.Random(3)
+    english = [synthetic_doc(rng, "en") for _ in range(40)]
+    near_copy = english[1].replace(english[1].split()[20], "changed", 1)  # one word of 156: Jaccard ~0.94
+    records = [{"text": t} for t in english] + [{"text": synthetic_doc(rng, "de")} for _ in range(2)]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    (tmp_path / "b.jsonl").write_bytes(b"\n".join([
+        json.dumps({"text": english[0]}).encode(),  # duplicate_exact
+        json.dumps({"text": near_copy}).encode(),  # kept: --near-threshold 0.99 is stricter than its ~0.94
+        b'{"text": "broken',  # bad_json
+        b'{"text": null}',  # null_text
+        b'{"text": "Too short."}',  # too_short (bert preset: 20 characters)
+        json.dumps({"text": synthetic_doc(rng, "en") + " Caf"}).encode()[:-2] + b'\xe9."}',  # kept, invalid_utf8_replaced
+    ]) + b"\n")
+    args, _ = prep.parser().parse_known_args([
+        "--input", f"{tmp_path}/*.jsonl", "--output", str(tmp_path / "out"), "--dedup", "near", "--near-threshold",
+        "0.99", "--language", "en", "--vocab-size", "200", "--validation-fraction", "0", "--bucket-docs", "10"])
+    p = beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
+    prep.build(p, prep_config.from_args(args))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {}
+    for c in result.metrics().query(MetricsFilter().with_namespace("clozeforge"))["counters"]:
+        counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + c.committed
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    total = report["total"]
+    assert total == {"read": 48, "kept": 42, "events": {"invalid_utf8_replaced": 1},
+                     "dropped": {"bad_json": 1, "duplicate_exact": 1, "language": 2, "null_text": 1, "too_short": 1}}
+    assert report["config"]["near_threshold"] == 0.99 and report["config"]["language"] == "en"
+    assert {k[len("dropped_"):]: v for k, v in counters.items() if k.startswith("dropped_")} == total["dropped"]
+    assert {k[len("event_"):]: v for k, v in counters.items() if k.startswith("event_")} == total["events"]
+    assert counters["records_kept"] == total["kept"] and counters["records_read"] == total["read"]

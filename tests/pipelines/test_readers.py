@@ -2,6 +2,8 @@
 
 import gzip
 import json
+import struct
+import zlib
 from collections import Counter
 
 import pyarrow as pa
@@ -106,3 +108,83 @@ def test_doc_ids_are_stable_and_distinct(tmp_path):
     first = [d.doc_id for d in tally(list(read_file("web", path, ReadConfig())))[0]]
     again = [d.doc_id for d in tally(list(read_file("web", path, ReadConfig())))[0]]
     assert first == again and len(set(first)) == len(first)
+
+
+@pytest.mark.parametrize("bad", [b"[" * 200_000 + b"]" * 200_000, b'{"text": "x", "n": ' + b"9" * 5000 + b"}"],
+                         ids=["200k_deep", "5000_digit_int"])
+def test_json_too_deep_or_too_large_drops_only_its_line(tmp_path, bad):
+    # json.loads raises RecursionError and ValueError (int-string limit) for these, not JSONDecodeError.
+    path = write(tmp_path, "odd.jsonl", b'{"text": "before"}\n' + bad + b'\n{"text": "after"}\n')
+    items = list(read_file("s", path, ReadConfig()))
+    docs, drops, events = tally(items)
+    assert [d.text for d in docs] == ["before", "after"]
+    assert drops == {"bad_json": 1} and not events
+    assert [i.line for i in items if isinstance(i, Drop)] == [2]
+
+
+def tiny_png() -> bytes:
+    """A real 16x16 RGB PNG: its first "line" (up to the signature's \\n) holds no NUL, the IHDR chunk does."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    pixels = b"".join(b"\x00" + bytes(range(48)) for _ in range(16))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(pixels)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("name, packer", [("img.jsonl", bytes), ("img.txt", bytes), ("img.jsonl.gz", gzip.compress)])
+def test_a_renamed_image_is_one_binary_file_drop(tmp_path, name, packer):
+    path = write(tmp_path, name, packer(tiny_png()))
+    for config in (ReadConfig(), ReadConfig(txt_mode="line")):
+        docs, drops, events = tally(list(read_file("s", path, config)))
+        assert not docs and drops == {"binary_file": 1} and not events
+    with pytest.raises(PrepError, match=rf"{name.replace('.', '[.]')}: binary file"):
+        list(read_file("s", path, ReadConfig(strict=True)))
+
+
+def test_a_nul_past_the_binary_probe_is_the_records_problem(tmp_path):
+    good = b'{"text": "a document that is long enough to matter"}\n'
+    path = write(tmp_path, "late.jsonl", good * 200 + b'{"text": "a\x00b"}\n' + good)  # NUL at byte ~10,800
+    docs, drops, _ = tally(list(read_file("s", path, ReadConfig())))
+    assert len(docs) == 201 and drops == {"bad_json": 1}  # a raw control character is not valid JSON
+
+
+def compress(suffix: str, data: bytes) -> bytes:
+    return gzip.compress(data) if suffix.endswith(".gz") else zstandard.ZstdCompressor().compress(data)
+
+
+def cut_after(suffix: str, data: bytes, k: int) -> bytes:
+    """A compressed stream that decodes exactly data[:k] and then ends without its end marker."""
+    if suffix.endswith(".gz"):
+        c = zlib.compressobj(wbits=31)
+        return c.compress(data[:k]) + c.flush(zlib.Z_SYNC_FLUSH)
+    c = zstandard.ZstdCompressor().compressobj()
+    return c.compress(data[:k]) + c.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
+def test_a_cut_exactly_between_lines_stops_strict_mode(tmp_path, suffix):
+    lines = b"".join(json.dumps({"text": f"document number {i}"}).encode() + b"\n" for i in range(3000))
+    path = write(tmp_path, "cut" + suffix, cut_after(suffix, lines, len(lines)))
+    docs, drops, events = tally(list(read_file("s", path, ReadConfig())))
+    assert len(docs) == 3000 and not drops and events == {"truncated_stream": 1}
+    with pytest.raises(PrepError, match=rf"cut{suffix.replace('.', '[.]')}:3001: truncated stream"):
+        list(read_file("s", path, ReadConfig(strict=True)))
+
+
+@pytest.mark.parametrize("suffix", [".txt.gz", ".txt.zst"])
+@pytest.mark.parametrize("mode", ["document", "paragraph"])
+def test_a_cut_txt_keeps_what_decoded(tmp_path, suffix, mode):
+    paragraphs = [f"Παράγραφος {i}, πρώτη γραμμή.\nΔεύτερη γραμμή {i}." for i in range(400)]
+    data = ("\n\n".join(paragraphs) + "\n").encode()
+    k = len(data) // 2
+    while data[k] & 0xC0 != 0x80:  # cut inside a two-byte Greek letter, not between characters
+        k += 1
+    path = write(tmp_path, "book" + suffix, cut_after(suffix, data, k))
+    docs, drops, events = tally(list(read_file("s", path, ReadConfig(txt_mode=mode))))
+    decoded = data[: k - 1].decode()  # the letter's first byte is all that came of it: left out, no U+FFFD
+    expected = [decoded] if mode == "document" else decoded.split("\n\n")
+    assert [d.text for d in docs] == expected and len(expected[-1]) > 0
+    assert not drops and events == {"truncated_stream": 1}
+    with pytest.raises(PrepError, match=r"truncated stream"):
+        list(read_file("s", path, ReadConfig(txt_mode=mode, strict=True)))

@@ -93,7 +93,15 @@ class TrainConfig:
     deepspeed_config: str | None = None
     """A DeepSpeed JSON merged over the generated one."""
     cache_dir: str | None = None
-    """Keep a local copy of every remote shard read (gs://, s3://) here, so later epochs and runs read the disk."""
+    """Keep a local copy of every remote shard read (gs://, s3://) here, so later epochs and runs read the disk
+    (training data, --mix components and the validation split)."""
+    shuffle_window: int = 4
+    """Shards whose blocks are shuffled together (trainer/layout.py); each dataloader worker holds about this
+    many shards in memory (plus one read ahead) and reads each shard once per epoch."""
+    length_buckets: int = 0
+    """Sort the rows of each N consecutive batches by length before batching, so batches pad less (0 = off)."""
+    pad_to_multiple_of: int = 1
+    """Round each batch's sequence length up to a multiple of this (8 suits tensor cores)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read."""
 
@@ -110,6 +118,9 @@ class TrainConfig:
             (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
             (self.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
+            (self.shuffle_window >= 1, f"--shuffle-window must be >= 1, got {self.shuffle_window}"),
+            (self.length_buckets >= 0, f"--length-buckets must be >= 0, got {self.length_buckets}"),
+            (self.pad_to_multiple_of >= 1, f"--pad-to-multiple-of must be >= 1, got {self.pad_to_multiple_of}"),
             (self.log_every >= 1 and self.save_every >= 1 and self.eval_every >= 0, "--log-every/--save-every must be >= 1"),
             (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
             (self.stop_after is None or self.stop_after >= 1, f"--stop-after must be >= 1, got {self.stop_after}"),
@@ -210,7 +221,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add("--random-token-dist", default=m.random_token_dist, choices=("uniform", "unigram"))
     add("--deepspeed-config", default=None, metavar="JSON", help="DeepSpeed JSON merged over the generated config")
     add("--no-verify-checksums", action="store_true", help="skip sha256 checks of shards")
-    add("--cache-dir", default=None, metavar="DIR", help="local copies of remote shards (single-dataset runs)")
+    add("--cache-dir", default=None, metavar="DIR", help="local copies of remote shards (data, --mix components, validation)")
+    add("--shuffle-window", type=int, default=d["shuffle_window"], metavar="SHARDS",
+        help="shards whose blocks are shuffled together; memory per worker ~ this many shards (default: %(default)s)")
+    add("--length-buckets", type=int, default=d["length_buckets"], metavar="N",
+        help="sort each N consecutive batches' rows by length to cut padding; keep N x batch size well under a shard (0 = off)")
+    add("--pad-to-multiple-of", type=int, default=d["pad_to_multiple_of"], metavar="M", help="round sequence lengths up to a multiple of M")
     add("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
 
 
@@ -251,4 +267,7 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         deepspeed_config=args.deepspeed_config,
         cache_dir=args.cache_dir,
         verify_checksums=not args.no_verify_checksums,
+        shuffle_window=args.shuffle_window,
+        length_buckets=args.length_buckets,
+        pad_to_multiple_of=args.pad_to_multiple_of,
     )

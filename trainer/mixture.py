@@ -40,7 +40,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,10 +47,12 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from schemas import ContractError, Manifest
-from trainer.data import Block, ShardStream, _ShardCache
+from trainer.data import Block, Cursor, ShardStream
 from trainer.masking import Masker
+from trainer.shard_reader import ShardReader, open_shard
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""2: components use ShardStream's layout 2 (shards in a seeded order, blocks shuffled within a window)."""
 CHOICE_CHUNK = 4096
 """Mixture steps drawn per seeded generator; part of the sequence's definition (changing it changes choices)."""
 _CHOICE_TAG, _SEED_TAG = 0x6D6978, 0x636F6D70  # keep the choice draws and the component seeds apart
@@ -183,7 +184,7 @@ class ChoiceSequence:
         return c, int(self.drawn_before(step)[c])
 
 
-def source_block_rows(manifest: Manifest, split: str, source: str, blocks: Sequence[Block]) -> list[int]:
+def source_block_rows(manifest: Manifest, split: str, source: str, blocks: Sequence[Block], cache_dir: str | None = None) -> list[int]:
     """Rows of `source` in each block of the split (reads only the `source` column, and only of mixed shards)."""
     counts, shards = [], manifest.split_shards(split)
     by_shard: dict[int, list[Block]] = {}
@@ -195,7 +196,7 @@ def source_block_rows(manifest: Manifest, split: str, source: str, blocks: Seque
         if want in (0, info.rows):  # no row of X, or nothing but X: the manifest already says
             found = [b.rows if want else 0 for b in shard_blocks]
         else:
-            with fsspec.open(manifest.resolve(info.path), "rb") as f:
+            with open_shard(manifest.resolve(info.path), cache_dir) as f:
                 schema = pa.ipc.open_file(f).schema
                 options = pa.ipc.IpcReadOptions(included_fields=[schema.get_field_index("source")])
                 reader = pa.ipc.open_file(f, options=options)
@@ -207,24 +208,31 @@ def source_block_rows(manifest: Manifest, split: str, source: str, blocks: Seque
     return counts
 
 
-class _SourceCache:
-    """A _ShardCache whose blocks come back cut down to one source's rows (the last few kept: batches share blocks)."""
+class _SourceReader:
+    """A ShardReader whose record batches come back cut down to one source's rows (the last few kept: batches share blocks)."""
 
-    def __init__(self, inner: _ShardCache, source: str, full: dict[tuple[int, int], Block], capacity: int = 4):
-        self.inner, self.source, self.full, self.capacity = inner, source, full, capacity
+    def __init__(self, inner: ShardReader, source: str, full: dict[tuple[int, int], Block]):
+        self.inner, self.source, self.full, self.decoded_capacity = inner, source, full, inner.decoded_capacity
         self.recent: OrderedDict[tuple[int, int], pa.RecordBatch] = OrderedDict()
 
-    def batch(self, block: Block) -> pa.RecordBatch:
-        key = (block.shard, block.index)
+    def hold(self, shards: Sequence[int]) -> None:
+        self.inner.hold(shards)
+
+    def batch(self, shard: int, index: int, rows: int) -> pa.RecordBatch:
+        key = (shard, index)
         if key not in self.recent:
-            whole = self.inner.batch(self.full[key])
+            self.inner.decoded_capacity = self.decoded_capacity
+            whole = self.inner.batch(shard, index, self.full[key].rows)
             keep = np.flatnonzero(pc.equal(whole.column("source"), self.source).to_numpy(zero_copy_only=False))
-            if len(keep) != block.rows:
-                raise ContractError(f"record batch {key}: {len(keep)} rows of source {self.source!r}, the scan counted {block.rows}")
+            if len(keep) != rows:
+                raise ContractError(f"record batch {key}: {len(keep)} rows of source {self.source!r}, the scan counted {rows}")
             self.recent[key] = whole.take(pa.array(keep))
-            while len(self.recent) > self.capacity:
+            while len(self.recent) > self.decoded_capacity:
                 self.recent.popitem(last=False)
         return self.recent[key]
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class SourceStream(ShardStream):
@@ -234,7 +242,7 @@ class SourceStream(ShardStream):
         super().__init__(manifest, **kwargs)
         self.source = source
         self.full_blocks = {(b.shard, b.index): b for b in self.blocks}
-        counts = source_block_rows(manifest, self.split, source, self.blocks)
+        counts = source_block_rows(manifest, self.split, source, self.blocks, self.cache_dir)
         self.blocks = [Block(b.shard, b.index, n) for b, n in zip(self.blocks, counts) if n]
         self.rows = sum(counts)
         if not self.rows:
@@ -242,15 +250,11 @@ class SourceStream(ShardStream):
         self.batches_per_epoch = math.ceil(self.rows / (self.world_size * self.batch_size))
         self.padding = self.batches_per_epoch * self.world_size * self.batch_size - self.rows
 
-    def open_cache(self) -> _SourceCache:
-        return _SourceCache(_ShardCache(self.manifest, self.split, self.verify), self.source, self.full_blocks)
+    def open_reader(self) -> _SourceReader:
+        return _SourceReader(super().open_reader(), self.source, self.full_blocks)
 
     def __iter__(self):
         raise NotImplementedError("a SourceStream is read through MixtureStream (a one-component mixture will do)")
-
-
-def _open_cache(stream: ShardStream) -> _ShardCache | _SourceCache:
-    return stream.open_cache() if isinstance(stream, SourceStream) else _ShardCache(stream.manifest, stream.split, stream.verify)
 
 
 class MixtureStream(IterableDataset):
@@ -268,6 +272,7 @@ class MixtureStream(IterableDataset):
         world_size: int = 1,
         verify_checksums: bool = True,
         steps: int | None = None,
+        **layout: Any,  # ShardStream's cache_dir, shuffle_window, length_buckets, ..., for every component
     ):
         self.config, self.split, self.batch_size, self.seed = config, split, batch_size, seed
         self.rank, self.world_size, self.steps = rank, world_size, steps
@@ -278,7 +283,7 @@ class MixtureStream(IterableDataset):
                 manifests[spec.data] = Manifest.read(spec.data)
             manifest = manifests[spec.data]
             kwargs = dict(split=split, batch_size=batch_size, masker=masker, seed=component_seed(seed, i),
-                          rank=rank, world_size=world_size, verify_checksums=verify_checksums)
+                          rank=rank, world_size=world_size, verify_checksums=verify_checksums, **layout)
             self.components.append(SourceStream(manifest, source=spec.source, **kwargs) if spec.source else ShardStream(manifest, **kwargs))
         first = self.components[0].manifest
         for spec, c in zip(config.components, self.components):
@@ -306,14 +311,16 @@ class MixtureStream(IterableDataset):
                 "batches_per_epoch": c.batches_per_epoch, "padding": c.padding,
                 "steps_per_epoch": c.batches_per_epoch / p,  # expected mixture steps per pass over this component
             })
+        first = self.components[0]
         return {"kind": "mixture", "seed": self.seed, "alpha": self.config.alpha, "split": self.split, "batch_size": self.batch_size,
-                "world_size": self.world_size, "choice_chunk": self.choice.chunk, "components": comps}
+                "world_size": self.world_size, "choice_chunk": self.choice.chunk, "shuffle_window": first.shuffle_window,
+                "length_buckets": first.length_buckets, "components": comps}
 
     @property
     def fingerprint(self) -> str:
         """sha256 over what decides the batch sequence (not the URLs: the same data moved is the same mixture)."""
         d = self.describe()
-        key = [d["seed"], d["split"], d["batch_size"], d["world_size"], d["choice_chunk"],
+        key = [d["seed"], d["split"], d["batch_size"], d["world_size"], d["choice_chunk"], d["shuffle_window"], d["length_buckets"],
                [(c["name"], c["manifest"], c["source"], c["probability"]) for c in d["components"]]]
         return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
@@ -346,7 +353,7 @@ class MixtureStream(IterableDataset):
         if state.get("version") != STATE_VERSION:
             raise ContractError(f"mixture data state version {state.get('version')!r}, this trainer reads {STATE_VERSION}")
         theirs, ours = state["mixture"], self.describe()
-        for key in ("seed", "split", "batch_size", "world_size", "choice_chunk"):
+        for key in ("seed", "split", "batch_size", "world_size", "choice_chunk", "shuffle_window", "length_buckets"):
             if theirs[key] != ours[key]:
                 raise _refusal(f"checkpoint has mixture {key}={theirs[key]!r}, this run has {ours[key]!r}")
         names = [c["name"] for c in theirs["components"]], [c["name"] for c in ours["components"]]
@@ -372,20 +379,20 @@ class MixtureStream(IterableDataset):
     def __iter__(self):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
-        caches: dict[int, Any] = {}
-        layouts: dict[int, tuple[int, list]] = {}  # component -> (epoch, this rank's row slices of that epoch)
+        cursors: dict[int, Cursor] = {}  # per component: its reader (own read-ahead thread) and layout memos
         step = self.start[1] + worker
-        while self.steps is None or step < self.steps:
-            c, epoch, k = self.locate(step)
-            stream = self.components[c]
-            if c not in layouts or layouts[c][0] != epoch:
-                layouts[c] = (epoch, stream._rank_rows(epoch))
-            if c not in caches:
-                caches[c] = _open_cache(stream)
-            batch = stream.make_batch(caches[c], stream._batch_rows(layouts[c][1], k), epoch, k)
-            batch["position"] = torch.tensor([epoch, step])
-            yield batch
-            step += workers
+        try:
+            while self.steps is None or step < self.steps:
+                c, epoch, k = self.locate(step)
+                if c not in cursors:
+                    cursors[c] = Cursor(self.components[c].open_reader())
+                batch = self.components[c].batch_at(cursors[c], epoch, k)
+                batch["position"] = torch.tensor([epoch, step])
+                yield batch
+                step += workers
+        finally:
+            for cursor in cursors.values():
+                cursor.close()
 
 
 def _refusal(why: str) -> ContractError:

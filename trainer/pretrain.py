@@ -160,6 +160,8 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     masker = build_masker(config, manifest, read_vocab_tokens(manifest))
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
     common = dict(batch_size=batch, masker=masker, rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
+    common.update(cache_dir=config.cache_dir, shuffle_window=config.shuffle_window, length_buckets=config.length_buckets,
+                  pad_to_multiple_of=config.pad_to_multiple_of)  # every stream: train, --mix components, validation
     if config.mix and number == 1:
         mixture = MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
         train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common)
@@ -168,7 +170,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         if rt.rank == 0:
             rt.log("mixture: " + ", ".join(f"{c['name']} p={c['probability']:.3f}" for c in train_stream.describe()["components"]))
     else:
-        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), cache_dir=config.cache_dir, **common)
+        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common)
     valid = None
     if manifest.split_shards("validation"):
         valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)

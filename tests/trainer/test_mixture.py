@@ -226,6 +226,8 @@ def test_a_state_from_another_mixture_is_refused(runs):
         mixture(runs, alpha=0.7, seed=12).load_state_dict(state)
     with pytest.raises(ContractError, match="world_size=1, this run has 2"):
         mixture(runs, alpha=0.7, world_size=2).load_state_dict(state)
+    with pytest.raises(ContractError, match="mixture shuffle_window=4, this run has 2"):
+        mixture(runs, alpha=0.7, shuffle_window=2).load_state_dict(state)
     with pytest.raises(ContractError, match="version"):
         stream.load_state_dict({**state, "version": 99})
     tampered = {**state, "components": [{**c, "drawn": c["drawn"] + 1} for c in state["components"]]}

@@ -9,6 +9,7 @@ import socket
 
 import fsspec
 import pytest
+import torch
 
 from schemas import Manifest
 from tests.trainer.test_data import masker_for
@@ -91,3 +92,24 @@ def test_stream_from_gcs(gcs, prepped):
             gcs.put(path, f"shards-bucket/prep/{sub}/{os.path.basename(path)}")
     streamed, expected = read_everything("gs://shards-bucket/prep/pairs")
     assert streamed == expected > 0
+
+
+def test_cache_dir_also_keeps_mixture_components_and_the_validation_split(s3, prepped, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.pretrain import build_model, open_phase
+    from trainer.runtime import Runtime
+
+    for sub in ("pairs", "vocab"):
+        for path in glob.glob(os.path.join(prepped, sub, "*")):
+            s3.put(path, f"corpus-bucket/copied/{sub}/{os.path.basename(path)}")
+    url = "s3://corpus-bucket/copied/pairs"
+    cache = tmp_path / "cache"
+    config = TrainConfig(data=url, output=str(tmp_path / "run"), mix=(f"web={url},weight=1",), batch_size=16, cache_dir=str(cache))
+    manifest = Manifest.read(url)
+    rt = Runtime(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), precision="fp32", device_name="cpu")
+    phase = open_phase(1, config, rt, build_model(config, manifest), manifest.vocab["sha256"])
+    phase.train.steps = phase.train.components[0].batches_per_epoch  # one epoch of the only component
+    assert len(list(loader(phase.train, 0))) == phase.train.steps
+    assert len(list(phase.valid)) == phase.valid.batches_per_epoch
+    cached = [p for p in cache.iterdir() if p.name != "cache"]  # fsspec's index file is named "cache"
+    assert len(cached) == len(manifest.shards)  # every train shard (read through --mix) and the validation shard

@@ -3,8 +3,9 @@
 In:  a DeepSpeed engine and the client state (step, data position, configs) at save time; a run directory
      at load or export time.
 Out: RUN/checkpoints/step_XXXXXXXX/ (DeepSpeed files: model, optimizer and scheduler, per ZeRO partition,
-     with our client state inside), RUN/checkpoints/latest (written by DeepSpeed after every file of the
-     tag is saved, so an interrupted save leaves `latest` on the previous complete checkpoint), and for
+     with our client state inside), RUN/checkpoints/latest (replaced atomically by rank 0 once every rank has
+     written every file of the tag, so an interrupted save leaves `latest` on the previous complete
+     checkpoint, and a reader never sees it half written), and for
      export a consolidated fp32 state dict that needs no DeepSpeed engine and no GPU.
 
 Dropout randomness is re-seeded from (seed, step, rank) every step, so no RNG state has to be carried.
@@ -37,16 +38,32 @@ def latest_tag(run_dir: str) -> str | None:
         return None
     with open(path) as f:
         tag = f.read().strip()
-    return tag if os.path.isdir(os.path.join(checkpoint_dir(run_dir), tag)) else None
+    return tag if _TAG.match(tag) and os.path.isdir(os.path.join(checkpoint_dir(run_dir), tag)) else None
 
 
 def save(engine, run_dir: str, step: int, client_state: dict[str, Any], keep_last: int) -> str:
-    """Save on every rank (DeepSpeed gathers what each holds); rank 0 then prunes old tags."""
+    """Save on every rank (DeepSpeed gathers what each holds); then rank 0 points `latest` at it and prunes."""
+    import torch.distributed as dist
+
     tag = tag_for(step)
-    engine.save_checkpoint(checkpoint_dir(run_dir), tag=tag, client_state=client_state, save_latest=True)
+    engine.save_checkpoint(checkpoint_dir(run_dir), tag=tag, client_state=client_state, save_latest=False)
+    if dist.is_initialized():
+        dist.barrier()  # every rank's partition is on disk before `latest` names the tag
     if engine.global_rank == 0:
+        write_latest(run_dir, tag)
         prune(run_dir, keep_last)
     return tag
+
+
+def write_latest(run_dir: str, tag: str) -> None:
+    """Write-then-rename: `latest` names either the old tag or the new one, never an empty or partial file."""
+    path = os.path.join(checkpoint_dir(run_dir), "latest")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(tag)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def prune(run_dir: str, keep_last: int) -> None:

@@ -51,7 +51,8 @@ class TrainConfig:
     weight_decay: float = 0.01
     """Decoupled weight decay; never applied to biases and LayerNorm weights (as in BERT)."""
     optimizer: str = "adamw"
-    """adamw (torch's, through DeepSpeed) or lamb (DeepSpeed's fused LAMB; GPU only)."""
+    """adamw (torch's, through DeepSpeed) or lamb (DeepSpeed's fused LAMB; GPU and ZeRO stage 0 only: LAMB's
+    per-layer trust ratio needs whole layers, which ZeRO's partitions split)."""
     grad_clip: float = 1.0
     """Global gradient-norm clipping."""
     zero_stage: int = 2
@@ -59,6 +60,8 @@ class TrainConfig:
     precision: str = "auto"
     """auto (bf16 on a GPU that supports it, else fp32), fp32, bf16, or fp16 (GPU, with loss scaling)."""
     masking: MaskingConfig = MaskingConfig()
+    mlm_weight: float = 1.0
+    """Weight of the MLM loss."""
     nsp_weight: float = 1.0
     """Weight of the NSP loss (0 turns NSP training off)."""
     sbo_weight: float = 1.0
@@ -116,6 +119,7 @@ class TrainConfig:
             (self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"),
             (self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
+            (self.optimizer != "lamb" or self.zero_stage == 0, f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
             (self.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
             (self.shuffle_window >= 1, f"--shuffle-window must be >= 1, got {self.shuffle_window}"),
@@ -175,13 +179,36 @@ def deepspeed_config(config: TrainConfig, precision: str) -> dict[str, Any]:
         "wall_clock_breakdown": False,
     }
     if config.deepspeed_config:
-        with open(config.deepspeed_config) as f:
-            try:
-                user = json.load(f)
-            except json.JSONDecodeError as e:
-                raise TrainError(f"--deepspeed-config {config.deepspeed_config}: not valid JSON ({e})") from None
-        ds = _merge(ds, user)
+        ds = _merge(ds, read_user_deepspeed_config(config.deepspeed_config))
     return ds
+
+
+# Keys of a user's DeepSpeed JSON that the trainer's own flags own: the loader batches by --batch-size and
+# the loop accumulates --grad-accum micro batches, and the optimizer and scheduler are built in pretrain.py.
+_FLAG_OWNED = {
+    "train_batch_size": "--batch-size and --grad-accum (global batch = batch size x grad accum x ranks)",
+    "train_micro_batch_size_per_gpu": "--batch-size",
+    "gradient_accumulation_steps": "--grad-accum",
+    "optimizer": "--optimizer, --lr and --weight-decay",
+    "scheduler": "--warmup-steps and --schedule",
+}
+
+
+def read_user_deepspeed_config(path: str) -> dict[str, Any]:
+    """A user's DeepSpeed JSON, refused in one line when it cannot be read or sets what a flag owns."""
+    try:
+        with open(path) as f:
+            user = json.load(f)
+    except OSError as e:
+        raise TrainError(f"--deepspeed-config {path}: cannot read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TrainError(f"--deepspeed-config {path}: not valid JSON ({e})") from None
+    if not isinstance(user, dict):
+        raise TrainError(f"--deepspeed-config {path}: expected a JSON object, got {type(user).__name__}")
+    for key, flag in _FLAG_OWNED.items():
+        if key in user:
+            raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {flag}; remove it from the JSON")
+    return user
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +227,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add("--model", default=d["model"], choices=PRESET_NAMES, help="model preset (default: %(default)s)")
     for name, typ in (
         ("max_steps", int), ("batch_size", int), ("grad_accum", int), ("lr", float), ("warmup_steps", int),
-        ("weight_decay", float), ("grad_clip", float), ("zero_stage", int), ("nsp_weight", float),
+        ("weight_decay", float), ("grad_clip", float), ("zero_stage", int), ("mlm_weight", float), ("nsp_weight", float),
         ("sbo_weight", float), ("seed", int), ("num_workers", int), ("log_every", int), ("eval_every", int),
         ("eval_batches", int), ("save_every", int), ("keep_last", int),
     ):
@@ -249,6 +276,7 @@ def from_args(args: argparse.Namespace) -> TrainConfig:
         zero_stage=args.zero_stage,
         precision=args.precision,
         masking=masking,
+        mlm_weight=args.mlm_weight,
         nsp_weight=args.nsp_weight,
         sbo_weight=args.sbo_weight,
         seed=args.seed,

@@ -265,4 +265,15 @@ def loader(stream: IterableDataset, num_workers: int = 1) -> torch.utils.data.Da
         num_workers=num_workers,
         persistent_workers=False,
         prefetch_factor=4 if num_workers else None,
+        worker_init_fn=_ignore_stop_signals if num_workers else None,
     )
+
+
+def _ignore_stop_signals(_worker_id: int) -> None:
+    """Workers leave SIGTERM/SIGINT to the training process, which checkpoints and then shuts them down: a
+    scheduler or a Ctrl-C signals the whole process group, and a worker killed first would end the run
+    before its checkpoint."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -39,19 +39,36 @@ def _duration(seconds: float) -> str:
 
 
 class MetricsLog:
-    def __init__(self, run_dir: str, max_steps: int, enabled: bool = True):
+    """Appends to RUN/metrics.jsonl from `start_step` on.
+
+    A run that resumes from a checkpoint at step S replays the steps after S, so records past S (logged
+    before a crash, after the last checkpoint) are dropped first, and TensorBoard purges its events past S:
+    every step then appears once, with the values of the trajectory that continues."""
+
+    def __init__(self, run_dir: str, max_steps: int, enabled: bool = True, start_step: int = 0):
         self.run_dir, self.max_steps, self.enabled = run_dir, max_steps, enabled
         self.path = os.path.join(run_dir, "metrics.jsonl")
         self.started = time.time()
         self.first_step: int | None = None
         self.tb = None
         if enabled:
+            self._truncate_after(start_step)
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
+                self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=start_step + 1 if start_step else None)
             except ImportError:  # tensorboard is optional: metrics.jsonl and curves.png carry the same data
                 self.tb = None
+
+    def _truncate_after(self, step: int) -> None:
+        records = read_metrics(self.run_dir)
+        kept = [r for r in records if r.get("step", 0) <= step]
+        if len(kept) == len(records):
+            return
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in kept)
+        os.replace(tmp, self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
@@ -91,8 +108,17 @@ def read_metrics(run_dir: str) -> list[dict[str, Any]]:
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.exists(path):
         return []
+    records = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        lines = [line for line in f if line.strip()]
+    for i, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if i < len(lines) - 1:
+                raise
+            # the last line of a process killed mid-write; the step it held is trained again on resume
+    return records
 
 
 def plot_curves(run_dir: str) -> str | None:

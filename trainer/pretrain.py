@@ -50,16 +50,20 @@ def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str]) -> 
 
 def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
     span = config.masking.strategy == "span"
-    model_config = ModelConfig.preset(
-        config.model,
-        vocab_size=manifest.vocab["size"],
-        pad_token_id=manifest.special_tokens["[PAD]"],
-        nsp_weight=config.nsp_weight,
-        sbo_weight=config.sbo_weight,
-        use_sbo=span,
-        pre_layernorm=config.pre_layernorm,
-        sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
-    )
+    try:
+        model_config = ModelConfig.preset(
+            config.model,
+            vocab_size=manifest.vocab["size"],
+            pad_token_id=manifest.special_tokens["[PAD]"],
+            mlm_weight=config.mlm_weight,
+            nsp_weight=config.nsp_weight,
+            sbo_weight=config.sbo_weight,
+            use_sbo=span,
+            pre_layernorm=config.pre_layernorm,
+            sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
+        )
+    except ValueError as e:  # e.g. every loss weight zero
+        raise TrainError(str(e)) from None
     if manifest.max_seq_len > model_config.max_position_embeddings:
         raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
     return BertForPretraining(model_config, seed=config.seed)
@@ -128,15 +132,19 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
 
 
 class StopFlag:
-    """SIGTERM/SIGINT ask the loop to checkpoint and exit at the next step boundary."""
+    """The first SIGTERM/SIGINT asks the loop to checkpoint and exit at the next step boundary; a second one
+    (an impatient Ctrl-C) stops at once, leaving `latest` on the previous complete checkpoint."""
 
-    def __init__(self):
-        self.requested = False
+    def __init__(self, rt: Runtime):
+        self.requested, self.rt = False, rt
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum, _frame):
+        if self.requested:
+            raise KeyboardInterrupt
         self.requested = True
+        self.rt.log(f"{signal.Signals(signum).name}: checkpointing at the end of this step (send it again to stop now)")
 
 
 @dataclasses.dataclass
@@ -185,7 +193,37 @@ def phase_of(step: int, config: TrainConfig) -> int:
     return 2 if config.phase2_data and step >= config.phase2_begins else 1
 
 
+# What a checkpoint cannot be resumed under when it changes: the shapes of the weights and optimizer
+# partitions, and the meaning of the saved data position.
+_RESUME_KEYS = {
+    "model": "--model", "pre_layernorm": "--pre-layernorm", "zero_stage": "--zero-stage", "world_size": "the number of ranks",
+    "data_fingerprint": "--data (its shards or vocabulary)", "batch_size": "--batch-size",
+}
+
+
+def check_resumable(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
+    """Refuse, in one line, to resume a run's checkpoint under settings it was not saved with."""
+    if checkpoint.latest_tag(config.output) is None:
+        return
+    path = os.path.join(config.output, "train_config.json")
+    try:
+        with open(path) as f:
+            before = json.load(f)
+    except (OSError, ValueError):
+        raise TrainError(f"{path}: missing or unreadable, so the checkpoint beside it cannot be resumed safely") from None
+    now = {**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}
+    before_span = before.get("masking", {}).get("strategy") == "span"
+    if before_span != (config.masking.strategy == "span"):
+        raise TrainError(f"{config.output}: its checkpoint was trained {'with' if before_span else 'without'} span masking's SBO head; "
+                         "resume with the same --masking family or use a new --output")
+    for key, flag in _RESUME_KEYS.items():
+        if key in before and before[key] != now[key]:
+            raise TrainError(f"{config.output}: its checkpoint was saved with {key}={before[key]!r}, this run has {now[key]!r}; "
+                             f"resume with the same {flag} or use a new --output")
+
+
 def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
+    check_resumable(config, manifest, rt)
     if rt.rank == 0:
         os.makedirs(config.output, exist_ok=True)
         copy_vocab(manifest, os.path.join(config.output, "vocab"))
@@ -208,9 +246,9 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         phase.train.load_state_dict(client["data"])
     if client:
         rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
-    log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0)
+    log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
-    stop = StopFlag()
+    stop = StopFlag(rt)
     position = phase.train.state_dict(*phase.train.start)
     batches = iter(loader(phase.train, config.num_workers))
     window_tokens, window_start, last = 0, time.time(), {}
@@ -280,15 +318,31 @@ def main(argv: list[str] | None = None) -> int:
             config = train_config.from_args(parser().parse_args(argv))
         except ValueError as e:  # a config dataclass rejected a flag value
             raise TrainError(str(e)) from None
+        if config.deepspeed_config:
+            train_config.read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)
         try:
             train(config, rt)
         finally:
             shutdown_runtime()
     except (TrainError, ContractError) as e:
-        print(f"clozeforge train: error: {e}", file=sys.stderr)
+        print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("clozeforge train: interrupted; resume from the last complete checkpoint", file=sys.stderr)
+        return 130
     return 0
+
+
+def one_line(error: Exception) -> str:
+    """The message of an error, also when a DataLoader worker raised it: torch re-raises a worker's exception
+    in the main process with the worker's whole traceback in the message, whose last line is the error."""
+    text = str(error).strip()
+    if "Original Traceback" not in text:
+        return text
+    last = text.splitlines()[-1]
+    name = f"{type(error).__module__}.{type(error).__qualname__}: "
+    return last[len(name):] if last.startswith(name) else last.split(": ", 1)[-1]
 
 
 if __name__ == "__main__":

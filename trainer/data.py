@@ -25,6 +25,7 @@ k from (seed, epoch, rank, k), so a pair gets a fresh mask in every epoch and th
 from __future__ import annotations
 
 import math
+import os
 from collections import OrderedDict
 from typing import Any
 
@@ -267,6 +268,24 @@ def loader(stream: IterableDataset, num_workers: int = 1) -> torch.utils.data.Da
         prefetch_factor=4 if num_workers else None,
         worker_init_fn=_ignore_stop_signals if num_workers else None,
     )
+
+
+def shutdown(batches) -> None:
+    """Stop the worker processes of a loader's iterator now, not at interpreter exit.
+
+    Workers ignore SIGTERM (below), and multiprocessing's exit hook terminates daemonic children with
+    SIGTERM and then joins them: an iterator left open at exit would wait there forever. So the loop
+    shuts each iterator down when done with it, and kills (SIGKILL) a worker that does not exit."""
+    import signal
+
+    stop = getattr(batches, "_shutdown_workers", None)  # torch's own orderly shutdown: a stop sentinel, then join
+    if stop is None:
+        return
+    stop()
+    for worker in getattr(batches, "_workers", []):
+        if worker.is_alive():
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.join()
 
 
 def _ignore_stop_signals(_worker_id: int) -> None:

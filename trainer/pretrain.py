@@ -25,7 +25,7 @@ from schemas import ContractError, Manifest
 from trainer import checkpoint
 from trainer import config as train_config
 from trainer.config import TrainConfig, TrainError
-from trainer.data import ShardStream, loader
+from trainer.data import ShardStream, loader, shutdown
 from trainer.masking import Masker, continuation_from_vocab
 from trainer.mixture import ComponentSpec, MixtureConfig, MixtureStream
 from trainer.metrics import MetricsLog, peak_flops, plot_curves, train_flops_per_token
@@ -259,42 +259,46 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         rt.log(f"saved checkpoint {checkpoint.save(engine, config.output, step, state, config.keep_last)}")
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
-    while step < end and not stop.requested:
-        if phase_of(step, config) != phase.number:
-            phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
-            position, batches = phase.train.state_dict(0, 0), iter(loader(phase.train, config.num_workers))
-            rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
-        stats = {}
-        lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
-        for _ in range(config.grad_accum):
-            batch = next(batches)
-            epoch, k = batch["position"].tolist()
-            torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
-            out = engine(**to_device(batch, rt.device))
-            engine.backward(out["loss"])
-            engine.step()
-            window_tokens += int(batch["attention_mask"].sum())
-            for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
-                if key in out:
-                    stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
-            position = phase.train.state_dict(epoch, k + 1)
-        step += 1
-        if step % config.log_every == 0 or step == config.max_steps:
-            elapsed = time.time() - window_start
-            tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
-            stats = rt.all_reduce_mean(stats)
-            record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
-                      "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
-            log.write(record)
-            log.progress(record)
-            window_tokens, window_start = 0, time.time()
-        if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
-            last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
-            if last:
-                log.write({"step": step, "split": "validation", **last})
-                rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
-        if step % config.save_every == 0 or step == config.max_steps:
-            save()
+    try:
+        while step < end and not stop.requested:
+            if phase_of(step, config) != phase.number:
+                phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
+                shutdown(batches)
+                position, batches = phase.train.state_dict(0, 0), iter(loader(phase.train, config.num_workers))
+                rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
+            stats = {}
+            lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
+            for _ in range(config.grad_accum):
+                batch = next(batches)
+                epoch, k = batch["position"].tolist()
+                torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
+                out = engine(**to_device(batch, rt.device))
+                engine.backward(out["loss"])
+                engine.step()
+                window_tokens += int(batch["attention_mask"].sum())
+                for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
+                    if key in out:
+                        stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
+                position = phase.train.state_dict(epoch, k + 1)
+            step += 1
+            if step % config.log_every == 0 or step == config.max_steps:
+                elapsed = time.time() - window_start
+                tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
+                stats = rt.all_reduce_mean(stats)
+                record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
+                          "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
+                log.write(record)
+                log.progress(record)
+                window_tokens, window_start = 0, time.time()
+            if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
+                last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
+                if last:
+                    log.write({"step": step, "split": "validation", **last})
+                    rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
+            if step % config.save_every == 0 or step == config.max_steps:
+                save()
+    finally:
+        shutdown(batches)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
     if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
         rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
         save()

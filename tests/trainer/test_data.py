@@ -284,3 +284,24 @@ def test_pad_to_multiple_of_rounds_sequence_lengths(manifest):
     for a, b in zip(plain, rounded):
         assert b["input_ids"].shape[1] == -(-a["input_ids"].shape[1] // 8) * 8
         assert torch.equal(a["attention_mask"].sum(1), b["attention_mask"].sum(1))
+
+
+def test_workers_outlive_sigterm_and_shutdown_still_ends_them(manifest):
+    """A scheduler's SIGTERM to the process group must not kill a worker before the trainer checkpoints;
+    the trainer's shutdown() then ends the workers itself (an iterator left to interpreter exit would hang
+    there, since multiprocessing's exit hook stops daemonic children with SIGTERM and joins them)."""
+    import signal
+    import time
+
+    from trainer.data import shutdown
+
+    stream = ShardStream(manifest, split="train", batch_size=8, masker=masker_for(manifest), seed=3)
+    batches = iter(loader(stream, num_workers=1))
+    next(batches)
+    (worker,) = batches._workers
+    os.kill(worker.pid, signal.SIGTERM)
+    time.sleep(1.0)
+    assert worker.is_alive()
+    next(batches)  # still serving
+    shutdown(batches)
+    assert not worker.is_alive()

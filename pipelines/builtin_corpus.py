@@ -5,8 +5,9 @@ Out: JSON-lines files of {"id": <module path>, "text": <docstrings joined by bla
      per module, capped at `max_bytes` of text so the demo stays fast.
 
 Docstrings are real English technical prose with paragraphs, lists and code, which makes them a fair
-stand-in for a pre-training corpus when no download is possible. The walk is sorted, so the same
-environment always yields the same corpus.
+stand-in for a pre-training corpus when no download is possible. The walk is sorted and starts with the
+standard library, so one Python version yields the same corpus up to the size of its standard library's
+docstrings, whatever packages are installed and wherever.
 """
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ from pathlib import Path
 
 DEFAULT_MAX_BYTES = 4_000_000
 _MIN_DOC_CHARS = 200
+# Tests, caches, and the packages installed beside the standard library (walked from their own root, and
+# only after it: they differ between machines).
+_SKIP_DIRS = {"__pycache__", "test", "tests", "site-packages", "dist-packages"}
 
 
 def _roots() -> list[Path]:
+    """The standard library first, then the installed packages: a corpus smaller than the standard library's
+    docstrings (every size the tests and the demo use) is the same for every environment of one Python
+    version, wherever its virtualenv lies and whatever else it has installed."""
     paths = sysconfig.get_paths()
-    roots = {Path(paths[k]) for k in ("stdlib", "purelib", "platlib") if k in paths}
-    return sorted(r for r in roots if r.is_dir())
+    roots: list[Path] = []
+    for key in ("stdlib", "purelib", "platlib"):
+        root = Path(paths[key]) if key in paths else None
+        if root is not None and root.is_dir() and root not in roots:
+            roots.append(root)
+    return roots
 
 
 def _module_docstrings(source: str) -> list[str]:
@@ -48,7 +59,7 @@ def iter_documents(max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict[str, str
     total = 0
     for root in _roots():
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in {"__pycache__", "test", "tests"})
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
             for name in sorted(filenames):
                 if not name.endswith(".py"):
                     continue

@@ -206,6 +206,7 @@ def test_each_worker_reads_each_shard_once_per_epoch(counted, tmp_path, world, w
     # blocks of the split shuffled at once, 2 shards kept open), 1 rank: 12 reads per epoch with 1 worker,
     # 24 with 2, 48 with 4; now 4, 8, 16.
     names = [s.path for s in counted.split_shards("train")]
+    assert len(names) >= 3  # enough shards for windows and ranks to matter
     for rank in range(world):
         CountingFileSystem.log = str(tmp_path / f"opens-{rank}.log")
         stream, _ = epoch_batches(counted, rank, world, workers, shuffle_window=window)
@@ -215,7 +216,7 @@ def test_each_worker_reads_each_shard_once_per_epoch(counted, tmp_path, world, w
         assert {name for _, name in opens} == needed  # and the rank's workers read no other shard
         assert len({pid for pid, _ in opens}) == max(workers, 1)
         if world == 1 and workers == 0:
-            assert sum(opens.values()) == len(names) == 4  # each shard exactly once
+            assert sum(opens.values()) == len(names)  # each shard exactly once
 
 
 def test_a_shard_is_hashed_once_per_process_though_read_every_epoch(counted, tmp_path):
@@ -226,7 +227,7 @@ def test_a_shard_is_hashed_once_per_process_though_read_every_epoch(counted, tmp
     urls = [counted.resolve(s.path) for s in counted.split_shards("train")]
     # every epoch reads its shards again (a shard still held across an epoch boundary is not read twice) ...
     assert 2 * len(urls) < sum(opens.values()) and max(opens.values()) <= 3
-    assert [checksums_computed[u] for u in urls] == [1, 1, 1, 1]  # ... and only the first read is hashed
+    assert [checksums_computed[u] for u in urls] == [1] * len(urls)  # ... and only the first read is hashed
 
 
 @pytest.mark.parametrize("readahead", [0, 1])
@@ -249,7 +250,7 @@ def test_read_ahead_fetches_the_next_window_in_the_background(manifest, readahea
             most = max(most, len(cursor.reader.held))
         # bounded: a batch straddling two windows holds both, plus the read-ahead
         assert 1 + readahead <= most <= 2 * stream.shuffle_window + readahead
-        assert max(cursor.reader.reads.values()) == 1 and len(cursor.reader.reads) == 4
+        assert max(cursor.reader.reads.values()) == 1 and len(cursor.reader.reads) == len(manifest.split_shards("train"))
     finally:
         cursor.close()
     assert not any(t.name.startswith("clozeforge-readahead") for t in threading.enumerate())

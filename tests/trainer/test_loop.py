@@ -84,24 +84,41 @@ def test_sigterm_checkpoints_and_exits_cleanly(prepped, tmp_path):
     assert f"stopping at step {last} of 100000" in out
 
 
+def _paragraph_chunks(text: str, max_chars: int) -> list[str]:
+    """`text` cut at blank lines into pieces of at most `max_chars` (a longer paragraph stays whole)."""
+    chunks, current = [], ""
+    for paragraph in text.split("\n\n"):
+        if current and len(current) + len(paragraph) > max_chars:
+            chunks.append(current)
+            current = ""
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+    return chunks + [current] if current else chunks
+
+
 @pytest.fixture(scope="module")
 def prepped_learning(tmp_path_factory) -> str:
     """1.7 MB of the built-in corpus (the standard library's docstrings: the same in every environment of
-    this Python), a fifth of the documents held out, five pairings per document (BERT's dupe factor): about
-    9,000 validation pairs, so NSP accuracy is measured to ±0.005 (one standard error at chance). NSP
-    generalises from many documents, not from many passes: on the shared fixture's 66 documents a tiny
-    model memorised its training documents' NSP (train NSP loss 0.36, validation 0.92) and stayed near
-    chance on held-out ones."""
+    this Python) cut into documents of at most 3,000 characters, a quarter of them held out, five pairings
+    per document (BERT's dupe factor).
+
+    Which documents are held out is a hash of the file's path and the record's position, and pytest's
+    temporary directory changes from run to run. Whole modules as documents made that draw lumpy (a few
+    60 KB modules decide it): held-out pairs ranged 4,700 to 8,800 across paths at a fifth held out. Cut
+    to 3,000 characters, ten paths gave 17.4-21.1% of pairs held out at a fifth, so a quarter gives about
+    7,000 validation pairs and NSP accuracy is measured to about ±0.006 (one standard error at chance).
+    NSP generalises from many documents, not from many passes: on the shared fixture's 66 documents a
+    tiny model memorised its training documents' NSP (train NSP loss 0.36, validation 0.92)."""
     from pipelines.builtin_corpus import iter_documents
 
     corpus = tmp_path_factory.mktemp("corpus_learning")
-    docs = list(iter_documents(max_bytes=1_700_000))
+    docs = [{"id": f"{doc['id']}#{i}", "text": chunk}
+            for doc in iter_documents(max_bytes=1_700_000) for i, chunk in enumerate(_paragraph_chunks(doc["text"], 3000))]
     for i in range(2):
         with open(corpus / f"part-{i}.jsonl", "w") as f:
             f.writelines(json.dumps(doc) + "\n" for doc in docs[i::2])
     out = str(tmp_path_factory.mktemp("prep_learning"))
     result = run_cli("prep", "--input", f"docs={corpus}/part-*.jsonl", "--output", out, "--vocab-size", "1000",
-                     "--validation-fraction", "0.2", "--dupe-factor", "5", "--rows-per-shard", "2000")
+                     "--validation-fraction", "0.25", "--dupe-factor", "5", "--rows-per-shard", "2000")
     assert result.returncode == 0, result.stderr[-2000:]
     return out
 
@@ -109,10 +126,10 @@ def prepped_learning(tmp_path_factory) -> str:
 def test_a_short_run_learns(prepped_learning, tmp_path):
     """After 1,000 steps the model beats every context-free predictor on held-out pairs, and NSP beats chance.
 
-    Measured (2026-11-24, 2 cores, ~2 min): unigram entropy 5.87 nats, top-1 unigram accuracy 4.4%;
-    validation MLM loss 5.26 nats at 15.1% accuracy, NSP accuracy 0.574 on 8,982 pairs (chance 0.50: 14
-    standard errors above it). Which documents are held out moves with the corpus path (a document's id
-    hashes it); on 2 MB of other docstrings two runs gave NSP 0.541 and 0.546. The MLM loss of a tiny
+    Measured (2026-11-24, 2 cores, ~3 min): unigram entropy 5.87 nats, top-1 unigram accuracy 4.4%; two
+    runs (two temporary paths, so two held-out draws) gave validation MLM loss 5.28 nats at 14.5-14.9%
+    accuracy and NSP accuracy 0.586 on 6,848 pairs and 0.542 on 7,584 (chance 0.50; 3 standard errors is
+    0.018). Earlier draws on whole-module documents gave NSP 0.541-0.574. The MLM loss of a tiny
     post-LN BERT sits on the unigram plateau for the first ~200 steps and NSP starts to move at ~400, so a
     shorter run would test luck rather than learning."""
     run = str(tmp_path / "run")

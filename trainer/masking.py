@@ -50,8 +50,6 @@ RANDOM_TOKEN_DISTS = ("uniform", "unigram")
 IGNORE_INDEX = -100
 """Label of a padding prediction slot (torch's cross-entropy default ignore_index)."""
 
-_MASK, _RANDOM = 1, 2  # per-token actions; 0 leaves the token unchanged
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MaskingConfig:
@@ -134,11 +132,18 @@ def _run_lengths(free: np.ndarray, next_segment: np.ndarray) -> np.ndarray:
 
 
 def _pack_rows(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Row-major coordinates of the True entries and their rank inside their row, plus the widest row."""
-    rows, cols = np.nonzero(flags)
-    counts = np.bincount(rows, minlength=flags.shape[0])
-    rank = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rows, cols, rank, int(counts.max(initial=0))
+    """The True entries of (rows, n) `flags` packed left into a (rows, width) table, width the widest row.
+
+    Returns `flat` (their flat indices into `flags`, row-major), `cols` (their columns), `packed` (their
+    flat indices into the packed table) and `width`. Flat indices rather than (row, column) pairs: numpy
+    scatters and gathers through one index array at about twice the speed of two."""
+    n = flags.shape[1]
+    flat = np.flatnonzero(flags)
+    counts = np.count_nonzero(flags, axis=1)
+    width = int(counts.max(initial=0))
+    rows = flat // n
+    rank = np.arange(flat.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return flat, flat - rows * n, rows * width + rank, width
 
 
 @dataclasses.dataclass
@@ -154,11 +159,11 @@ class _WordTable:
 
     @classmethod
     def build(cls, special: np.ndarray, word_start: np.ndarray, word_len: np.ndarray) -> _WordTable:
-        rows, cols, rank, n = _pack_rows(word_start)
+        flat, cols, packed, n = _pack_rows(word_start)
         table = cls(*(np.zeros((special.shape[0], n), dt) for dt in (np.int64, np.int64, bool, bool, np.int64)), n=n)
-        table.pos[rows, rank] = cols
-        table.length[rows, rank] = word_len[rows, cols]
-        table.seg_start[rows, rank] = (cols == 0) | special[rows, np.maximum(cols - 1, 0)]
+        table.pos.reshape(-1)[packed] = cols
+        table.length.reshape(-1)[packed] = word_len.reshape(-1)[flat]
+        table.seg_start.reshape(-1)[packed] = (cols == 0) | special.reshape(-1)[flat - (cols > 0)]
         table.next_segment = _next_index(table.seg_start)
         return table
 
@@ -352,26 +357,24 @@ class Masker:
         return selected, span
 
     def _finish(self, input_ids, selected, span, rng) -> dict[str, np.ndarray]:
-        rows, cols, rank, width = _pack_rows(selected)
+        flat, cols, packed, width = _pack_rows(selected)
         batch = input_ids.shape[0]
         positions = np.zeros((batch, width), np.int64)
         labels = np.full((batch, width), IGNORE_INDEX, np.int64)
-        positions[rows, rank] = cols
-        labels[rows, rank] = input_ids[rows, cols]
-        decision = span["decision"][rows, cols] if span else rng.random(rows.size)
+        positions.reshape(-1)[packed] = cols
+        labels.reshape(-1)[packed] = input_ids.reshape(-1)[flat]
+        decision = span["decision"].reshape(-1)[flat] if span else rng.random(flat.size)
         mask_frac, random_frac = self.config.mask_token_frac, self.config.random_token_frac
-        action = np.where(decision < mask_frac, _MASK, 0)
-        action[(decision >= mask_frac) & (decision < mask_frac + random_frac)] = _RANDOM
         masked = input_ids.astype(np.int64, copy=True)
-        masked[rows[action == _MASK], cols[action == _MASK]] = self.mask_id
-        is_random = action == _RANDOM
-        masked[rows[is_random], cols[is_random]] = self.random_tokens(rng, int(is_random.sum()))
+        masked.reshape(-1)[flat[decision < mask_frac]] = self.mask_id
+        random_at = flat[(decision >= mask_frac) & (decision < mask_frac + random_frac)]
+        masked.reshape(-1)[random_at] = self.random_tokens(rng, random_at.size)
         out = {"input_ids": masked, "mlm_positions": positions, "mlm_labels": labels}
         if span:
             limit = self.config.sbo_max_positions_per_span
             for name in ("sbo_left", "sbo_right", "sbo_rel_pos"):
                 out[name] = np.zeros((batch, width), np.int64)
-                out[name][rows, rank] = span[name][rows, cols]
+                out[name].reshape(-1)[packed] = span[name].reshape(-1)[flat]
             out["sbo_labels"] = np.where(out["sbo_rel_pos"] < limit, labels, IGNORE_INDEX)
             np.minimum(out["sbo_rel_pos"], limit - 1, out=out["sbo_rel_pos"])
         return out

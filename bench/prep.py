@@ -1,15 +1,14 @@
 """Benchmark: prep end to end (`python -m pipelines.prep`) on two corpus sizes, against an in-memory BERT-style pass.
 
 In:  `corpus`, a glob read by bench/_corpus.py, or None for the built-in docstring corpus. Two JSON-lines
-     corpora are built from it in a temporary directory: S and 4*S bytes of raw UTF-8 text (S = 2 MB; 0.5 MB
-     with `quick`), the small one a prefix of the large one. If the source runs out before 4*S, its documents
-     are repeated with " (copy k)" appended to every paragraph, so exact dedup keeps every copy (`repeated`
-     in the output says whether that happened).
+     corpora are built from it in a temporary directory: S bytes of raw UTF-8 text (S = 4 MB; 0.5 MB with
+     `quick`), and the same documents four times over (4*S), see _build_corpora.
 Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the process tree (user + system,
      from os.wait4 on the child, so imports and interpreter start are in), peak RSS of the child, MB/s per
      core (MB of raw text / CPU seconds), MB/s wall, and pairs written. MB = 10^6 bytes.
-       - ours: `python -m pipelines.prep --input .. --output .. --vocab-size 8192`, Beam's FnApiRunner with
-         one worker (clean, exact dedup, sentences, vocab learning, tokenize, NSP pairs, zstd Arrow shards).
+       - ours: `python -m pipelines.prep --input .. --output .. --vocab-size 8192 --spill-mb 4`, Beam's
+         FnApiRunner with one worker (clean, exact dedup, sentences, vocab learning, tokenize, NSP pairs,
+         zstd Arrow shards; every shuffle through run files on disk).
        - peer, "in-memory BERT-style reference (bench-local)": BERT's create_pretraining_data.py is not
          installable, so `python -m bench.prep reference` (below) does what it does with HuggingFace
          `tokenizers`: every document in a list, a regex sentence split, BertWordPieceTokenizer trained on the
@@ -22,10 +21,9 @@ Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the 
      (streaming should stay well under 4) and `rss_mb_per_corpus_mb` = the extra peak RSS per extra MB of text;
      `ratio_marginal` = ours / peer in marginal MB/s per core.
 
-NOTE: the FnApiRunner buffers every GroupByKey's data in its own process, so ours' peak RSS here is not the
-bounded per-worker memory a Dataflow worker sees. Sampled on 8 MB of docstrings, RSS climbed stage by stage
-from ~160 MB after reading to ~460 MB at WriteShards/GroupShards (a plain ReadFromText -> GroupByKey of the
-same file alone: 146 -> 192 MB from 2 to 8 MB); the same 2 -> 8 MB run in the reference grows 2.7x.
+NOTE: with Beam's own GroupByKey between stages, the FnApiRunner held every shuffled PCollection in memory
+and ours' peak RSS grew 269 -> 425 MB from 2 to 8 MB of text (2026-11-24); that is why prep's shuffles go
+through run files (pipelines/shuffle.py).
 """
 
 from __future__ import annotations
@@ -46,43 +44,43 @@ VOCAB_SIZE = 8192
 MAX_SEQ_LEN = 128
 SHORT_SEQ_PROB = 0.1
 SEED = 12345
+# The shuffle buffer (prep's --spill-mb, default 64): small enough that S fills it too, so the two sizes show
+# where prep's memory stops growing, not the buffer filling up.
+SPILL_MB = 4
 # A sentence ends at . ! or ? followed by white space and an upper-case letter, digit or opening quote/bracket;
 # paragraphs (blank lines) always end one. Cruder than pipelines/sentences.py, as a user's quick script would be.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
-def _build_corpora(corpus: str | None, small: int, directory: Path) -> tuple[list[Path], list[int], bool]:
-    """Write S and 4*S corpora (`small` bytes and 4x); return their paths, their text bytes, and whether docs repeat."""
-    target = 4 * small
-    source = list(read_texts(corpus, target))
-    if not source:
+def _build_corpora(corpus: str | None, small: int, directory: Path) -> tuple[list[Path], list[int]]:
+    """Write the S corpus (`small` bytes of documents) and the 4*S corpus (S four times over, each copy's
+    paragraphs marked " (copy k)", so exact dedup keeps them); return their paths and text bytes.
+
+    NOTE: the 4*S corpus repeats S rather than reading further, so both have the same document lengths and
+    words: prep's memory is bounded per document bucket, row group and shard, which hold a number of
+    documents or rows, so a corpus of longer documents needs more, whatever its size (the built-in corpus
+    read further has documents 2.3x as long: stdlib docstrings first, then site-packages')."""
+    docs, total = [], 0
+    for text in read_texts(corpus, small):
+        docs.append(text)
+        total += len(text.encode("utf-8"))
+    if not docs:
         raise SystemExit(f"bench prep: no text found in {corpus!r}")
-    docs, total, copy = [], 0, 0
-    while total < target:
-        for text in source:
-            if copy:
-                # Every paragraph differs from its original, so neither exact dedup nor a paragraph filter drops it.
-                text = "\n\n".join(f"{p} (copy {copy})" for p in text.split("\n\n"))
-            docs.append(text)
-            total += len(text.encode("utf-8"))
-            if total >= target:
-                break
-        copy += 1
-    repeated = copy > 1  # a second pass over the source was needed
     paths, sizes = [], []
-    for name, limit in (("small", small), ("large", target)):
+    for name, copies in (("small", 1), ("large", 4)):
         path = directory / f"corpus-{name}.jsonl"
         size = 0
         with path.open("w", encoding="utf-8") as f:
-            for i, text in enumerate(docs):
-                f.write(json.dumps({"id": f"doc{i:06d}", "text": text}, ensure_ascii=False) + "\n")
-                size += len(text.encode("utf-8"))
-                if size >= limit:
-                    break
+            for copy in range(copies):
+                for i, text in enumerate(docs):
+                    if copy:
+                        text = "\n\n".join(f"{p} (copy {copy})" for p in text.split("\n\n"))
+                    f.write(json.dumps({"id": f"doc{copy}-{i:06d}", "text": text}, ensure_ascii=False) + "\n")
+                    size += len(text.encode("utf-8"))
         paths.append(path)
         sizes.append(size)
-    return paths, sizes, repeated
+    return paths, sizes
 
 
 def _measure(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
@@ -126,18 +124,19 @@ def _growth(small: dict, large: dict, extra_mb: float) -> dict:
 
 
 def main(corpus: str | None, quick: bool) -> dict:
-    small = 500_000 if quick else 2_000_000
+    small = 500_000 if quick else 4_000_000
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
     with tempfile.TemporaryDirectory(prefix="bench-prep-") as tmp:
         directory = Path(tmp)
-        paths, sizes, repeated = _build_corpora(corpus, small, directory)
+        paths, sizes = _build_corpora(corpus, small, directory)
         sides: dict[str, dict] = {"ours": {}, "peer": {}}
         for label, path, size in zip(("S", "4S"), paths, sizes):
             mb = size / 1e6
             out = directory / f"prep-{label}"
             measured, _ = _measure(
                 [sys.executable, "-m", "pipelines.prep", "--input", str(path), "--output", str(out),
-                 "--vocab-size", str(VOCAB_SIZE), "--max-seq-len", str(MAX_SEQ_LEN), "--seed", str(SEED)],
+                 "--vocab-size", str(VOCAB_SIZE), "--max-seq-len", str(MAX_SEQ_LEN), "--seed", str(SEED),
+                 "--spill-mb", str(SPILL_MB)],
                 env,
             )
             report = json.loads((out / "report.json").read_text())
@@ -157,8 +156,7 @@ def main(corpus: str | None, quick: bool) -> dict:
     return {
         "corpus": corpus or "built-in docstrings",
         "sizes_mb": [round(s / 1e6, 3) for s in sizes],
-        "repeated": repeated,
-        "runner": "FnApiRunner, 1 worker",
+        "runner": f"FnApiRunner, 1 worker, --spill-mb {SPILL_MB}",
         "peer": "in-memory BERT-style reference (bench-local): tokenizers BertWordPieceTokenizer, 1 thread",
         "ratio": round(ours["4S"]["mb_s_per_core"] / peer["4S"]["mb_s_per_core"], 2),
         "ratio_marginal": round(ours["marginal_mb_s_per_core"] / peer["marginal_mb_s_per_core"], 2),

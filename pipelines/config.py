@@ -68,6 +68,10 @@ class PrepConfig:
     """Rows per Arrow record batch inside a shard: the unit the trainer reads and shuffles."""
     seed: int = 12345
     """Seed of every random choice (buckets, splits, pair cuts, shuffle)."""
+    spill_mb: int = 64
+    """MiB of records a worker buffers before it writes a sorted run file of a shuffle (pipelines/shuffle.py)."""
+    word_cache: int = 500_000
+    """Words whose word pieces the encoder keeps (cleared when full); with spill_mb, what bounds a worker's memory."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -88,6 +92,8 @@ class PrepConfig:
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),
             (self.rows_per_shard >= 1, f"--rows-per-shard must be >= 1, got {self.rows_per_shard}"),
             (self.batch_rows >= 1, f"--batch-rows must be >= 1, got {self.batch_rows}"),
+            (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
+            (self.word_cache >= 1, f"--word-cache must be >= 1, got {self.word_cache}"),
             (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]
         for ok, message in checks:
@@ -151,6 +157,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--bytes-per-shard", type=int, default=None, help="size shards by uncompressed token bytes instead of rows")
     add("--batch-rows", type=int, default=d["batch_rows"].default)
     add("--seed", type=int, default=d["seed"].default)
+    add("--spill-mb", type=int, default=d["spill_mb"].default, metavar="MIB",
+        help="records a worker buffers before writing a shuffle run file (default: %(default)s)")
+    add("--word-cache", type=int, default=d["word_cache"].default, metavar="WORDS",
+        help="words the encoder remembers the pieces of (default: %(default)s)")
 
 
 def from_args(args: argparse.Namespace) -> PrepConfig:
@@ -186,6 +196,8 @@ def from_args(args: argparse.Namespace) -> PrepConfig:
         bytes_per_shard=args.bytes_per_shard,
         batch_rows=args.batch_rows,
         seed=args.seed,
+        spill_mb=args.spill_mb,
+        word_cache=args.word_cache,
     )
 
 

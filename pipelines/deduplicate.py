@@ -1,5 +1,7 @@
 """Deduplicate: Doc → Doc, dropping exact and (optionally) near duplicates, without a global in-memory set.
 
+Every grouping goes through run files (pipelines/shuffle.py), so memory does not grow with the corpus.
+
 Exact: documents are grouped by the hash of their normalized text; the smallest doc_id of a group is
 kept, the others dropped as `duplicate_exact`. Near: each document's MinHash signature is cut into LSH
 bands; documents that share a band and whose estimated Jaccard similarity reaches the threshold are a
@@ -15,6 +17,7 @@ import apache_beam as beam
 
 from pipelines.minhash import MinHashConfig, estimated_jaccard, exact_hash, lsh_band_keys, minhash_signature
 from pipelines.records import Drop
+from pipelines.shuffle import GroupByKeyViaFiles, Scratch, scratch_or_local
 
 _SAMPLE_CHARS = 80
 
@@ -47,9 +50,11 @@ class _NearDuplicateIdsFn(beam.DoFn):
 class Deduplicate(beam.PTransform):
     """Outputs: `docs` (Doc), `drops` (Drop). mode: 'none', 'exact' or 'near' (near includes exact)."""
 
-    def __init__(self, mode: str, minhash: MinHashConfig | None = None, threshold: float = 0.8):
+    def __init__(self, mode: str, minhash: MinHashConfig | None = None, threshold: float = 0.8,
+                 scratch: Scratch | None = None):
         super().__init__()
         self.mode = mode
+        self.scratch = scratch_or_local(scratch)
         self.minhash = minhash or MinHashConfig()
         self.threshold = threshold
 
@@ -60,7 +65,7 @@ class Deduplicate(beam.PTransform):
         exact = (
             docs
             | "KeyByTextHash" >> beam.Map(lambda d: (exact_hash(d.text), d))
-            | "GroupByTextHash" >> beam.GroupByKey()
+            | "GroupByTextHash" >> GroupByKeyViaFiles(self.scratch.sub("exact"))
             | "KeepFirstExact" >> beam.FlatMap(_keep_smallest, "duplicate_exact").with_outputs("drops", main="docs")
         )
         if self.mode == "exact":
@@ -70,25 +75,31 @@ class Deduplicate(beam.PTransform):
         near_ids = (
             signed
             | "BandKeys" >> beam.FlatMap(lambda ds: [(k, (ds[0].doc_id, ds[1])) for k in lsh_band_keys(ds[1], config)])
-            | "GroupByBand" >> beam.GroupByKey()
+            | "GroupByBand" >> GroupByKeyViaFiles(self.scratch.sub("bands"))
             | "FindNear" >> beam.ParDo(_NearDuplicateIdsFn(threshold))
-            | "DistinctNear" >> beam.Distinct()
-            | "KeyNear" >> beam.Map(lambda doc_id: (doc_id, True))
+            | "KeyNear" >> beam.Map(lambda doc_id: (doc_id, _NEAR))
         )
         by_id = signed | "KeyById" >> beam.Map(lambda ds: (ds[0].doc_id, ds[0]))
         near = (
-            {"doc": by_id, "near": near_ids}
-            | "JoinNear" >> beam.CoGroupByKey()
+            (by_id, near_ids)
+            | "DocsAndNearIds" >> beam.Flatten()
+            | "JoinNear" >> GroupByKeyViaFiles(self.scratch.sub("join"))
             | "DropNear" >> beam.FlatMap(_split_near).with_outputs("drops", main="docs")
         )
         drops = (exact.drops, near.drops) | "AllDedupDrops" >> beam.Flatten()
         return {"docs": near.docs, "drops": drops}
 
 
+_NEAR = "near"  # the join's marker: this doc_id has a smaller-id near duplicate (possibly several times)
+
+
 def _split_near(element):
-    _, joined = element
-    for doc in joined["doc"]:
-        if joined["near"]:
+    _, values = element
+    near = any(isinstance(v, str) for v in values)
+    for doc in values:
+        if isinstance(doc, str):
+            continue
+        if near:
             yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, "duplicate_near", 0, doc.text[:_SAMPLE_CHARS]))
         else:
             yield doc

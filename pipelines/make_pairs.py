@@ -5,9 +5,11 @@ encoder loads once per worker on first use) and tallies token ids for the unigra
 
 MakeNspPairs assigns each document to a split (validation by a seeded per-document coin, so a document
 is wholly in one split) and to one of ceil(docs / bucket_docs) seeded random buckets of its split. A
-bucket is the unit of memory: its documents are grouped on one worker, sorted by doc_id (so the result
-does not depend on arrival order), and each is turned into pairs by pipelines/nsp.py with the bucket's
-*other* documents as random-next partners. Memory is bounded by the bucket size, not by the corpus.
+bucket is the unit of memory: its documents are grouped on one worker (through run files,
+pipelines/shuffle.py, so the split's document count is known without holding the documents), sorted by
+doc_id (so the result does not depend on arrival order), and each is turned into pairs by
+pipelines/nsp.py with the bucket's *other* documents as random-next partners. Memory is bounded by the
+bucket size, not by the corpus.
 
 Row dicts carry the pair schema's columns (token ids as packed bytes of the schema's id type) plus `split`
 and a 64-bit `shuffle_key`.
@@ -28,11 +30,13 @@ from apache_beam.transforms.window import GlobalWindows
 from pipelines import keys, nsp, wordpiece
 from pipelines.read_corpus import NAMESPACE
 from pipelines.records import Doc, TokenizedDoc
+from pipelines.shuffle import GroupIntoRanges, Scratch
 from schemas import token_type
 
 
 class TokenizeFn(beam.DoFn):
-    def __init__(self):
+    def __init__(self, cache_size: int = wordpiece.DEFAULT_CACHE_SIZE):
+        self.cache_size = cache_size  # words whose pieces the encoder remembers: the bulk of a worker's memory
         self._encoder = None
         self._loaded_from = None
 
@@ -41,7 +45,7 @@ class TokenizeFn(beam.DoFn):
 
     def process(self, doc: Doc, vocab: dict):
         if self._loaded_from != vocab["sha256"]:
-            self._encoder = wordpiece.WordPieceEncoder.from_directory(vocab["directory"])
+            self._encoder = wordpiece.WordPieceEncoder.from_directory(vocab["directory"], cache_size=self.cache_size)
             self._loaded_from = vocab["sha256"]
             self.size = vocab["size"]
         sentences = tuple(tuple(ids) for ids in self._encoder.encode_batch(list(doc.sentences)) if ids)
@@ -86,7 +90,7 @@ class MakePairsFn(beam.DoFn):
         self.seed = seed
 
     def process(self, element, vocab: dict):
-        (split, _), docs = element
+        (split, _, _), docs = element
         dtype = ids_dtype(vocab["size"])
         docs = sorted(docs, key=lambda d: d.doc_id)
         for k, doc in enumerate(docs):
@@ -124,26 +128,20 @@ def split_of(doc_id: str, seed: int, validation_fraction: float) -> str:
 class MakeNspPairs(beam.PTransform):
     """TokenizedDoc → pair rows (main) and ((split, stat), count) tallies (`stats`)."""
 
-    def __init__(self, *, max_seq_len, short_seq_prob, dupe_factor, bucket_docs, validation_fraction, seed, vocab):
+    def __init__(self, *, max_seq_len, short_seq_prob, dupe_factor, bucket_docs, validation_fraction, seed, vocab,
+                 scratch: Scratch | None = None):
         super().__init__()
+        self.scratch = scratch
         self.vocab = vocab  # singleton PCollection of the vocabulary summary (its size fixes the id type)
         self.max_seq_len, self.short_seq_prob, self.dupe_factor = max_seq_len, short_seq_prob, dupe_factor
         self.bucket_docs, self.validation_fraction, self.seed = bucket_docs, validation_fraction, seed
 
     def expand(self, tokenized):
         seed, fraction, per_bucket = self.seed, self.validation_fraction, self.bucket_docs
-        with_split = tokenized | "AssignSplit" >> beam.Map(lambda d: (split_of(d.doc_id, seed, fraction), d))
-        docs_per_split = with_split | "DocsPerSplit" >> beam.combiners.Count.PerKey()
-
-        def to_bucket(element, counts):
-            split, doc = element
-            buckets = max(1, math.ceil(counts[split] / per_bucket))
-            return (split, keys.bucket(keys.key64(seed, "bucket", doc.doc_id), buckets)), doc
-
         made = (
-            with_split
-            | "AssignBucket" >> beam.Map(to_bucket, beam.pvalue.AsDict(docs_per_split))
-            | "GroupBuckets" >> beam.GroupByKey()
+            tokenized
+            | "AssignSplit" >> beam.Map(lambda d: (split_of(d.doc_id, seed, fraction), keys.key64(seed, "bucket", d.doc_id), d, 1))
+            | "GroupBuckets" >> GroupIntoRanges(self.scratch, lambda split, docs, _: max(1, math.ceil(docs / per_bucket)))
             | "PairsPerBucket"
             >> beam.ParDo(
                 MakePairsFn(

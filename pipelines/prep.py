@@ -7,9 +7,12 @@ Out: DIR/clean/*.parquet, DIR/vocab/{vocab.txt,tokenizer.json,vocab_config.json,
      DIR/pairs/*.arrow + manifest.json, DIR/report.json. Without --runner, Beam's FnApiRunner is used
      (the DirectRunner's engine, minus the attempt to fetch the Prism binary).
 
-    ReadCorpus ─ CleanDocuments ─ Deduplicate ─┬─ WriteCleanDocs
-                                               ├─ CountWords ─ LearnWordPiece ─┐ (side input)
-                                               └─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+    ReadCorpus ─ CleanDocuments ─ Deduplicate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
+                                               └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+
+Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
+until then, and every shuffle of documents or pairs goes through run files under DIR/.tmp-<id>/
+(pipelines/shuffle.py), removed as each is read: a run's memory does not grow with the corpus.
 """
 
 from __future__ import annotations
@@ -36,13 +39,18 @@ from pipelines.make_pairs import MakeNspPairs, TokenizeFn, merge_stats, sum_toke
 from pipelines.normalize import NormalizeConfig
 from pipelines.read_corpus import ReadCorpus, count_drops, count_kept
 from pipelines.report import build_report
-from pipelines.write_shards import WriteCleanDocs, WriteShards, put_atomically
+from pipelines.shuffle import Scratch
+from pipelines.write_shards import WriteCleanDocs, WriteShards, put_atomically, read_clean_shard
 from schemas import Manifest
 
 
-def finalize(_, *, config: prep_config.PrepConfig, shards, vocab, tallies, stats, token_counts) -> dict:
-    """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report."""
+def finalize(_, *, config: prep_config.PrepConfig, temp: str, shards, vocab, tallies, stats, token_counts) -> dict:
+    """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report; remove
+    the shuffles' temporary directory (its run files are gone already, directories may remain)."""
     out = config.output
+    fs, temp_path = fsspec.core.url_to_fs(temp)
+    if fs.exists(temp_path):
+        fs.rm(temp_path, recursive=True)
     vocab_dir = posixpath.join(out, "vocab")
     put_atomically(posixpath.join(vocab_dir, "token_counts.txt"), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     with fsspec.open(posixpath.join(vocab_dir, "vocab.txt"), "r", encoding="utf-8") as f:
@@ -71,14 +79,18 @@ def finalize(_, *, config: prep_config.PrepConfig, shards, vocab, tallies, stats
 
 def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
     out = config.output
+    temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
+    scratch = Scratch(temp, spill_bytes=config.spill_mb << 20)
     read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
     cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
         NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
         dataclasses.replace(FilterConfig.preset(config.filters), language=config.language),
     )
-    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(config.dedup, threshold=config.near_threshold)
+    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(
+        config.dedup, threshold=config.near_threshold, scratch=scratch.sub("dedup")
+    )
     docs = deduped["docs"]
-    docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"))
+    clean_shards = docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"), scratch=scratch.sub("clean"))
 
     vocab_dir = posixpath.join(out, "vocab")
     if config.vocab:
@@ -96,8 +108,10 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
             | "LearnWordPiece" >> LearnWordPiece(vocab_config, vocab_dir)
         )
 
-    tokenized = docs | "Tokenize" >> beam.ParDo(TokenizeFn(), beam.pvalue.AsSingleton(vocab)).with_outputs(
-        "token_counts", main="docs"
+    tokenized = (
+        clean_shards
+        | "ReadCleanDocs" >> beam.FlatMap(read_clean_shard)
+        | "Tokenize" >> beam.ParDo(TokenizeFn(config.word_cache), beam.pvalue.AsSingleton(vocab)).with_outputs("token_counts", main="docs")
     )
     made = tokenized.docs | "MakeNspPairs" >> MakeNspPairs(
         max_seq_len=config.max_seq_len,
@@ -107,6 +121,7 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
         validation_fraction=config.validation_fraction,
         seed=config.seed,
         vocab=vocab,
+        scratch=scratch.sub("buckets"),
     )
     shards = made["pairs"] | "WriteShards" >> WriteShards(
         posixpath.join(out, "pairs"),
@@ -114,6 +129,7 @@ def build(p: beam.Pipeline, config: prep_config.PrepConfig) -> None:
         bytes_per_shard=config.bytes_per_shard,
         batch_rows=config.batch_rows,
         vocab=vocab,
+        scratch=scratch.sub("pairs"),
     )
     token_counts = tokenized.token_counts | "SumTokenCounts" >> beam.CombineGlobally(
 sum_token_counts)
@@ -133,7 +149,7 @@ sum_token_counts)
         | "FinalizeTrigger" >> beam.Create([None])
         | "Finalize"
         >> beam.Map(
-            lambda _, **kw: finalize(_, config=config, **kw),
+            lambda _, **kw: finalize(_, config=config, temp=temp, **kw),
             shards=beam.pvalue.AsList(shards),
             vocab=beam.pvalue.AsSingleton(vocab),
             tallies=beam.pvalue.AsList(tallies),

@@ -1,8 +1,10 @@
 """ReadCorpus: named URL globs → RawDoc records (main output), Drop and Event records (tagged outputs).
 
 Globs are expanded when the pipeline is built, so a typo fails before any worker starts, with the flag
-named. Each file is read by one worker, streaming (see pipelines/readers.py); a Reshuffle then spreads
-its documents over the workers. Every record read is also tallied as a ('read', path) accounting key.
+named. Each file is read by one worker, streaming (see pipelines/readers.py), and its documents go on in
+the same worker: no shuffle of whole documents here, since Beam's local runner would hold all of them in
+memory (the next stage that needs them spread, Deduplicate or WriteCleanDocs, goes through run files).
+Every record read is also tallied as a ('read', path) accounting key.
 """
 
 from __future__ import annotations
@@ -76,8 +78,7 @@ class ReadCorpus(beam.PTransform):
             | "SpreadFiles" >> beam.Reshuffle()
             | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config)).with_outputs("drops", "accounting", main="docs")
         )
-        docs = read.docs | "SpreadDocs" >> beam.Reshuffle()
-        return {"docs": docs, "drops": read.drops, "accounting": read.accounting}
+        return {"docs": read.docs, "drops": read.drops, "accounting": read.accounting}
 
 
 def count_drops(label_prefix: str):

@@ -25,6 +25,7 @@ import fsspec
 
 from pipelines.wordpiece_encode import (
     CONFIG_FILE,
+    DEFAULT_CACHE_SIZE,
     TOKENIZER_FILE,
     VOCAB_FILE,
     WordPieceEncoder,
@@ -35,6 +36,7 @@ from pipelines.wordpiece_learn import CONTINUATION, SPECIAL_TOKENS, VocabConfig,
 from pipelines.wordpiece_unicode import basic_words, normalize
 
 __all__ = [
+    "DEFAULT_CACHE_SIZE",
     "SPECIAL_TOKENS",
     "VocabConfig",
     "WordPieceEncoder",

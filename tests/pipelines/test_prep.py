@@ -98,6 +98,8 @@ def test_one_worker_and_two_give_identical_bytes(two_runs):
     assert any(k.startswith("pairs/") and k.endswith(".arrow") for k in one)
     assert any(k.startswith("clean/") for k in one) and "vocab/vocab.txt" in one
     assert one == two
+    for out in two_runs.values():  # the shuffles' run files and their directory are gone
+        assert not [name for name in os.listdir(out) if name.startswith(".tmp")]
 
 
 def test_validation_and_train_share_no_document(two_runs):

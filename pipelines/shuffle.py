@@ -1,0 +1,194 @@
+"""GroupByKeyViaFiles and GroupIntoRanges: prep's shuffles, with the data in run files (pipelines/runs.py).
+
+GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order).
+GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order]) for every
+                    index of range(count), empty ones included, where `count` comes from the stream's
+                    totals: ranges(stream, rows, sum of sizes, *side inputs). A value lands in range
+                    keys.bucket(pos, count), so a uniform 64-bit pos gives a uniform random split, and the
+                    count can depend on how much data there is without anything waiting in memory for it.
+                    With `consume`, a range's values are streamed to consume((stream, index, count),
+                    values, *side inputs) instead, which yields the outputs: a shard writer holds one batch.
+                    NOTE: positions run up to 2**64, past Beam's int coder (signed 64-bit): a step that makes
+                    them must not be typed as producing ints (Beam infers Any from most Maps; else say
+                    .with_output_types(typing.Any)).
+
+Both spill their input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only the RunInfos
+through Beam (a side input), read each partition or range back from every run (one block per run in
+memory), and remove the runs once every reader is done. Outputs do not depend on bundles or workers:
+readers merge by (pos, key), and every consumer here sorts a group before using it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import pickle
+import posixpath
+import tempfile
+from collections.abc import Callable
+
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
+
+from pipelines import runs
+
+SPILL_BYTES = 64 << 20
+"""Records a spilling bundle buffers before it writes a run (the writer's share of prep's memory)."""
+PARTITIONS = 16
+"""GroupByKeyViaFiles readers: the parallelism of a grouped stage, not its memory (readers stream)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scratch:
+    """Where a shuffle's run files go (prep: under --output) and how much a spilling bundle buffers."""
+
+    directory: str
+    spill_bytes: int = SPILL_BYTES
+
+    def sub(self, name: str) -> Scratch:
+        return dataclasses.replace(self, directory=posixpath.join(self.directory, name))
+
+
+def scratch_or_local(scratch: Scratch | None) -> Scratch:
+    """The given Scratch, else one in a new local temporary directory (single-machine runs and tests only)."""
+    return scratch or Scratch(tempfile.mkdtemp(prefix="clozeforge-shuffle-"))
+
+
+class SpillFn(beam.DoFn):
+    """(stream, pos, key bytes, value, size) → RunInfo per run written (at `spill_bytes` and at bundle end)."""
+
+    def __init__(self, directory: str, spill_bytes: int):
+        self.directory = directory
+        self.spill_bytes = spill_bytes
+
+    def start_bundle(self):
+        self.writers: dict[str, runs.RunWriter] = {}
+
+    def process(self, element):
+        stream, pos, key, value, size = element
+        writer = self.writers.get(stream)
+        if writer is None:
+            writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
+        writer.add(pos, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), size)
+        if writer.bytes >= self.spill_bytes:
+            yield GlobalWindows.windowed_value(writer.flush())
+
+    def finish_bundle(self):
+        for writer in self.writers.values():
+            info = writer.flush()
+            if info is not None:
+                yield GlobalWindows.windowed_value(info)
+
+
+def _spill_and_read(records, label: str, scratch: Scratch, work, read_fn: beam.DoFn, side_inputs=()):
+    """Spill `records` (SpillFn's input) to runs, run `read_fn` on each element of `work(runs)` with the runs
+    (and `side_inputs`) as side inputs, and remove the runs once every element is done. Returns read_fn's
+    main output."""
+    spilled = records | f"{label}Spill" >> beam.ParDo(SpillFn(scratch.directory, scratch.spill_bytes))
+    read = (
+        work(spilled)
+        | f"{label}Spread" >> beam.Reshuffle()
+        | f"{label}Read" >> beam.ParDo(read_fn, beam.pvalue.AsList(spilled), *side_inputs).with_outputs("done", main="out")
+    )
+    _ = (
+        records.pipeline
+        | f"{label}CleanupTrigger" >> beam.Create([None])
+        | f"{label}Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
+                                        beam.pvalue.AsList(spilled))
+    )
+    return read.out
+
+
+class _ReadGroupsFn(beam.DoFn):
+    def __init__(self, partitions: int):
+        self.partitions = partitions
+
+    def process(self, index: int, spilled: list[runs.RunInfo]):
+        lo, hi = runs.range_bounds(index, self.partitions)
+        for (_, key), records in itertools.groupby(runs.merge_range(spilled, lo, hi), key=lambda r: (r[0], r[1])):
+            yield pickle.loads(key), [pickle.loads(payload) for _, _, payload in records]
+        yield beam.pvalue.TaggedOutput("done", index)
+
+
+def _with_pos(element):
+    key, value = element
+    key_bytes = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+    pos = int.from_bytes(hashlib.blake2b(key_bytes, digest_size=8).digest(), "big")
+    return "", pos, key_bytes, value, 0
+
+
+class GroupByKeyViaFiles(beam.PTransform):
+    """(key, value) → (key, [values]); keys must pickle the same in every process (str, bytes, int, tuples)."""
+
+    def __init__(self, scratch: Scratch | None = None, *, partitions: int = PARTITIONS):
+        super().__init__()
+        self.scratch = scratch_or_local(scratch)
+        self.partitions = partitions
+
+    def expand(self, pairs):
+        partitions = self.partitions
+        return _spill_and_read(
+            pairs | "KeyPositions" >> beam.Map(_with_pos),
+            "Group",
+            self.scratch,
+            lambda spilled: spilled.pipeline | "Partitions" >> beam.Create(range(partitions)),
+            _ReadGroupsFn(partitions),
+        )
+
+
+class _ReadRangeFn(beam.DoFn):
+    def __init__(self, consume: Callable | None):
+        self.consume = consume
+
+    def process(self, work: tuple[str, int, int], spilled: list[runs.RunInfo], *sides):
+        stream, index, count = work
+        lo, hi = runs.range_bounds(index, count)
+        mine = [run for run in spilled if run.stream == stream]
+        values = (pickle.loads(payload) for _, _, payload in runs.merge_range(mine, lo, hi))
+        if self.consume is None:
+            yield work, list(values)
+        else:
+            yield from self.consume(work, values, *sides)
+        yield beam.pvalue.TaggedOutput("done", work)
+
+
+def _sum_pairs(pairs) -> tuple[int, int]:
+    rows = size = 0
+    for r, s in pairs:
+        rows, size = rows + r, size + s
+    return rows, size
+
+
+class GroupIntoRanges(beam.PTransform):
+    """(stream, pos, value, size) → ((stream, index, count), [values in pos order]); see the module docstring."""
+
+    def __init__(self, scratch: Scratch | None, ranges: Callable[..., int], *side_inputs, consume: Callable | None = None):
+        super().__init__()
+        self.scratch = scratch_or_local(scratch)
+        self.ranges, self.side_inputs, self.consume = ranges, side_inputs, consume
+
+    def expand(self, records):
+        ranges, side_inputs = self.ranges, self.side_inputs
+
+        def work(spilled):
+            def per_stream(kv, *sides):
+                stream, (rows, size) = kv
+                count = ranges(stream, rows, size, *sides)
+                return [(stream, index, count) for index in range(count)]
+
+            return (
+                spilled
+                | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
+                | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
+                | "Ranges" >> beam.FlatMap(per_stream, *side_inputs)
+            )
+
+        return _spill_and_read(
+            records | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3])),
+            "Range",
+            self.scratch,
+            work,
+            _ReadRangeFn(self.consume),
+            self.side_inputs,
+        )

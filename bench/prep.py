@@ -1,8 +1,8 @@
 """Benchmark: prep end to end (`python -m pipelines.prep`) on two corpus sizes, against an in-memory BERT-style pass.
 
-In:  `corpus`, a glob read by bench/_corpus.py, or None for the built-in docstring corpus. Two JSON-lines
-     corpora are built from it in a temporary directory: S bytes of raw UTF-8 text (S = 4 MB; 0.5 MB with
-     `quick`), and the same documents four times over (4*S), see _build_corpora.
+In:  `corpus`, a glob read by bench/_corpus.py, or None for the built-in docstring corpus. JSON-lines corpora
+     are built from it in a temporary directory: S bytes of raw UTF-8 text (S = 2 MB; 0.5 MB with `quick`),
+     and the same documents 4 and 16 times over (4*S, 16*S; `quick`: 4*S only), see _build_corpora.
 Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the process tree (user + system,
      from os.wait4 on the child, so imports and interpreter start are in), peak RSS of the child, MB/s per
      core (MB of raw text / CPU seconds), MB/s wall, and pairs written. MB = 10^6 bytes.
@@ -16,10 +16,11 @@ Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the 
          held in RAM, BERT's instance construction over the whole corpus at once (random-next segments drawn
          from any document), all instances shuffled in RAM and written as one zstd Arrow file. It does no
          cleaning, filtering or dedup, and does not bake masks in (dupe_factor 1), as ours.
-     `ratio` = ours / peer in MB/s per core on the 4*S corpus; `marginal_mb_s_per_core` = 3*S MB / the extra
-     CPU seconds from S to 4*S, which cancels fixed start-up cost; `rss_growth` = peak RSS(4*S) / peak RSS(S)
-     (streaming should stay well under 4) and `rss_mb_per_corpus_mb` = the extra peak RSS per extra MB of text;
-     `ratio_marginal` = ours / peer in marginal MB/s per core.
+     `ratio` = ours / peer in MB/s per core on the largest corpus; `marginal_mb_s_per_core` = the extra MB /
+     the extra CPU seconds from the smallest corpus to the largest, which cancels fixed start-up cost;
+     `rss_growth` = peak RSS(largest) / peak RSS(S) (streaming stays near 1, holding everything near the size
+     ratio) and `rss_mb_per_corpus_mb` = the extra peak RSS per extra MB of text, from S to the largest and
+     between the two largest; `ratio_marginal` = ours / peer in marginal MB/s per core.
 
 NOTE: with Beam's own GroupByKey between stages, the FnApiRunner held every shuffled PCollection in memory
 and ours' peak RSS grew 269 -> 425 MB from 2 to 8 MB of text (2026-11-24); that is why prep's shuffles go
@@ -31,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,11 +55,11 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 
-def _build_corpora(corpus: str | None, small: int, directory: Path) -> tuple[list[Path], list[int]]:
-    """Write the S corpus (`small` bytes of documents) and the 4*S corpus (S four times over, each copy's
+def _build_corpora(corpus: str | None, small: int, copies: tuple[int, ...], directory: Path) -> tuple[list[Path], list[int]]:
+    """Write the S corpus (`small` bytes of documents) and, per k in `copies`, S k times over (each copy's
     paragraphs marked " (copy k)", so exact dedup keeps them); return their paths and text bytes.
 
-    NOTE: the 4*S corpus repeats S rather than reading further, so both have the same document lengths and
+    NOTE: the larger corpora repeat S rather than reading further, so all have the same document lengths and
     words: prep's memory is bounded per document bucket, row group and shard, which hold a number of
     documents or rows, so a corpus of longer documents needs more, whatever its size (the built-in corpus
     read further has documents 2.3x as long: stdlib docstrings first, then site-packages')."""
@@ -68,11 +70,11 @@ def _build_corpora(corpus: str | None, small: int, directory: Path) -> tuple[lis
     if not docs:
         raise SystemExit(f"bench prep: no text found in {corpus!r}")
     paths, sizes = [], []
-    for name, copies in (("small", 1), ("large", 4)):
-        path = directory / f"corpus-{name}.jsonl"
+    for times in copies:
+        path = directory / f"corpus-{times}S.jsonl"
         size = 0
         with path.open("w", encoding="utf-8") as f:
-            for copy in range(copies):
+            for copy in range(times):
                 for i, text in enumerate(docs):
                     if copy:
                         text = "\n\n".join(f"{p} (copy {copy})" for p in text.split("\n\n"))
@@ -115,22 +117,29 @@ def _figures(mb: float, measured: dict, pairs: int, **extra) -> dict:
     }
 
 
-def _growth(small: dict, large: dict, extra_mb: float) -> dict:
+def _growth(figures: dict[str, dict], labels: list[str]) -> dict:
+    first, before_last, last = figures[labels[0]], figures[labels[-2]], figures[labels[-1]]
+
+    def per_mb(a: dict, b: dict) -> float:
+        return round((b["peak_rss_mb"] - a["peak_rss_mb"]) / (b["mb"] - a["mb"]), 1)
+
     return {
-        "marginal_mb_s_per_core": round(extra_mb / max(large["cpu_s"] - small["cpu_s"], 1e-9), 3),
-        "rss_growth": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2),
-        "rss_mb_per_corpus_mb": round((large["peak_rss_mb"] - small["peak_rss_mb"]) / extra_mb, 1),
+        "marginal_mb_s_per_core": round((last["mb"] - first["mb"]) / max(last["cpu_s"] - first["cpu_s"], 1e-9), 3),
+        "rss_growth": round(last["peak_rss_mb"] / first["peak_rss_mb"], 2),
+        "rss_mb_per_corpus_mb": per_mb(first, last),
+        "rss_mb_per_corpus_mb_last_step": per_mb(before_last, last),
     }
 
 
 def main(corpus: str | None, quick: bool) -> dict:
-    small = 500_000 if quick else 4_000_000
+    small, copies = (500_000, (1, 4)) if quick else (2_000_000, (1, 4, 16))
+    labels = [f"{k}S" if k > 1 else "S" for k in copies]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
     with tempfile.TemporaryDirectory(prefix="bench-prep-") as tmp:
         directory = Path(tmp)
-        paths, sizes = _build_corpora(corpus, small, directory)
+        paths, sizes = _build_corpora(corpus, small, copies, directory)
         sides: dict[str, dict] = {"ours": {}, "peer": {}}
-        for label, path, size in zip(("S", "4S"), paths, sizes):
+        for label, path, size in zip(labels, paths, sizes):
             mb = size / 1e6
             out = directory / f"prep-{label}"
             measured, _ = _measure(
@@ -142,24 +151,24 @@ def main(corpus: str | None, quick: bool) -> dict:
             report = json.loads((out / "report.json").read_text())
             pairs = sum(split.get("rows", 0) for split in report["pairs"].values())
             sides["ours"][label] = _figures(mb, measured, pairs, docs_kept=report["total"]["kept"])
+            shutil.rmtree(out)
 
-            measured, stdout = _measure(
-                [sys.executable, "-m", "bench.prep", "reference", str(path), str(directory / f"reference-{label}.arrow")],
-                env,
-            )
+            reference_out = directory / f"reference-{label}.arrow"
+            measured, stdout = _measure([sys.executable, "-m", "bench.prep", "reference", str(path), str(reference_out)], env)
             stats = json.loads(stdout.strip().splitlines()[-1])
             sides["peer"][label] = _figures(mb, measured, stats.pop("pairs"), **stats)
-    extra_mb = (sizes[1] - sizes[0]) / 1e6
+            reference_out.unlink()
     for side in sides.values():
-        side.update(_growth(side["S"], side["4S"], extra_mb))
+        side.update(_growth(side, labels))
     ours, peer = sides["ours"], sides["peer"]
     return {
         "corpus": corpus or "built-in docstrings",
         "sizes_mb": [round(s / 1e6, 3) for s in sizes],
         "runner": f"FnApiRunner, 1 worker, --spill-mb {SPILL_MB}",
         "peer": "in-memory BERT-style reference (bench-local): tokenizers BertWordPieceTokenizer, 1 thread",
-        "ratio": round(ours["4S"]["mb_s_per_core"] / peer["4S"]["mb_s_per_core"], 2),
+        "ratio": round(ours[labels[-1]]["mb_s_per_core"] / peer[labels[-1]]["mb_s_per_core"], 2),
         "ratio_marginal": round(ours["marginal_mb_s_per_core"] / peer["marginal_mb_s_per_core"], 2),
+        "peak_rss_mb": {"ours": [ours[k]["peak_rss_mb"] for k in labels], "peer": [peer[k]["peak_rss_mb"] for k in labels]},
         "ours": ours,
         "in_memory_reference": peer,
     }

@@ -1,6 +1,7 @@
 """GroupByKeyViaFiles and GroupIntoRanges: prep's shuffles, with the data in run files (pipelines/runs.py).
 
-GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order).
+GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order); the
+                    keys' hashes cut into ceil(records / rows_per_partition) ranges, one reader each.
 GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order]) for every
                     index of range(count), empty ones included, where `count` comes from the stream's
                     totals: ranges(stream, rows, sum of sizes, *side inputs). A value lands in range
@@ -12,8 +13,8 @@ GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [val
                     them must not be typed as producing ints (Beam infers Any from most Maps; else say
                     .with_output_types(typing.Any)).
 
-Both spill their input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only the RunInfos
-through Beam (a side input), read each partition or range back from every run (one block per run in
+Both are _SpilledRanges: spill the input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only
+the RunInfos through Beam (a side input), read each range back from every run (one block per run in
 memory), and remove the runs once every reader is done. Outputs do not depend on bundles or workers:
 readers merge by (pos, key), and every consumer here sorts a group before using it.
 """
@@ -35,8 +36,9 @@ from pipelines import runs
 
 SPILL_BYTES = 64 << 20
 """Records a spilling bundle buffers before it writes a run (the writer's share of prep's memory)."""
-PARTITIONS = 16
-"""GroupByKeyViaFiles readers: the parallelism of a grouped stage, not its memory (readers stream)."""
+ROWS_PER_PARTITION = 20_000
+"""Records per GroupByKeyViaFiles reader: the parallelism of a grouped stage (ceil(rows / this) readers), not
+its memory, since readers stream."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,34 +83,60 @@ class SpillFn(beam.DoFn):
                 yield GlobalWindows.windowed_value(info)
 
 
-def _spill_and_read(records, label: str, scratch: Scratch, work, read_fn: beam.DoFn, side_inputs=()):
-    """Spill `records` (SpillFn's input) to runs, run `read_fn` on each element of `work(runs)` with the runs
-    (and `side_inputs`) as side inputs, and remove the runs once every element is done. Returns read_fn's
-    main output."""
-    spilled = records | f"{label}Spill" >> beam.ParDo(SpillFn(scratch.directory, scratch.spill_bytes))
-    read = (
-        work(spilled)
-        | f"{label}Spread" >> beam.Reshuffle()
-        | f"{label}Read" >> beam.ParDo(read_fn, beam.pvalue.AsList(spilled), *side_inputs).with_outputs("done", main="out")
-    )
-    _ = (
-        records.pipeline
-        | f"{label}CleanupTrigger" >> beam.Create([None])
-        | f"{label}Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
-                                        beam.pvalue.AsList(spilled))
-    )
-    return read.out
+class _ReadRangeFn(beam.DoFn):
+    """(stream, index, count) → consume((stream, index, count), its records (pos, key, payload) in order, *sides)."""
+
+    def __init__(self, consume: Callable):
+        self.consume = consume
+
+    def process(self, work: tuple[str, int, int], spilled: list[runs.RunInfo], *sides):
+        stream, index, count = work
+        lo, hi = runs.range_bounds(index, count)
+        yield from self.consume(work, runs.merge_range([r for r in spilled if r.stream == stream], lo, hi), *sides)
+        yield beam.pvalue.TaggedOutput("done", work)
 
 
-class _ReadGroupsFn(beam.DoFn):
-    def __init__(self, partitions: int):
-        self.partitions = partitions
+def _sum_pairs(pairs) -> tuple[int, int]:
+    rows = size = 0
+    for r, s in pairs:
+        rows, size = rows + r, size + s
+    return rows, size
 
-    def process(self, index: int, spilled: list[runs.RunInfo]):
-        lo, hi = runs.range_bounds(index, self.partitions)
-        for (_, key), records in itertools.groupby(runs.merge_range(spilled, lo, hi), key=lambda r: (r[0], r[1])):
-            yield pickle.loads(key), [pickle.loads(payload) for _, _, payload in records]
-        yield beam.pvalue.TaggedOutput("done", index)
+
+class _SpilledRanges(beam.PTransform):
+    """(stream, pos, key bytes, value, size) → whatever consume(work, records, *side_inputs) yields for every
+    work = (stream, index, count), count = ranges(stream, rows, size, *side_inputs): the core of both
+    transforms below. The runs are removed once every range has been read."""
+
+    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=()):
+        super().__init__()
+        self.scratch, self.ranges, self.consume, self.side_inputs = scratch, ranges, consume, side_inputs
+
+    def expand(self, records):
+        ranges = self.ranges
+
+        def per_stream(kv, *sides):
+            stream, (rows, size) = kv
+            count = ranges(stream, rows, size, *sides)
+            return [(stream, index, count) for index in range(count)]
+
+        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes))
+        read = (
+            spilled
+            | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
+            | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
+            | "Ranges" >> beam.FlatMap(per_stream, *self.side_inputs)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(_ReadRangeFn(self.consume), beam.pvalue.AsList(spilled), *self.side_inputs)
+            .with_outputs("done", main="out")
+        )
+        _ = (
+            records.pipeline
+            | "CleanupTrigger" >> beam.Create([None])
+            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
+                                    beam.pvalue.AsList(spilled))
+        )
+        return read.out
 
 
 def _with_pos(element):
@@ -118,46 +146,26 @@ def _with_pos(element):
     return "", pos, key_bytes, value, 0
 
 
+def _groups(_work, records):
+    for (_, key), group in itertools.groupby(records, key=lambda r: (r[0], r[1])):
+        yield pickle.loads(key), [pickle.loads(payload) for _, _, payload in group]
+
+
 class GroupByKeyViaFiles(beam.PTransform):
     """(key, value) → (key, [values]); keys must pickle the same in every process (str, bytes, int, tuples)."""
 
-    def __init__(self, scratch: Scratch | None = None, *, partitions: int = PARTITIONS):
+    def __init__(self, scratch: Scratch | None = None, *, rows_per_partition: int = ROWS_PER_PARTITION):
         super().__init__()
         self.scratch = scratch_or_local(scratch)
-        self.partitions = partitions
+        self.rows_per_partition = rows_per_partition
 
     def expand(self, pairs):
-        partitions = self.partitions
-        return _spill_and_read(
-            pairs | "KeyPositions" >> beam.Map(_with_pos),
-            "Group",
-            self.scratch,
-            lambda spilled: spilled.pipeline | "Partitions" >> beam.Create(range(partitions)),
-            _ReadGroupsFn(partitions),
+        per_partition = self.rows_per_partition
+        return (
+            pairs
+            | "KeyPositions" >> beam.Map(_with_pos)
+            | "Partitions" >> _SpilledRanges(self.scratch, lambda _, rows, __: -(-rows // per_partition), _groups)
         )
-
-
-class _ReadRangeFn(beam.DoFn):
-    def __init__(self, consume: Callable | None):
-        self.consume = consume
-
-    def process(self, work: tuple[str, int, int], spilled: list[runs.RunInfo], *sides):
-        stream, index, count = work
-        lo, hi = runs.range_bounds(index, count)
-        mine = [run for run in spilled if run.stream == stream]
-        values = (pickle.loads(payload) for _, _, payload in runs.merge_range(mine, lo, hi))
-        if self.consume is None:
-            yield work, list(values)
-        else:
-            yield from self.consume(work, values, *sides)
-        yield beam.pvalue.TaggedOutput("done", work)
-
-
-def _sum_pairs(pairs) -> tuple[int, int]:
-    rows = size = 0
-    for r, s in pairs:
-        rows, size = rows + r, size + s
-    return rows, size
 
 
 class GroupIntoRanges(beam.PTransform):
@@ -169,26 +177,17 @@ class GroupIntoRanges(beam.PTransform):
         self.ranges, self.side_inputs, self.consume = ranges, side_inputs, consume
 
     def expand(self, records):
-        ranges, side_inputs = self.ranges, self.side_inputs
+        consume = self.consume
 
-        def work(spilled):
-            def per_stream(kv, *sides):
-                stream, (rows, size) = kv
-                count = ranges(stream, rows, size, *sides)
-                return [(stream, index, count) for index in range(count)]
+        def values_to(work, records, *sides):
+            values = (pickle.loads(payload) for _, _, payload in records)
+            if consume is None:
+                yield work, list(values)
+            else:
+                yield from consume(work, values, *sides)
 
-            return (
-                spilled
-                | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
-                | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
-                | "Ranges" >> beam.FlatMap(per_stream, *side_inputs)
-            )
-
-        return _spill_and_read(
-            records | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3])),
-            "Range",
-            self.scratch,
-            work,
-            _ReadRangeFn(self.consume),
-            self.side_inputs,
+        return (
+            records
+            | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3]))
+            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, values_to, self.side_inputs)
         )

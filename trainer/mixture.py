@@ -254,7 +254,7 @@ class SourceStream(ShardStream):
         return _SourceReader(super().open_reader(), self.source, self.full_blocks)
 
     def __iter__(self):
-        raise NotImplementedError("a SourceStream is read through MixtureStream (a one-component mixture will do)")
+        raise TypeError("a SourceStream is read through MixtureStream (a one-component mixture will do)")
 
 
 class MixtureStream(IterableDataset):

@@ -74,7 +74,7 @@ def test_group_by_key_via_files_equals_beam_group_by_key(tmp_path):
         expected.setdefault(k, []).append(v)
     scratch = Scratch(str(tmp_path / "runs"), spill_bytes=2000)  # dozens of runs per bundle
     with test_pipeline.TestPipeline(options=options()) as p:
-        grouped = p | beam.Create(pairs) | GroupByKeyViaFiles(scratch, partitions=5)
+        grouped = p | beam.Create(pairs) | GroupByKeyViaFiles(scratch, rows_per_partition=700)  # 5 readers
         assert_that(grouped | beam.MapTuple(lambda k, vs: (k, sorted(vs))),
                     equal_to([(k, sorted(vs)) for k, vs in expected.items()]))
     left = [f for _, _, files in os.walk(tmp_path) for f in files]

@@ -73,8 +73,8 @@ class SpillFn(beam.DoFn):
         if writer is None:
             writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
         writer.add(pos, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), size)
-        if writer.bytes >= self.spill_bytes:
-            yield GlobalWindows.windowed_value(writer.flush())
+        if sum(w.bytes for w in self.writers.values()) >= self.spill_bytes:  # the cap is for the bundle, all streams
+            yield from self.finish_bundle()
 
     def finish_bundle(self):
         for writer in self.writers.values():

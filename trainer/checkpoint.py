@@ -2,7 +2,7 @@
 
 In:  a DeepSpeed engine and the client state (step, data position, configs) at save time; a run directory
      at load or export time.
-Out: RUN/checkpoints/step_XXXXXXXX/ (DeepSpeed files: model, optimizer and scheduler, per ZeRO partition,
+Out: RUN/checkpoints/step_<8-digit step>/ (DeepSpeed files: model, optimizer and scheduler, per ZeRO partition,
      with our client state inside), RUN/checkpoints/latest (replaced atomically by rank 0 once every rank has
      written every file of the tag, so an interrupted save leaves `latest` on the previous complete
      checkpoint, and a reader never sees it half written), and for

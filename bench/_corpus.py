@@ -10,7 +10,7 @@ from collections.abc import Iterator
 def read_texts(corpus: str | None, max_bytes: int) -> Iterator[str]:
     """Documents until `max_bytes` of UTF-8 text have been yielded."""
     if corpus is None:
-        from pipelines.builtin_corpus import iter_documents
+        from pipelines.documents.builtin_corpus import iter_documents
 
         yield from (doc["text"] for doc in iter_documents(max_bytes))
         return

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipelines.filters import FilterConfig, filter_document
-from pipelines.normalize import NormalizeConfig, normalize_text
-from pipelines.sentences import split_sentences
+from pipelines.documents.normalize import NormalizeConfig, normalize_text
+from pipelines.documents.sentences import split_sentences
 from bench._corpus import read_texts
 
 GOLDEN = Path(__file__).parents[1] / "tests" / "assets" / "sentences_golden.jsonl"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.collate import collate_pairs
+from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig, continuation_from_vocab
 from bench._corpus import read_texts
 

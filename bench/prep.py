@@ -24,7 +24,7 @@ Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the 
 
 NOTE: with Beam's own GroupByKey between stages, the FnApiRunner held every shuffled PCollection in memory
 and ours' peak RSS grew 269 -> 425 MB from 2 to 8 MB of text (2026-11-24); that is why prep's shuffles go
-through run files (pipelines/shuffle.py).
+through run files (pipelines/shuffle/).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ SEED = 12345
 # where prep's memory stops growing, not the buffer filling up.
 SPILL_MB = 4
 # A sentence ends at . ! or ? followed by white space and an upper-case letter, digit or opening quote/bracket;
-# paragraphs (blank lines) always end one. Cruder than pipelines/sentences.py, as a user's quick script would be.
+# paragraphs (blank lines) always end one. Cruder than pipelines/documents/sentences.py, as a user's quick script would be.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 

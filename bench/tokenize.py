@@ -30,10 +30,10 @@ SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 def _texts(corpus: str | None, max_bytes: int) -> tuple[list[str], str]:
     if corpus is None:
-        from pipelines.builtin_corpus import iter_documents
+        from pipelines.documents.builtin_corpus import iter_documents
 
         return [d["text"] for d in iter_documents(max_bytes)], f"builtin docstrings ({max_bytes / 1e6:g} MB cap)"
-    from pipelines.encode_text import iter_texts
+    from pipelines.commands.tokenize import iter_texts
 
     texts, total = [], 0
     for text in iter_texts(corpus.split(","), per="document"):

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from trainer.collate import collate_pairs
+from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import IGNORE_INDEX, BertForPretraining
-from trainer.model_config import ModelConfig
+from trainer.model import ModelConfig
 from bench._corpus import read_texts
 
 SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2

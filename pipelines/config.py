@@ -1,4 +1,4 @@
-"""PrepConfig: every setting of a prep run, typed and validated, built from `clozeforge prep` flags.
+"""PrepConfig: every setting of a prep run, typed and validated; its flags are generated from it (schemas/config.py).
 
 In:  command-line flags (the project's own; Beam's options are split off by the caller).
 Out: a frozen PrepConfig whose `to_dict()` is recorded in the manifest and the report.
@@ -11,41 +11,44 @@ import dataclasses
 import os
 from typing import Any
 
+from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
-from pipelines.readers import TXT_MODES, UTF8_POLICIES, ReadConfig
+from schemas.config import Config, add_flags, flag, from_flags
 
 DEDUP_MODES = ("none", "exact", "near")
 FILTER_PRESETS = ("none", "bert", "c4", "gopher")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PrepConfig:
-    inputs: tuple[tuple[str, str], ...]
-    """(name, URL glob) per --input; `wiki=gs://b/*.jsonl.zst` names it 'wiki', an unnamed input gets 'input<i>'."""
-    output: str
-    """Output directory URL: clean/, vocab/, pairs/ and report.json go under it."""
+class PrepConfig(Config):
+    inputs: tuple[tuple[str, str], ...] = flag(name="--input", metavar="[NAME=]GLOB", convert=lambda specs: parse_inputs(specs))
+    """Corpus files (fsspec URL glob; repeat for several): `wiki=gs://b/*.jsonl.zst` names the input 'wiki', an
+    unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell."""
+    output: str = flag(metavar="DIR", convert=lambda url: absolute(url))
+    """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ and report.json go under it."""
     read: ReadConfig = ReadConfig()
-    unicode_form: str = "NFC"
+    unicode_form: str = flag("NFC", choices=("NFC", "NFKC"))
     """Unicode normalization of every document: NFC (keeps compatibility characters) or NFKC."""
     html_to_text: bool = False
     """Strip HTML markup (scripts, styles, tags) before cleaning."""
-    filters: str = "bert"
-    """Quality-filter preset: none, bert (light length bounds), c4 or gopher (see pipelines/filters.py)."""
-    language: str | None = None
-    """Keep only documents in this language (a code of filters.LANGUAGES, by stop-word score), on top of the preset."""
-    dedup: str = "exact"
+    filters: str = flag("bert", choices=FILTER_PRESETS)
+    """Quality-filter preset: none, bert (light length bounds), c4 or gopher (see pipelines/filters/)."""
+    language: str | None = flag(None, choices=LANGUAGES, metavar="CODE")
+    """Keep only documents in this language (one of en, de, fr, es, it, pt, nl, by stop-word score), with any
+    --filters preset."""
+    dedup: str = flag("exact", choices=DEDUP_MODES)
     """Deduplication: none, exact (normalized-text hash) or near (MinHash LSH over word 5-grams, plus exact)."""
-    near_threshold: float = 0.8
+    near_threshold: float = flag(0.8, metavar="J")
     """--dedup near: estimated Jaccard similarity at which the larger-id document of a candidate pair goes.
-    Candidates come from 14 x 8 LSH bands (pipelines/minhash.py), which find 92% of pairs at 0.8 but 5%
-    at 0.5: a threshold below ~0.7 confirms more candidates, it does not find many more."""
-    vocab: str | None = None
+    Candidates come from 14 x 8 LSH bands (pipelines/documents/minhash.py), which find 92% of pairs at 0.8
+    but 5% at 0.5: a threshold below ~0.7 confirms more candidates, it does not find many more."""
+    vocab: str | None = flag(None, metavar="DIR", convert=lambda url: absolute(url))
     """An existing vocabulary directory to reuse instead of learning one."""
     vocab_size: int = 30522
     """Size of the learned WordPiece vocabulary, special and [unused] tokens included."""
-    lowercase: bool = True
-    """Uncased (lowercase and strip accents, as bert-base-uncased) or cased vocabulary."""
+    lowercase: bool = flag(True, name="--cased")
+    """Uncased vocabulary: text is lowercased and its accents stripped, as for bert-base-uncased."""
     num_unused: int = 0
     """[unusedN] tokens reserved after [PAD] (99 reproduces bert-base's ids: [UNK]=100 ... [MASK]=103)."""
     min_frequency: int = 2
@@ -63,15 +66,17 @@ class PrepConfig:
     rows_per_shard: int = 100_000
     """Target pairs per Arrow shard (shards are filled by a uniform random key, so sizes vary a little)."""
     bytes_per_shard: int | None = None
-    """Target uncompressed token bytes per shard instead of rows_per_shard (ids are 2 bytes when the vocabulary fits uint16)."""
+    """Target uncompressed token bytes per shard instead of --rows-per-shard (ids are 2 bytes when the
+    vocabulary fits uint16)."""
     batch_rows: int = 1024
     """Rows per Arrow record batch inside a shard: the unit the trainer reads and shuffles."""
     seed: int = 12345
     """Seed of every random choice (buckets, splits, pair cuts, shuffle)."""
-    spill_mb: int = 64
-    """MiB of records a worker buffers before it writes a sorted run file of a shuffle (pipelines/shuffle.py)."""
-    word_cache: int = 500_000
-    """Words whose word pieces the encoder keeps (cleared when full); with spill_mb, what bounds a worker's memory."""
+    spill_mb: int = flag(64, metavar="MIB")
+    """MiB of records a worker buffers before it writes a sorted run file of a shuffle (pipelines/shuffle/):
+    with --word-cache, what bounds a worker's memory."""
+    word_cache: int = flag(500_000, metavar="WORDS")
+    """Words whose word pieces the encoder keeps (cleared when full)."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -122,85 +127,18 @@ def typed_input(name: str, glob: str, index: int) -> str:
     return glob if name == f"input{index}" else f"{name}={glob}"
 
 
+def parse_inputs(specs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_input(spec, i) for i, spec in enumerate(specs))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = PrepConfig.__dataclass_fields__
-    r = ReadConfig()
-    add = parser.add_argument
-    add("--input", action="append", required=True, metavar="[NAME=]GLOB", help="corpus files (fsspec URL glob); repeatable")
-    add("--output", required=True, metavar="DIR", help="output directory (local path or fsspec URL)")
-    add("--text-field", default=r.text_field, help="JSON/parquet text field (default: %(default)s)")
-    add("--id-field", default=r.id_field, help="JSON/parquet id field (default: %(default)s)")
-    add("--txt-mode", default=r.txt_mode, choices=TXT_MODES, help=".txt documents: whole file, paragraph or line")
-    add("--invalid-utf8", default=r.invalid_utf8, choices=UTF8_POLICIES, help="replace bad bytes (counted) or drop the record")
-    add("--strict", action="store_true", help="stop at the first bad record, naming file and line")
-    add("--max-record-bytes", type=int, default=r.max_record_bytes, metavar="N",
-        help="longer records are dropped as record_too_long, unbuffered (default: %(default)s = 64 MiB)")
-    add("--unicode-form", default="NFC", choices=("NFC", "NFKC"))
-    add("--html-to-text", action="store_true", help="strip HTML markup first")
-    add("--filters", default=d["filters"].default, choices=FILTER_PRESETS, help="quality-filter preset (default: %(default)s)")
-    add("--language", default=None, choices=LANGUAGES, metavar="CODE",
-        help=f"keep only this language ({', '.join(LANGUAGES)}; stop-word score), with any --filters preset")
-    add("--dedup", default=d["dedup"].default, choices=DEDUP_MODES, help="deduplication (default: %(default)s)")
-    add("--near-threshold", type=float, default=d["near_threshold"].default, metavar="J",
-        help="--dedup near: Jaccard similarity that makes a near duplicate (default: %(default)s)")
-    add("--vocab", default=None, metavar="DIR", help="reuse this vocabulary instead of learning one")
-    add("--vocab-size", type=int, default=d["vocab_size"].default)
-    add("--cased", action="store_true", help="learn a cased vocabulary (default: uncased)")
-    add("--num-unused", type=int, default=d["num_unused"].default, help="[unusedN] tokens to reserve")
-    add("--min-frequency", type=int, default=d["min_frequency"].default)
-    add("--max-seq-len", type=int, default=d["max_seq_len"].default)
-    add("--short-seq-prob", type=float, default=d["short_seq_prob"].default)
-    add("--dupe-factor", type=int, default=d["dupe_factor"].default)
-    add("--bucket-docs", type=int, default=d["bucket_docs"].default)
-    add("--validation-fraction", type=float, default=d["validation_fraction"].default)
-    add("--rows-per-shard", type=int, default=d["rows_per_shard"].default)
-    add("--bytes-per-shard", type=int, default=None, help="size shards by uncompressed token bytes instead of rows")
-    add("--batch-rows", type=int, default=d["batch_rows"].default)
-    add("--seed", type=int, default=d["seed"].default)
-    add("--spill-mb", type=int, default=d["spill_mb"].default, metavar="MIB",
-        help="records a worker buffers before writing a shuffle run file (default: %(default)s)")
-    add("--word-cache", type=int, default=d["word_cache"].default, metavar="WORDS",
-        help="words the encoder remembers the pieces of (default: %(default)s)")
+    add_flags(parser, PrepConfig)
 
 
 def from_args(args: argparse.Namespace) -> PrepConfig:
-    read = ReadConfig(
-        text_field=args.text_field,
-        id_field=args.id_field,
-        txt_mode=args.txt_mode,
-        invalid_utf8=args.invalid_utf8,
-        strict=args.strict,
-        max_record_bytes=args.max_record_bytes,
-    )
-    return PrepConfig(
-        inputs=tuple(parse_input(spec, i) for i, spec in enumerate(args.input)),
-        output=_absolute(args.output),
-        read=read,
-        unicode_form=args.unicode_form,
-        html_to_text=args.html_to_text,
-        filters=args.filters,
-        language=args.language,
-        dedup=args.dedup,
-        near_threshold=args.near_threshold,
-        vocab=_absolute(args.vocab) if args.vocab else None,
-        vocab_size=args.vocab_size,
-        lowercase=not args.cased,
-        num_unused=args.num_unused,
-        min_frequency=args.min_frequency,
-        max_seq_len=args.max_seq_len,
-        short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor,
-        bucket_docs=args.bucket_docs,
-        validation_fraction=args.validation_fraction,
-        rows_per_shard=args.rows_per_shard,
-        bytes_per_shard=args.bytes_per_shard,
-        batch_rows=args.batch_rows,
-        seed=args.seed,
-        spill_mb=args.spill_mb,
-        word_cache=args.word_cache,
-    )
+    return from_flags(PrepConfig, args)
 
 
-def _absolute(url: str) -> str:
+def absolute(url: str) -> str:
     """Local paths become absolute (Beam workers may run elsewhere); URLs with a protocol are kept."""
     return url if "://" in url else os.path.abspath(url)

@@ -23,11 +23,12 @@ import json
 import posixpath
 from typing import Any
 
+from schemas import vocab as vocab_files
 from schemas.errors import ContractError
+from schemas.vocab import SPECIAL_TOKENS
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT_VERSION = 1
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,22 @@ class Manifest:
         protocol, sep, path = self.directory.rpartition("://")
         joined = posixpath.normpath(posixpath.join(path, relative))  # "pairs/../vocab" -> "vocab", for object stores too
         return f"{protocol}{sep}{joined}"
+
+    @property
+    def vocab_directory(self) -> str:
+        """URL of the vocabulary directory the manifest names (schemas/vocab.py)."""
+        return posixpath.dirname(self.resolve(self.vocab["file"]))
+
+    def read_vocab_tokens(self) -> list[str]:
+        """The vocabulary's tokens, checked against the manifest's sha256 and size."""
+        return vocab_files.read_tokens(self.vocab_directory, sha256=self.vocab["sha256"], size=self.vocab["size"])
+
+    def read_token_counts(self) -> list[int]:
+        """How often each id occurs in the encoded corpus (for unigram sampling of random tokens)."""
+        name = self.vocab.get("token_counts")
+        if not name:
+            raise ContractError(f"{self.url}: no token_counts file recorded; use --random-token-dist uniform")
+        return vocab_files.read_token_counts(self.resolve(name), self.vocab["size"])
 
     @property
     def fingerprint(self) -> str:

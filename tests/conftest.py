@@ -1,28 +1,20 @@
 """Shared fixtures: a small real corpus (the built-in docstrings plus deliberately broken records) and one
-prep run over it, reused by the tests that need pair shards."""
+prep run over it, reused by the tests that need pair shards. Shared helpers are in tests/helpers.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import run_cli
+
 BROKEN_LINES = ['{"text": "unterminated', '["not", "an", "object"]', '{"text": null}', '{"text": "   "}']
-
-
-def run_cli(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m clozeforge ARGS` the way a user would; the output is kept for assertions."""
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "clozeforge", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory) -> str:
-    from pipelines.builtin_corpus import iter_documents
+    from pipelines.documents.builtin_corpus import iter_documents
 
     directory = tmp_path_factory.mktemp("corpus")
     docs = list(iter_documents(max_bytes=400_000))

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 
-from tests.conftest import run_cli
+import pytest
+
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 
 def test_demo_runs_end_to_end_without_dev_packages(tmp_path):

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_cli
+from tests.helpers import ROOT, free_port, run_cli
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 
 def test_prep_accounts_for_every_record(prepped):
@@ -57,7 +52,7 @@ def test_deepspeed_two_ranks_then_transformers_loads_the_export(prepped, tmp_pat
 
     import transformers
 
-    from trainer.commands import load_run_model, validation_batch
+    from trainer.downstream.export import load_run_model, validation_batch
 
     ours, client, _, _ = load_run_model(run)
     assert client["step"] == 6

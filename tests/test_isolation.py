@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 PROBE = """
 import sys, clozeforge

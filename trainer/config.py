@@ -13,8 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
+from schemas.config import Config, add_flags, flag, from_dict, from_flags
 from trainer.masking import MaskingConfig
-from trainer.model_config import PRESET_NAMES
+from trainer.model import PRESET_NAMES, ModelConfig
 
 OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "polynomial", "constant")
@@ -26,16 +27,14 @@ class TrainError(Exception):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    data: str
+class TrainConfig(Config):
+    data: str = flag(metavar="PAIRS_DIR")
     """The pairs/ directory (or its manifest.json) of a prep run; any fsspec URL."""
-    output: str
+    output: str = flag(metavar="RUN_DIR")
     """Run directory: checkpoints/, metrics.jsonl, curves.png, train_config.json, vocab/."""
-    model: str = "tiny"
+    model: str = flag("tiny", choices=PRESET_NAMES)
     """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
-    pre_layernorm: bool = False
-    """Pre-LN layers instead of BERT's post-LN (steadier at depth and high learning rates); such a model
-    cannot be exported as a transformers BERT."""
+    pre_layernorm: bool = flag(doc_from=(ModelConfig, "pre_layernorm"))
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
@@ -46,39 +45,36 @@ class TrainConfig:
     """Peak learning rate (after warmup)."""
     warmup_steps: int = 100
     """Linear warmup from 0 to `lr`."""
-    schedule: str = "linear"
+    schedule: str = flag("linear", choices=SCHEDULES)
     """Decay after warmup: linear to 0 at max_steps, polynomial (power 0.5), or constant."""
     weight_decay: float = 0.01
     """Decoupled weight decay; never applied to biases and LayerNorm weights (as in BERT)."""
-    optimizer: str = "adamw"
+    optimizer: str = flag("adamw", choices=OPTIMIZERS)
     """adamw (torch's, through DeepSpeed) or lamb (DeepSpeed's fused LAMB; GPU and ZeRO stage 0 only: LAMB's
     per-layer trust ratio needs whole layers, which ZeRO's partitions split)."""
     grad_clip: float = 1.0
     """Global gradient-norm clipping."""
     zero_stage: int = 2
     """DeepSpeed ZeRO stage, 0-3."""
-    precision: str = "auto"
+    precision: str = flag("auto", choices=PRECISIONS)
     """auto (bf16 on a GPU that supports it, else fp32), fp32, bf16, or fp16 (GPU, with loss scaling)."""
     masking: MaskingConfig = MaskingConfig()
-    mlm_weight: float = 1.0
-    """Weight of the MLM loss."""
-    nsp_weight: float = 1.0
-    """Weight of the NSP loss (0 turns NSP training off)."""
-    sbo_weight: float = 1.0
-    """Weight of the SpanBERT boundary loss (span masking only)."""
+    mlm_weight: float = flag(doc_from=(ModelConfig, "mlm_weight"))
+    nsp_weight: float = flag(doc_from=(ModelConfig, "nsp_weight"))
+    sbo_weight: float = flag(doc_from=(ModelConfig, "sbo_weight"))
     seed: int = 42
     """Seed of data order, masking, dropout and initialisation."""
     num_workers: int = 1
     """Dataloader worker processes per rank (0 = build batches in the training process)."""
-    mix: tuple[str, ...] = ()
+    mix: tuple[str, ...] = flag((), metavar="[NAME=]URL[,source=S][,weight=W]")
     """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
-    (see trainer/mixture.py); --data still names the vocabulary and the validation split."""
+    (see trainer/data/mixture.py); --data still names the vocabulary and the validation split."""
     mix_alpha: float | None = None
     """Temperature sampling over the --mix components: p_i ∝ rows_i ** alpha (instead of weights)."""
-    phase2_data: str | None = None
+    phase2_data: str | None = flag(None, metavar="PAIRS_DIR")
     """pairs/ of a second prep run (same vocabulary, e.g. --max-seq-len 512) trained on from phase2_start on:
     BERT's two-phase recipe (90% of steps at 128 tokens, then 10% at 512)."""
-    phase2_start: int | None = None
+    phase2_start: int | None = flag(None, metavar="STEP")
     """Step at which phase 2 begins (default: 90% of max_steps)."""
     phase2_batch_size: int | None = None
     """Micro batch per rank in phase 2 (default: batch_size)."""
@@ -86,27 +82,30 @@ class TrainConfig:
     """Train at most this many steps in this invocation, then checkpoint and exit; the schedule still runs to
     max_steps, so the next invocation resumes where this one stopped (for step-budgeted or preemptible jobs)."""
     log_every: int = 10
+    """Log the training losses, learning rate and throughput every N steps (metrics.jsonl, console, TensorBoard)."""
     eval_every: int = 200
     """Evaluate on the validation split every N steps (0 = only at the end)."""
     eval_batches: int = 20
+    """Validation batches per evaluation, per rank (the same batches, with the same masks, every time)."""
     save_every: int = 500
     """Checkpoint every N steps (and at the end, and on SIGTERM/SIGINT)."""
     keep_last: int = 2
     """Checkpoints kept; older ones are deleted after a successful save."""
-    deepspeed_config: str | None = None
-    """A DeepSpeed JSON merged over the generated one."""
-    cache_dir: str | None = None
+    deepspeed_config: str | None = flag(None, metavar="JSON")
+    """A DeepSpeed JSON merged over the generated one, key by key (batch sizes, optimizer and scheduler stay
+    with the flags; a JSON that sets them is refused)."""
+    cache_dir: str | None = flag(None, metavar="DIR")
     """Keep a local copy of every remote shard read (gs://, s3://) here, so later epochs and runs read the disk
     (training data, --mix components and the validation split)."""
-    shuffle_window: int = 4
-    """Shards whose blocks are shuffled together (trainer/layout.py); each dataloader worker holds about this
+    shuffle_window: int = flag(4, metavar="SHARDS")
+    """Shards whose blocks are shuffled together (trainer/data/layout.py); each dataloader worker holds about this
     many shards in memory (plus one read ahead) and reads each shard once per epoch."""
     length_buckets: int = 0
     """Sort the rows of each N consecutive batches by length before batching, so batches pad less (0 = off)."""
     pad_to_multiple_of: int = 1
     """Round each batch's sequence length up to a multiple of this (8 suits tensor cores)."""
     verify_checksums: bool = True
-    """Check each shard's sha256 against the manifest when it is first read."""
+    """Check each shard's sha256 against the manifest when it is first read (once per process)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -141,21 +140,12 @@ class TrainConfig:
     def phase2_begins(self) -> int:
         return self.phase2_start if self.phase2_start is not None else round(0.9 * self.max_steps)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise TrainError(f"unknown train config keys {unknown}; valid: {sorted(known)}")
-        body = dict(body)
-        if isinstance(body.get("mix"), list):
-            body["mix"] = tuple(body["mix"])
-        if isinstance(body.get("masking"), dict):
-            body["masking"] = MaskingConfig(**body["masking"])
-        return cls(**body)
+    def from_dict(cls, body: dict[str, Any], where: str = "train config") -> TrainConfig:
+        try:
+            return from_dict(cls, body, where)
+        except ValueError as e:
+            raise TrainError(str(e)) from None
 
 
 def resolve_precision(precision: str, on_gpu: bool, bf16_supported: bool) -> str:
@@ -205,9 +195,9 @@ def read_user_deepspeed_config(path: str) -> dict[str, Any]:
         raise TrainError(f"--deepspeed-config {path}: not valid JSON ({e})") from None
     if not isinstance(user, dict):
         raise TrainError(f"--deepspeed-config {path}: expected a JSON object, got {type(user).__name__}")
-    for key, flag in _FLAG_OWNED.items():
+    for key, owner in _FLAG_OWNED.items():
         if key in user:
-            raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {flag}; remove it from the JSON")
+            raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {owner}; remove it from the JSON")
     return user
 
 
@@ -219,83 +209,12 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    d = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    m = MaskingConfig()
-    add = ap.add_argument
-    add("--data", required=True, metavar="PAIRS_DIR", help="pairs/ directory of a prep run (local path or fsspec URL)")
-    add("--output", required=True, metavar="RUN_DIR", help="run directory (checkpoints, metrics, plots)")
-    add("--model", default=d["model"], choices=PRESET_NAMES, help="model preset (default: %(default)s)")
-    for name, typ in (
-        ("max_steps", int), ("batch_size", int), ("grad_accum", int), ("lr", float), ("warmup_steps", int),
-        ("weight_decay", float), ("grad_clip", float), ("zero_stage", int), ("mlm_weight", float), ("nsp_weight", float),
-        ("sbo_weight", float), ("seed", int), ("num_workers", int), ("log_every", int), ("eval_every", int),
-        ("eval_batches", int), ("save_every", int), ("keep_last", int),
-    ):
-        add("--" + name.replace("_", "-"), type=typ, default=d[name], help=f"(default: {d[name]})")
-    add("--mix", action="append", default=[], metavar="[NAME=]URL[,source=S][,weight=W]",
-        help="mixture component (repeatable); weights, or --mix-alpha for temperature sampling")
-    add("--mix-alpha", type=float, default=None, help="temperature: p_i proportional to rows_i ** alpha")
-    add("--phase2-data", default=None, metavar="PAIRS_DIR", help="second-phase pairs (e.g. seq 512), same vocabulary")
-    add("--phase2-start", type=int, default=None, metavar="STEP", help="step where phase 2 begins (default: 90%% of --max-steps)")
-    add("--phase2-batch-size", type=int, default=None, help="micro batch per rank in phase 2 (default: --batch-size)")
-    add("--stop-after", type=int, default=None, metavar="N", help="train N steps now, checkpoint, exit (resume later)")
-    add("--pre-layernorm", action="store_true", help="pre-LN layers (not exportable to transformers' BERT)")
-    add("--schedule", default=d["schedule"], choices=SCHEDULES)
-    add("--optimizer", default=d["optimizer"], choices=OPTIMIZERS)
-    add("--precision", default=d["precision"], choices=PRECISIONS)
-    add("--masking", default=m.strategy, choices=("bert", "wwm", "span"), help="masking strategy (default: %(default)s)")
-    add("--mask-prob", type=float, default=m.mask_prob)
-    add("--random-token-dist", default=m.random_token_dist, choices=("uniform", "unigram"))
-    add("--deepspeed-config", default=None, metavar="JSON", help="DeepSpeed JSON merged over the generated config")
-    add("--no-verify-checksums", action="store_true", help="skip sha256 checks of shards")
-    add("--cache-dir", default=None, metavar="DIR", help="local copies of remote shards (data, --mix components, validation)")
-    add("--shuffle-window", type=int, default=d["shuffle_window"], metavar="SHARDS",
-        help="shards whose blocks are shuffled together; memory per worker ~ this many shards (default: %(default)s)")
-    add("--length-buckets", type=int, default=d["length_buckets"], metavar="N",
-        help="sort each N consecutive batches' rows by length to cut padding; keep N x batch size well under a shard (0 = off)")
-    add("--pad-to-multiple-of", type=int, default=d["pad_to_multiple_of"], metavar="M", help="round sequence lengths up to a multiple of M")
-    add("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+    add_flags(ap, TrainConfig)
+    ap.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                    help="Training processes (ranks) to start on this machine through torch's launcher; one per GPU, "
+                         "or a few on a CPU box (default: 1)")
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
 
 
 def from_args(args: argparse.Namespace) -> TrainConfig:
-    masking = MaskingConfig(strategy=args.masking, mask_prob=args.mask_prob, random_token_dist=args.random_token_dist)
-    return TrainConfig(
-        data=args.data,
-        output=args.output,
-        model=args.model,
-        pre_layernorm=args.pre_layernorm,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        grad_accum=args.grad_accum,
-        lr=args.lr,
-        warmup_steps=args.warmup_steps,
-        schedule=args.schedule,
-        weight_decay=args.weight_decay,
-        optimizer=args.optimizer,
-        grad_clip=args.grad_clip,
-        zero_stage=args.zero_stage,
-        precision=args.precision,
-        masking=masking,
-        mlm_weight=args.mlm_weight,
-        nsp_weight=args.nsp_weight,
-        sbo_weight=args.sbo_weight,
-        seed=args.seed,
-        num_workers=args.num_workers,
-        mix=tuple(args.mix),
-        mix_alpha=args.mix_alpha,
-        phase2_data=args.phase2_data,
-        phase2_start=args.phase2_start,
-        phase2_batch_size=args.phase2_batch_size,
-        stop_after=args.stop_after,
-        log_every=args.log_every,
-        eval_every=args.eval_every,
-        eval_batches=args.eval_batches,
-        save_every=args.save_every,
-        keep_last=args.keep_last,
-        deepspeed_config=args.deepspeed_config,
-        cache_dir=args.cache_dir,
-        verify_checksums=not args.no_verify_checksums,
-        shuffle_window=args.shuffle_window,
-        length_buckets=args.length_buckets,
-        pad_to_multiple_of=args.pad_to_multiple_of,
-    )
+    return from_flags(TrainConfig, args)

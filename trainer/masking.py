@@ -1,4 +1,4 @@
-"""Online masking: a padded batch (trainer/collate.py) -> masked batch with MLM (and SpanBERT SBO) targets.
+"""Online masking: a padded batch (trainer/data/collate.py) -> masked batch with MLM (and SpanBERT SBO) targets.
 
 In:  a collated batch `input_ids` (batch, seq) with its `special_mask` (True at [CLS]/[SEP]/[PAD]) and
      an explicit `numpy.random.Generator` for `Masker.__call__`.
@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+
+from schemas.config import Config, flag
 
 STRATEGIES = ("bert", "wwm", "span")
 RANDOM_TOKEN_DISTS = ("uniform", "unigram")
@@ -52,8 +53,10 @@ IGNORE_INDEX = -100
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MaskingConfig:
-    strategy: str = "bert"
+class MaskingConfig(Config):
+    """Masking (a fresh mask every time a pair is drawn)"""
+
+    strategy: str = flag("bert", name="--masking", choices=STRATEGIES)
     """"bert" (tokens), "wwm" (whole words) or "span" (SpanBERT spans of whole words, with SBO targets)."""
     mask_prob: float = 0.15
     """Fraction of the non-special tokens of each sequence selected for prediction."""
@@ -61,7 +64,7 @@ class MaskingConfig:
     """Of the selected tokens (spans, for "span"): the share replaced by [MASK]."""
     random_token_frac: float = 0.1
     """Of the selected: the share replaced by a random token; the rest is left unchanged."""
-    random_token_dist: str = "uniform"
+    random_token_dist: str = flag("uniform", choices=RANDOM_TOKEN_DISTS)
     """"uniform" over the non-special ids, or "unigram" in proportion to the corpus counts of the ids."""
     span_geometric_p: float = 0.2
     """p of SpanBERT's geometric span-length distribution (in whole words)."""
@@ -96,15 +99,6 @@ class MaskingConfig:
             raise ValueError(f"max_predictions must be >= 1 or None, got {self.max_predictions}")
         if self.sbo_max_positions_per_span < 1:
             raise ValueError(f"sbo_max_positions_per_span must be >= 1, got {self.sbo_max_positions_per_span}")
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> MaskingConfig:
-        """Build from a plain dict (a config file section), rejecting unknown keys with the valid ones."""
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown masking option(s) {unknown}; valid options: {valid}")
-        return cls(**values)
 
 
 def continuation_from_vocab(tokens: Sequence[str]) -> np.ndarray:
@@ -180,6 +174,14 @@ class _WordTable:
 
 class Masker:
     """Masks collated batches; one instance per loader worker, the Generator passed per call."""
+
+    @classmethod
+    def for_vocabulary(cls, config: MaskingConfig, tokens: Sequence[str], mask_id: int,
+                       unigram_counts: Sequence[int] | None = None) -> Masker:
+        """The Masker for a vocabulary's tokens (id order): every bracketed token ([PAD], [unused3], ...) is special."""
+        specials = [i for i, t in enumerate(tokens) if t.startswith("[") and t.endswith("]")]
+        return cls(config, vocab_size=len(tokens), special_ids=specials, mask_id=mask_id,
+                   continuation=continuation_from_vocab(tokens), unigram_counts=unigram_counts)
 
     def __init__(
         self,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -163,7 +162,3 @@ def plot_curves(run_dir: str) -> str | None:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
-
-
-def log_line(message: str) -> None:
-    print(message, file=sys.stdout, flush=True)

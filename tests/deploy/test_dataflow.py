@@ -42,7 +42,9 @@ from packaging.utils import canonicalize_name  # noqa: E402
 
 from pipelines import config as prep_config  # noqa: E402
 from pipelines import prep  # noqa: E402
-from pipelines.builtin_corpus import iter_documents  # noqa: E402
+from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATAFLOW = ROOT / "deploy" / "dataflow"

@@ -30,9 +30,11 @@ from deepspeed.launcher.runner import parse_args as deepspeed_parse_args  # noqa
 from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
 from torch.distributed.run import get_args_parser as torchrun_parser  # noqa: E402
 
-from pipelines.builtin_corpus import iter_documents  # noqa: E402
+from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
 from trainer import config as train_config  # noqa: E402
 from trainer.pretrain import parser as trainer_parser  # noqa: E402
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEEPSPEED = ROOT / "deploy" / "deepspeed"

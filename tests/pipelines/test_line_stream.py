@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
+from pipelines.documents.line_stream import LineStream, TooLong
+from pipelines.documents.readers import ReadConfig, read_file
+from pipelines.documents.records import Drop, RawDoc
 from pipelines.errors import PrepError
-from pipelines.line_stream import LineStream, TooLong
-from pipelines.readers import ReadConfig, read_file
-from pipelines.records import Drop, RawDoc
 
 MIB = 1 << 20
 

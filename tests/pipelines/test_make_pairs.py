@@ -21,11 +21,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
-from pipelines.make_pairs import MakeNspPairs
-from pipelines.read_corpus import NAMESPACE
-from pipelines.records import TokenizedDoc
-from pipelines.write_shards import WriteShards
+from pipelines.documents.records import TokenizedDoc
+from pipelines.stages.accounting import NAMESPACE
+from pipelines.stages.make_nsp_pairs import MakeNspPairs
+from pipelines.stages.write_shards import WriteShards
 from schemas import ShardInfo
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 MAX_SEQ_LEN, SHORT_SEQ_PROB, VOCAB_SIZE = 128, 0.1, 100_000_000  # ids up to 6e7: uint32 columns
 N_DOCS, SINGLE_SENTENCE_DOCS = 6000, 200

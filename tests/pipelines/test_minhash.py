@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from pipelines.minhash import (
+from pipelines.documents.minhash import (
     MinHashConfig,
     candidate_probability,
     estimated_jaccard,
@@ -58,7 +58,7 @@ def test_signature_shape_dtype_and_determinism_across_processes():
     assert sig.shape == (112,) and sig.dtype == np.uint64 and int(sig.max()) < 2**32
     # Another interpreter with another str-hash salt must produce the same signature.
     code = (
-        "import json; from pipelines.minhash import MinHashConfig, minhash_signature;"
+        "import json; from pipelines.documents.minhash import MinHashConfig, minhash_signature;"
         f"print(json.dumps(minhash_signature({text!r}, MinHashConfig()).tolist()))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

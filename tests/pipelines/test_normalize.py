@@ -5,8 +5,8 @@ import unicodedata
 
 import pytest
 
-from pipelines.builtin_corpus import iter_documents
-from pipelines.normalize import NormalizeConfig, html_to_text, normalize_text
+from pipelines.documents.builtin_corpus import iter_documents
+from pipelines.documents.normalize import NormalizeConfig, html_to_text, normalize_text
 
 NFC = NormalizeConfig()
 NFKC = NormalizeConfig(unicode_form="NFKC")

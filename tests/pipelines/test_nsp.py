@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pipelines.nsp import make_pairs, truncate_pair
+from pipelines.documents.nsp import make_pairs, truncate_pair
 
 
 def synthetic_documents(n_docs: int, seed: int = 0) -> list[list[list[int]]]:

@@ -16,11 +16,13 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import prep
-from pipelines.deduplicate import Deduplicate
+from pipelines.documents.readers import ReadConfig
+from pipelines.documents.records import Doc
 from pipelines.errors import PrepError
-from pipelines.read_corpus import ReadCorpus
-from pipelines.readers import ReadConfig
-from pipelines.records import Doc
+from pipelines.stages.deduplicate import Deduplicate
+from pipelines.stages.read_corpus import ReadCorpus
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 
 def doc(doc_id: str, *sentences: str, path: str = "f.jsonl") -> Doc:
@@ -133,7 +135,7 @@ def test_report_matches_the_shards(two_runs):
 
 
 def test_strict_mode_is_one_line_naming_file_and_line(corpus_dir, tmp_path):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     result = run_cli("prep", "--input", f"{corpus_dir}/*.jsonl", "--output", str(tmp_path / "out"), "--strict")
     assert result.returncode == 2
@@ -149,7 +151,7 @@ def test_strict_mode_is_one_line_naming_file_and_line(corpus_dir, tmp_path):
     (["--max-record-bytes", "0"], "--max-record-bytes must be a positive number of bytes, got 0"),
 ])
 def test_bad_flags_are_one_line(corpus_dir, tmp_path, flags, message):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     result = run_cli("prep", "--input", f"{corpus_dir}/part-0.jsonl", "--output", str(tmp_path / "o"), *flags)
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -172,7 +174,7 @@ def test_bytes_per_shard_sizes_shards_by_tokens(corpus_dir, tmp_path):
 
 
 def test_a_corpus_with_nothing_left_says_so(tmp_path):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     (tmp_path / "x.jsonl").write_text('{"text": null}\n{"bad\n')
     result = run_cli("prep", "--input", str(tmp_path / "x.jsonl"), "--output", str(tmp_path / "out"))
@@ -206,7 +208,7 @@ def test_near_threshold_decides_what_is_a_near_duplicate(threshold, kept):
 
 @pytest.mark.parametrize("mode", ["multi_processing", "multi_threading"])
 def test_strict_mode_is_one_line_with_several_workers(corpus_dir, tmp_path, mode):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     result = run_cli("prep", "--input", f"{corpus_dir}/broken.jsonl", "--output", str(tmp_path / "out"), "--strict",
                      "--direct_num_workers", "2", "--direct_running_mode", mode)
@@ -217,7 +219,7 @@ def test_strict_mode_is_one_line_with_several_workers(corpus_dir, tmp_path, mode
 
 
 def test_an_unwritable_output_fails_before_reading(corpus_dir, tmp_path):
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     (tmp_path / "afile").write_text("x")  # a directory under a file: not writable even for root
     out = tmp_path / "afile" / "out"

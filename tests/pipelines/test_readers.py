@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from pipelines.documents.readers import Event, ReadConfig, read_file
+from pipelines.documents.records import Drop, RawDoc
 from pipelines.errors import PrepError
-from pipelines.readers import Event, ReadConfig, read_file
-from pipelines.records import Drop, RawDoc
 
 UGLY_JSONL = b"\n".join(
     [

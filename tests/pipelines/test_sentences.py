@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from pipelines.builtin_corpus import iter_documents
-from pipelines.sentences import split_sentences
+from pipelines.documents.builtin_corpus import iter_documents
+from pipelines.documents.sentences import split_sentences
 
 GOLDEN = pathlib.Path(__file__).parents[1] / "assets" / "sentences_golden.jsonl"
 MIN_ACCURACY = 0.95

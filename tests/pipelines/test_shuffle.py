@@ -1,5 +1,5 @@
-"""Shuffles through run files: the runs themselves (pipelines/runs.py) and the Beam transforms over them
-(pipelines/shuffle.py), against Beam's own GroupByKey and keys.bucket."""
+"""Shuffles through run files: the runs themselves (pipelines/shuffle/runs.py) and the Beam transforms over them
+(pipelines/shuffle/), against Beam's own GroupByKey and keys.bucket."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import keys, runs
-from pipelines.shuffle import GroupByKeyViaFiles, GroupIntoRanges, Scratch
+from pipelines.documents import keys
+from pipelines.shuffle import GroupByKeyViaFiles, GroupIntoRanges, Scratch, runs
 
 
 @pytest.fixture

@@ -17,21 +17,21 @@ from tokenizers import BertWordPieceTokenizer, Tokenizer
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
-from pipelines import encode_text
-from pipelines.builtin_corpus import iter_documents
+from pipelines.commands import tokenize as encode_text
+from pipelines.documents.builtin_corpus import iter_documents
 from pipelines.wordpiece import (
-    SPECIAL_TOKENS,
     VocabConfig,
     WordPieceEncoder,
     basic_words,
+    bert_normalize,
     learn_wordpiece,
-    normalize,
     read_vocab_config,
-    read_vocab_tokens,
     special_token_layout,
     write_vocab,
 )
-from pipelines.wordpiece_learn import CONTINUATION, _alphabet
+from pipelines.wordpiece.learner import _alphabet
+from schemas.vocab import CONTINUATION, SPECIAL_TOKENS
+from schemas.vocab import read_tokens as read_vocab_tokens
 
 # (lowercase, strip_accents, handle_chinese_chars): uncased and cased BERT, and the two mixed settings.
 NORMALIZATIONS = [(True, None, True), (False, None, True), (True, False, True), (False, True, False)]
@@ -131,7 +131,7 @@ def test_random_unicode_splits_like_tokenizers(adversarial, lowercase, strip_acc
     normalizer = BertNormalizer(clean_text=True, **flags)
     for text in adversarial:
         assert basic_words(text, **flags) == tokenizers_words(text, lowercase, strip_accents, cjk), ascii(text)
-        assert normalize(text, **flags) == normalizer.normalize_str(text), ascii(text)
+        assert bert_normalize(text, **flags) == normalizer.normalize_str(text), ascii(text)
 
 
 # -- encoder -----------------------------------------------------------------------------------------------

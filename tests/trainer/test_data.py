@@ -16,27 +16,9 @@ import torch
 from fsspec.implementations.local import LocalFileSystem
 
 from schemas import ContractError, Manifest
+from tests.helpers import masker_for, row_keys
 from trainer.data import Cursor, ShardStream, loader
-from trainer.masking import Masker, MaskingConfig
-from trainer.shard_reader import checksums_computed
-from trainer.vocab_files import read_vocab_tokens
-
-
-def masker_for(manifest: Manifest) -> Masker:
-    tokens = read_vocab_tokens(manifest)
-    specials = [i for i, t in enumerate(tokens) if t.startswith("[") and t.endswith("]")]
-    return Masker(MaskingConfig(), vocab_size=len(tokens), special_ids=specials, mask_id=manifest.special_tokens["[MASK]"])
-
-
-def pair_keys(batch: dict) -> list[tuple]:
-    """An identity for each row of a batch: its unmasked ids are not in the batch, so use labels + positions."""
-    ids = batch["input_ids"].clone()
-    labels = batch["mlm_labels"]
-    positions = batch["mlm_positions"]
-    for row in range(ids.shape[0]):
-        keep = labels[row] != -100
-        ids[row, positions[row][keep]] = labels[row][keep]
-    return [tuple(r[m.bool()].tolist()) for r, m in zip(ids, batch["attention_mask"])]
+from trainer.data.reader import checksums_computed
 
 
 def all_rows(manifest: Manifest) -> Counter:
@@ -71,7 +53,7 @@ def test_two_ranks_two_workers_read_every_pair_once(manifest):
         counts.append(len(batches))
         assert [tuple(b["position"].tolist()) for b in batches] == [(0, k) for k in range(stream.batches_per_epoch)]
         for b in batches:
-            seen.update(pair_keys(b))
+            seen.update(row_keys(b))
     assert counts[0] == counts[1]
     padding = sum(seen.values()) - sum(expected.values())
     assert padding == stream.padding < 2 * 16
@@ -99,7 +81,7 @@ def test_next_epoch_masks_afresh(manifest):
 
 
 def pair_keys_all(batches):
-    return [k for b in batches for k in pair_keys(b)]
+    return [k for b in batches for k in row_keys(b)]
 
 
 @pytest.mark.parametrize("workers_before, workers_after, buckets", [(0, 0, 0), (2, 1, 0), (1, 3, 0), (2, 1, 5)])
@@ -166,7 +148,7 @@ def test_a_split_smaller_than_one_global_batch_still_fills_every_rank(manifest):
         stream = ShardStream(manifest, split="validation", batch_size=batch, masker=masker_for(manifest), seed=0, rank=rank, world_size=3, epochs=1)
         batches = list(loader(stream, 0))
         assert len(batches) == 1 and batches[0]["input_ids"].shape[0] == batch
-        seen += pair_keys(batches[0])
+        seen += row_keys(batches[0])
     assert len(set(seen)) == rows and stream.padding == 2 * rows
 
 
@@ -265,7 +247,7 @@ def test_length_buckets_keep_every_pair_once_and_cut_padding(manifest):
             stream, batches = epoch_batches(manifest, rank, 2, 2, length_buckets=buckets)
             assert [tuple(b["position"].tolist()) for b in batches] == [(0, k) for k in range(stream.batches_per_epoch)]
             for b in batches:
-                seen.update(pair_keys(b))
+                seen.update(row_keys(b))
                 pad_tokens[buckets] += int((b["attention_mask"] == 0).sum())
             if buckets:  # each group's rows were sorted into batches: their length ranges do not overlap
                 for g in range(0, len(batches), buckets):

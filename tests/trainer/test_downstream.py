@@ -6,7 +6,6 @@ exports it with `export_hf`, and every test reads that directory back, with our 
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -17,13 +16,19 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pa = pytest.importorskip("pyarrow")
 
-from trainer.commands import embed_main, fill_mask_main  # noqa: E402
-from trainer.downstream import embed_texts, fill_mask, load_exported, write_embeddings  # noqa: E402
-from trainer.collate import collate_pairs  # noqa: E402
-from trainer.export import export_hf  # noqa: E402
+from trainer.data.collate import collate_pairs  # noqa: E402
+from trainer.downstream.embed import embed_main, embed_texts, write_embeddings
+from trainer.downstream.export import export_hf  # noqa: E402
+from trainer.downstream.fill_mask import (
+    fill_mask,
+    fill_mask_main,  # noqa: E402
+)
+from trainer.downstream.load import load_exported  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
-from trainer.model import BertForPretraining  # noqa: E402
-from trainer.model_config import ModelConfig  # noqa: E402
+from trainer.model import (
+    BertForPretraining,  # noqa: E402
+    ModelConfig,  # noqa: E402
+)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SENTENCES = [

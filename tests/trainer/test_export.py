@@ -15,9 +15,11 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 from safetensors import safe_open  # noqa: E402
 
-from trainer.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
-from trainer.model import BertForPretraining  # noqa: E402
-from trainer.model_config import ModelConfig  # noqa: E402
+from trainer.downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
+from trainer.model import (
+    BertForPretraining,  # noqa: E402
+    ModelConfig,  # noqa: E402
+)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SENTENCES = [
@@ -241,7 +243,7 @@ def test_a_vocabulary_without_cjk_splitting_exports_as_such(tmp_path):
 
 def test_model_card_metrics_stop_at_the_exported_step(tmp_path):
     """`export --tag step_10` reports the figures logged up to step 10, not the run's last ones."""
-    from trainer.commands import _final_metrics
+    from trainer.downstream.export import _final_metrics
 
     records = [{"step": 10, "loss": 5.0}, {"step": 10, "split": "validation", "mlm_loss": 4.5},
                {"step": 20, "loss": 3.0}, {"step": 20, "split": "validation", "mlm_loss": 2.5}]

@@ -12,7 +12,9 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.helpers import ROOT, run_cli
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 
 def metrics(run: str) -> list[dict]:
@@ -113,7 +115,7 @@ def prepped_learning(tmp_path_factory) -> str:
     import fsspec
 
     from pipelines import prep
-    from pipelines.builtin_corpus import iter_documents
+    from pipelines.documents.builtin_corpus import iter_documents
 
     docs = [{"id": f"{doc['id']}#{i}", "text": chunk}
             for doc in iter_documents(max_bytes=1_700_000) for i, chunk in enumerate(_paragraph_chunks(doc["text"], 3000))]

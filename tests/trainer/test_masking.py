@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from trainer.collate import collate_pairs
+from trainer.data.collate import collate_pairs
 from trainer.masking import IGNORE_INDEX, Masker, MaskingConfig, continuation_from_vocab
 
 PAD, UNK, CLS, SEP, MASK = range(5)
@@ -112,7 +112,7 @@ def test_config_rejects_bad_values_naming_the_field(field, value):
 
 def test_config_from_dict_rejects_unknown_keys_listing_the_valid_ones():
     assert MaskingConfig.from_dict({"strategy": "wwm"}).strategy == "wwm"
-    with pytest.raises(ValueError, match="mask_rate.*valid options.*mask_prob"):
+    with pytest.raises(ValueError, match="mask_rate.*valid keys.*mask_prob"):
         MaskingConfig.from_dict({"mask_rate": 0.2})
 
 

@@ -13,19 +13,11 @@ import pytest
 import torch
 
 from schemas import ContractError, Manifest
-from tests.conftest import run_cli
+from tests.helpers import masker_for, row_keys, run_cli
 from trainer.data import ShardStream, loader
-from trainer.masking import Masker, MaskingConfig
-from trainer.mixture import (
-    CHOICE_CHUNK,
-    ChoiceSequence,
-    ComponentSpec,
-    MixtureConfig,
-    MixtureStream,
-    component_seed,
-    temperature_probabilities,
-)
-from trainer.vocab_files import read_vocab_tokens
+from trainer.data.choice import CHOICE_CHUNK, ChoiceSequence
+from trainer.data.mixture import MixtureStream, component_seed
+from trainer.data.mixture_config import ComponentSpec, MixtureConfig, temperature_probabilities
 
 BATCH = 8
 
@@ -61,7 +53,7 @@ def test_config_validation_and_flag_syntax():
     assert MixtureConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     with pytest.raises(ValueError, match="weight must be"):
         MixtureConfig.from_dict({**config.to_dict(), "alpha": None, "components": [{"data": "x", "weight": 0}]})
-    with pytest.raises(ValueError, match="unknown mixture keys"):
+    with pytest.raises(ValueError, match="unknown keys.*temperature"):
         MixtureConfig.from_dict({**config.to_dict(), "temperature": 1})
 
 
@@ -92,7 +84,7 @@ def test_choice_sequence_is_a_function_of_seed_and_step():
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, str]:
     """Run `ab` (inputs a and b, vocabulary learned there) and run `c` (prepped with ab's vocabulary)."""
-    from pipelines.builtin_corpus import iter_documents
+    from pipelines.documents.builtin_corpus import iter_documents
 
     root = tmp_path_factory.mktemp("mixture")
     docs = list(iter_documents(max_bytes=300_000))
@@ -107,21 +99,6 @@ def runs(tmp_path_factory) -> dict[str, str]:
     second = run_cli("prep", "--input", f"c={root}/c.jsonl", "--vocab", f"{root}/ab/vocab", "--output", f"{root}/c", *common)
     assert second.returncode == 0, second.stderr[-3000:]
     return {"ab": f"{root}/ab/pairs", "c": f"{root}/c/pairs"}
-
-
-def masker_for(manifest: Manifest) -> Masker:
-    tokens = read_vocab_tokens(manifest)
-    specials = [i for i, t in enumerate(tokens) if t.startswith("[") and t.endswith("]")]
-    return Masker(MaskingConfig(), vocab_size=len(tokens), special_ids=specials, mask_id=manifest.special_tokens["[MASK]"])
-
-
-def row_keys(batch: dict) -> list[tuple]:
-    """Each row's unmasked ids ([CLS] A [SEP] B [SEP]): the masked positions put back from the labels."""
-    ids = batch["input_ids"].clone()
-    for row in range(ids.shape[0]):
-        keep = batch["mlm_labels"][row] != -100
-        ids[row, batch["mlm_positions"][row][keep]] = batch["mlm_labels"][row][keep]
-    return [tuple(r[m.bool()].tolist()) for r, m in zip(ids, batch["attention_mask"])]
 
 
 def rows_of(url: str, source: str | None = None) -> Counter:
@@ -144,6 +121,7 @@ def mixture(runs, *, alpha=None, weights=None, seed=11, **kwargs) -> MixtureStre
     return MixtureStream(MixtureConfig(components=tuple(specs), alpha=alpha), split="train", batch_size=BATCH, masker=masker, seed=seed, **kwargs)
 
 
+@pytest.mark.integration
 def test_end_to_end_components_follow_their_own_streams(runs):
     stream = mixture(runs, weights=[3.0, 1.0, 0.5])
     # enough steps to take component c into its second epoch and through one epoch of component a

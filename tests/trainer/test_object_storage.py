@@ -12,8 +12,10 @@ import pytest
 import torch
 
 from schemas import Manifest
-from tests.trainer.test_data import masker_for
+from tests.helpers import masker_for
 from trainer.data import ShardStream, loader
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 pytest.importorskip("s3fs")
 
@@ -95,8 +97,8 @@ def test_stream_from_gcs(gcs, prepped):
 
 
 def test_cache_dir_also_keeps_mixture_components_and_the_validation_split(s3, prepped, tmp_path):
+    from trainer.builders import build_model, open_phase
     from trainer.config import TrainConfig
-    from trainer.pretrain import build_model, open_phase
     from trainer.runtime import Runtime
 
     for sub in ("pairs", "vocab"):

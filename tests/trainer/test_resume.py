@@ -11,8 +11,11 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
-from tests.test_end_to_end import free_port
+import pytest
+
+from tests.helpers import ROOT, free_port
+
+pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 
 def train(prepped: str, run: str, *extra: str) -> None:

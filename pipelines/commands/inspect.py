@@ -1,0 +1,96 @@
+"""`clozeforge inspect DIR/pairs`: what a pairs directory holds, and whether every shard is intact.
+
+In:  a pairs/ directory or its manifest.json (any fsspec URL).
+Out: on stdout, the manifest summary (vocabulary, special tokens, splits, sources) and, per split, the
+     pair count, random-next fraction, token count and a length histogram; each shard's sha256 and row
+     count are checked against the manifest. Exit status 1 if any shard fails, 2 for a user error.
+Reads with pyarrow only: no Beam, no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+
+from schemas import ContractError, Manifest, validate_pairs_schema
+
+
+def shard_stats(manifest: Manifest, split: str) -> tuple[dict, list[str]]:
+    lengths, random_next, problems = [], 0, []
+    for shard in manifest.split_shards(split):
+        url = manifest.resolve(shard.path)
+        try:
+            with fsspec.open(url, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            problems.append(f"{shard.path}: missing")
+            continue
+        if hashlib.sha256(data).hexdigest() != shard.sha256:
+            problems.append(f"{shard.path}: sha256 mismatch")
+            continue
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        try:
+            validate_pairs_schema(reader.schema, shard.path)
+        except ContractError as e:
+            problems.append(str(e))
+            continue
+        table = reader.read_all()
+        if table.num_rows != shard.rows:
+            problems.append(f"{shard.path}: {table.num_rows} rows, manifest says {shard.rows}")
+        lengths.append(table.column("num_tokens").to_numpy())
+        random_next += int(np.count_nonzero(table.column("is_random_next").to_numpy(zero_copy_only=False)))
+    n = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+    return {"pairs": int(n.size), "random_next": random_next, "tokens": int(n.sum()), "lengths": n}, problems
+
+
+def histogram(lengths: np.ndarray, max_len: int, bins: int = 8, width: int = 40) -> list[str]:
+    if lengths.size == 0:
+        return []
+    edges = np.linspace(0, max_len, bins + 1).astype(int)
+    counts, _ = np.histogram(lengths, bins=edges)
+    peak = max(int(counts.max()), 1)
+    return [f"    {lo:4d}-{hi:<4d} {'#' * round(width * c / peak):<{width}} {c}" for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge inspect", description=__doc__.split("\n\n")[0])
+    ap.add_argument("pairs", help="pairs/ directory or manifest.json")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        manifest = Manifest.read(args.pairs)
+    except ContractError as e:
+        print(f"clozeforge inspect: error: {e}", file=sys.stderr)
+        return 2
+    v = manifest.vocab
+    print(f"manifest  {manifest.url} (format {manifest.format_version}, fingerprint {manifest.fingerprint[:16]})")
+    print(f"vocab     {v['size']} tokens, {'uncased' if v['lowercase'] else 'cased'}, sha256 {v['sha256'][:16]}")
+    print(f"specials  {' '.join(f'{t}={i}' for t, i in manifest.special_tokens.items())}")
+    print(f"max_seq   {manifest.max_seq_len}")
+    print(f"sources   {' '.join(f'{k}={n}' for k, n in manifest.sources.items())}")
+    failed = []
+    for split in sorted(manifest.splits):
+        stats, problems = shard_stats(manifest, split)
+        failed += problems
+        pairs = max(stats["pairs"], 1)
+        print(
+            f"{split + ' ':<10}{len(manifest.split_shards(split)):>2} shards, {stats['pairs']} pairs, "
+            f"random-next {stats['random_next'] / pairs:.3f}, {stats['tokens']} tokens (mean {stats['tokens'] / pairs:.1f})"
+        )
+        print("\n".join(histogram(stats["lengths"], manifest.max_seq_len)))
+    for problem in failed:
+        print(f"FAILED    {problem}")
+    print("checksums " + ("all shards verified" if not failed else f"{len(failed)} problem(s)"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`clozeforge tokenize`: encode text files with a prep vocabulary, one JSON line of ids per text.
+
+In:  --vocab DIR (a vocab/ directory written by prep: vocab.txt + vocab_config.json), one or more
+     --input URL globs (.txt, .jsonl, optionally .gz / .zst; any fsspec protocol), --per line|document,
+     --text-field NAME for JSON lines.
+Out: --output FILE (any fsspec URL): {"ids": [...]} per text, in input order, without [CLS]/[SEP];
+     the ids are those `tokenizers` gives with the same vocabulary and normalization.
+
+What a "text" is: with --per line (the default), each line of a .txt file, an empty line included (so
+output line i belongs to input line i); with --per document, each whole .txt file. A .jsonl line is one
+text either way (the value of --text-field). User errors (no vocabulary, a glob matching nothing, a bad
+JSON line, bytes that are not UTF-8) print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+
+import fsspec
+
+from pipelines.wordpiece import WordPieceEncoder
+
+PER_CHOICES = ("line", "document")
+
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as one line, exit status 2."""
+
+
+def _is_jsonl(path: str) -> bool:
+    name = path.lower()
+    for suffix in (".gz", ".zst", ".zstd"):
+        name = name.removesuffix(suffix)
+    return name.endswith((".jsonl", ".json", ".ndjson"))
+
+
+def input_files(patterns: list[str]) -> list[fsspec.core.OpenFile]:
+    """The files matching each pattern (sorted within a pattern); a pattern that matches nothing is an error."""
+    files = []
+    for pattern in patterns:
+        # NOTE: newline="\n": only a line feed ends a line, so a lone carriage return stays inside its line
+        # (the encoder treats it as whitespace) and output line i is input line i. open_files also returns
+        # a handle for a plain path that does not exist, hence the isfile check.
+        matched = fsspec.open_files(pattern, mode="rt", compression="infer", encoding="utf-8", newline="\n")
+        matched = [h for h in matched if h.fs.isfile(h.path)]
+        if not matched:
+            raise UsageError(f"--input {pattern}: no file matches")
+        files.extend(sorted(matched, key=lambda h: h.path))
+    return files
+
+
+def iter_texts(patterns: list[str], *, per: str = "line", text_field: str = "text") -> Iterator[str]:
+    """Every text of the files matching `patterns`, in order (see the module docstring for what a text is)."""
+    if per not in PER_CHOICES:
+        raise UsageError(f"--per must be one of {', '.join(PER_CHOICES)}, got {per!r}")
+    for handle in input_files(patterns):
+        try:
+            with handle as f:
+                if _is_jsonl(handle.path):
+                    yield from _jsonl_texts(f, handle.path, text_field)
+                elif per == "document":
+                    yield f.read()
+                else:
+                    for line in f:
+                        yield line.removesuffix("\n")
+        except UnicodeDecodeError as e:
+            raise UsageError(f"{handle.path}: not UTF-8 text ({e.reason})") from None
+
+
+def _jsonl_texts(f, path: str, text_field: str) -> Iterator[str]:
+    for number, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+        text = record.get(text_field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise UsageError(f"{path}:{number}: no string field {text_field!r} (set --text-field)")
+        yield text
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge tokenize", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--vocab", required=True, help="vocabulary directory written by prep (vocab.txt, vocab_config.json)")
+    ap.add_argument("--input", action="append", required=True, help="input file or URL glob; repeat for several")
+    ap.add_argument("--output", required=True, help="output JSON-lines file (local path or fsspec URL)")
+    ap.add_argument("--per", choices=PER_CHOICES, default="line", help=".txt files: one text per line (default) or per file")
+    ap.add_argument("--text-field", default="text", help="field of a JSON line holding the text (default: text)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    started = time.perf_counter()
+    texts = tokens = chars = 0
+    try:
+        try:
+            encoder = WordPieceEncoder.from_directory(args.vocab)
+        except (FileNotFoundError, ValueError, KeyError) as e:
+            raise UsageError(f"--vocab: {e}") from None
+        input_files(args.input)  # fail on a glob that matches nothing before creating the output
+        with fsspec.open(args.output, "w", encoding="utf-8") as out:
+            for text in iter_texts(args.input, per=args.per, text_field=args.text_field):
+                ids = encoder.encode(text)
+                out.write(json.dumps({"ids": ids}) + "\n")
+                texts, tokens, chars = texts + 1, tokens + len(ids), chars + len(text)
+    except UsageError as e:
+        print(f"clozeforge tokenize: {e}", file=sys.stderr)
+        return 2
+    seconds = time.perf_counter() - started
+    summary = f"{texts} texts, {chars} characters -> {tokens} tokens in {seconds:.1f}s -> {args.output}"
+    print(f"clozeforge tokenize: {summary}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""What happens to one document, with no Beam import (the stages in pipelines/stages/ call these).
+
+    records.py         the records that flow between stages: RawDoc, Doc, TokenizedDoc, Drop
+    line_stream.py     a file's bytes → lines, in bounded memory (compressed streams, cut streams)
+    readers.py         a file → RawDoc / Drop / Event per record (.txt, .jsonl[.gz|.zst], .parquet)
+    normalize.py       text cleaning: HTML, line breaks, control characters, Unicode form, white space
+    clean.py           one document cleaned: normalize → filters (pipelines/filters) → sentences
+    sentences.py       text → sentences
+    minhash.py         MinHash signatures and LSH bands for near-duplicate detection
+    nsp.py             a document's sentences → BERT's next-sentence-prediction pairs
+    keys.py            seeded, runner-independent hashes: every random choice of prep
+    builtin_corpus.py  the demo's corpus: docstrings of the installed Python modules, read with `ast`
+"""

@@ -1,0 +1,259 @@
+"""Read corpus files into documents, streaming, with every bad record turned into a counted Drop.
+
+In:  one file URL (any fsspec protocol) and a ReadConfig.
+Out: an iterator of RawDoc (kept), Drop (with reason, line and a sample) and Event (counted, not a
+     record) — never an exception for bad data, unless `strict` is set, in which case the first bad record
+     (or a truncated stream) raises a one-line PrepError naming the file and line.
+
+Formats by suffix: .txt (whole file, blank-line paragraphs or lines as documents), .jsonl / .json /
+.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). Bytes come from
+pipelines/documents/line_stream.py: compressed streams are decoded incrementally; a truncated stream keeps every
+complete line before the cut (in .txt document and paragraph modes, also the cut record's decoded part)
+and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes makes the whole file one
+`binary_file` drop; a record over `max_record_bytes` is a `record_too_long` drop, skipped unbuffered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+from collections.abc import Iterator
+
+import fsspec
+
+from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile
+from pipelines.documents.records import Drop, RawDoc, make_doc_id
+from pipelines.errors import PrepError
+from schemas.config import flag
+
+TXT_MODES = ("document", "paragraph", "line")
+UTF8_POLICIES = ("replace", "drop")
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+_SAMPLE_CHARS = 80
+_BINARY_PROBE = 8192
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReadConfig:
+    """Reading input files"""
+
+    text_field: str = flag("text", metavar="NAME")
+    """JSON / parquet field holding the document text."""
+    id_field: str = flag("id", metavar="NAME")
+    """Field holding the user's document id (optional; the id becomes part of clozeforge's doc_id)."""
+    txt_mode: str = flag("document", choices=TXT_MODES)
+    """.txt files: one document per file ('document'), per blank-line-separated block ('paragraph') or per line."""
+    invalid_utf8: str = flag("replace", choices=UTF8_POLICIES)
+    """Bytes that are not UTF-8: replace them with U+FFFD and keep the record (counted), or drop the record."""
+    strict: bool = False
+    """Stop at the first bad record with an error naming file and line, instead of counting a drop."""
+    max_record_bytes: int = flag(64 << 20, metavar="N")
+    """Longest record (a JSON line, a .txt line, paragraph or whole file) read into memory; a longer one is
+    dropped as `record_too_long` and skipped without being buffered. Ours: 64 MiB is far above any real
+    document (Gopher's 100k-word cap is ~600 kB) and bounds a worker's memory against a corrupt or
+    newline-free file."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_record_bytes, int) or self.max_record_bytes < 1:
+            raise PrepError(f"--max-record-bytes must be a positive number of bytes, got {self.max_record_bytes!r}")
+        if self.txt_mode not in TXT_MODES:
+            raise PrepError(f"--txt-mode must be one of {', '.join(TXT_MODES)}, got {self.txt_mode!r}")
+        if self.invalid_utf8 not in UTF8_POLICIES:
+            raise PrepError(f"--invalid-utf8 must be one of {', '.join(UTF8_POLICIES)}, got {self.invalid_utf8!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """Something that happened to a file and is worth counting but is not a dropped record."""
+
+    path: str
+    kind: str  # "invalid_utf8_replaced", "truncated_stream"
+    line: int = 0
+
+
+def file_format(path: str) -> str:
+    name = path.lower()
+    for suffix in (".gz", ".zst", ".zstd"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(".txt") or "." not in name.rsplit("/", 1)[-1]:
+        return "txt"
+    return "unknown"
+
+
+def read_file(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+    """Every record of `path` as a RawDoc or a Drop (plus Events). See the module docstring."""
+    fmt = file_format(path)
+    if fmt == "unknown":
+        yield from _bad(config, Drop(path, "unsupported_format", 0, path.rsplit("/", 1)[-1]))
+        return
+    try:
+        if fmt == "parquet":
+            yield from _read_parquet(source, path, config)
+        else:
+            yield from _read_lines(source, path, fmt, config)
+    except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
+        yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
+
+
+def _bad(config: ReadConfig, drop: Drop) -> Iterator[Drop]:
+    if config.strict:
+        where = f"{drop.path}:{drop.line}" if drop.line else drop.path
+        raise PrepError(f"{where}: {drop.reason.replace('_', ' ')} ({drop.sample!r})")
+    yield drop
+
+
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[io.BufferedIOBase]:
+    try:
+        f = fsspec.open(path, "rb").open()
+    except OSError as e:
+        raise UnreadableFile(f"{type(e).__name__}: {e}") from None
+    with f:
+        yield f
+
+
+# -- line-oriented formats --------------------------------------------------------------------------
+
+
+def _read_lines(source: str, path: str, fmt: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+    limit = config.max_record_bytes
+    with _open(path) as f:
+        stream = LineStream(f, path, limit)
+        head = stream.head(_BINARY_PROBE)
+        if b"\x00" in head:  # the file's bytes, not its first record: a PNG's first "line" has no NUL
+            yield from _bad(config, Drop(path, "binary_file", 0, repr(head[:40])))
+            return
+        per_line = fmt != "txt" or config.txt_mode == "line"
+        records = enumerate(stream, 1) if per_line else _joined(stream, limit, config.txt_mode == "paragraph")
+        for line, raw in records:
+            if isinstance(raw, TooLong):
+                yield from _bad(config, Drop(path, "record_too_long", line, f"{raw.size} bytes > --max-record-bytes {limit}"))
+            elif per_line and stream.tail_cut:  # the partial last line of a cut stream
+                if raw.strip():
+                    sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
+                    yield from _bad(config, Drop(path, "truncated_stream", line, sample))
+            else:
+                yield from _record(source, path, fmt, line, raw, config)
+        if stream.truncated:
+            cut = stream.lines if stream.tail_cut else stream.lines + 1
+            yield Event(path, "truncated_stream", cut)
+            if config.strict:
+                raise PrepError(f"{path}:{cut}: truncated stream (the compressed stream ends before its end marker)")
+
+
+def _joined(lines: Iterator[bytes | TooLong], limit: int, by_paragraph: bool) -> Iterator[tuple[int, bytes | TooLong]]:
+    """Lines joined into records tagged with their first line: the whole file, or blank-line separated
+    paragraphs. A record past `limit` bytes becomes TooLong; its remaining lines are read, not kept."""
+    parts: list[bytes] = []
+    size, start = -1, 0  # -1: n lines are joined by n - 1 newlines
+    for i, line in enumerate(lines, 1):
+        if by_paragraph and isinstance(line, bytes) and not line.strip():
+            if start:
+                yield start, TooLong(size) if size > limit else b"\n".join(parts)
+            parts, size, start = [], -1, 0
+            continue
+        start = start or i
+        size += 1 + (line.size if isinstance(line, TooLong) else len(line))
+        if size > limit:
+            parts = []
+        elif isinstance(line, bytes):
+            parts.append(line)
+    if start and (by_paragraph or size > 0):  # a file of one empty line is no document, as an empty file
+        yield start, TooLong(size) if size > limit else b"\n".join(parts)
+
+
+def _decode(path: str, line: int, raw: bytes, config: ReadConfig) -> tuple[str | None, list[Drop | Event]]:
+    try:
+        return raw.decode("utf-8"), []
+    except UnicodeDecodeError:
+        sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
+        if config.invalid_utf8 == "drop" or config.strict:
+            return None, [Drop(path, "invalid_utf8", line, sample)]
+        return raw.decode("utf-8", "replace"), [Event(path, "invalid_utf8_replaced", line)]
+
+
+def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+    if fmt == "jsonl" and not raw.strip():
+        return  # blank lines between JSON records are not records
+    text, notes = _decode(path, line, raw, config)
+    for note in notes:
+        yield from _bad(config, note) if isinstance(note, Drop) else [note]
+    if text is None:
+        return
+    user_id: object = None
+    if fmt == "jsonl":
+        try:
+            obj = json.loads(text)
+        # NOTE: not only JSONDecodeError: a 200,000-deep array raises RecursionError and a 5,000-digit
+        # integer ValueError (Python's int-string limit); both are this line's problem, not the file's.
+        except (ValueError, RecursionError):
+            yield from _bad(config, Drop(path, "bad_json", line, text[:_SAMPLE_CHARS]))
+            return
+        if not isinstance(obj, dict):
+            yield from _bad(config, Drop(path, "not_an_object", line, text[:_SAMPLE_CHARS]))
+            return
+        if config.text_field not in obj:
+            yield from _bad(config, Drop(path, "missing_text", line, text[:_SAMPLE_CHARS]))
+            return
+        value = obj[config.text_field]
+        if value is None:
+            yield from _bad(config, Drop(path, "null_text", line, text[:_SAMPLE_CHARS]))
+            return
+        if not isinstance(value, str):
+            yield from _bad(config, Drop(path, "non_string_text", line, text[:_SAMPLE_CHARS]))
+            return
+        user_id, text = obj.get(config.id_field), value
+    if not text.strip():
+        yield from _bad(config, Drop(path, "empty_text", line, text[:_SAMPLE_CHARS]))
+        return
+    key = f"{line}:{user_id}" if user_id is not None else line
+    yield RawDoc(source=source, path=path, line=line, doc_id=make_doc_id(path, key), text=text)
+
+
+# -- parquet ----------------------------------------------------------------------------------------
+
+
+def _read_parquet(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+    import pyarrow.parquet as pq
+
+    with _open(path) as f:
+        pf = _unreadable_if_failing(lambda: pq.ParquetFile(f))
+        names = pf.schema_arrow.names
+        if config.text_field not in names:
+            for row in range(1, pf.metadata.num_rows + 1):
+                yield from _bad(config, Drop(path, "missing_text", row, f"no column {config.text_field!r} in {names}"))
+            return
+        columns = [config.text_field] + ([config.id_field] if config.id_field in names else [])
+        batches = pf.iter_batches(columns=columns, batch_size=4096)
+        row = 0
+        while (batch := _unreadable_if_failing(lambda: next(batches, None))) is not None:
+            texts = batch.column(0).to_pylist()
+            ids = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(texts)
+            for text, user_id in zip(texts, ids):
+                row += 1
+                if text is None:
+                    yield from _bad(config, Drop(path, "null_text", row))
+                elif not isinstance(text, str):
+                    yield from _bad(config, Drop(path, "non_string_text", row, repr(text)[:_SAMPLE_CHARS]))
+                elif not text.strip():
+                    yield from _bad(config, Drop(path, "empty_text", row))
+                else:
+                    key = f"{row}:{user_id}" if user_id is not None else row
+                    yield RawDoc(source=source, path=path, line=row, doc_id=make_doc_id(path, key), text=text)
+
+
+def _unreadable_if_failing(step):
+    """Run one file-level parquet step (open, next row group); Arrow's errors there mean the file is unreadable."""
+    import pyarrow as pa
+
+    try:
+        return step()
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise UnreadableFile(f"{type(e).__name__}: {e}") from None

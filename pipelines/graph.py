@@ -1,0 +1,101 @@
+"""The prep graph: which Beam stage feeds which (pipelines/stages/, in the order below).
+
+    ReadCorpus ─ CleanDocuments ─ Deduplicate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
+                                               └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+
+Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
+until then, and every shuffle of documents or pairs goes through run files under DIR/.tmp-<id>/
+(pipelines/shuffle), removed as each is read: a run's memory does not grow with the corpus. Every drop
+of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import uuid
+
+import apache_beam as beam
+
+from pipelines import wordpiece
+from pipelines.config import PrepConfig
+from pipelines.documents.normalize import NormalizeConfig
+from pipelines.filters import FilterConfig
+from pipelines.shuffle import Scratch
+from pipelines.stages.accounting import count_drops, count_kept
+from pipelines.stages.clean_documents import CleanDocuments
+from pipelines.stages.count_words import CountWords
+from pipelines.stages.deduplicate import Deduplicate
+from pipelines.stages.finalize import Finalize
+from pipelines.stages.learn_wordpiece import LearnWordPiece, ReuseVocab
+from pipelines.stages.make_nsp_pairs import MakeNspPairs
+from pipelines.stages.read_corpus import ReadCorpus
+from pipelines.stages.tokenize import Tokenize
+from pipelines.stages.write_clean_docs import WriteCleanDocs
+from pipelines.stages.write_shards import WriteShards
+
+
+def build(p: beam.Pipeline, config: PrepConfig) -> None:
+    out = config.output
+    temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
+    scratch = Scratch(temp, spill_bytes=config.spill_mb << 20)
+    read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
+    cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
+        NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
+        dataclasses.replace(FilterConfig.preset(config.filters), language=config.language),
+    )
+    deduped = cleaned["docs"] | "Deduplicate" >> Deduplicate(
+        config.dedup, threshold=config.near_threshold, scratch=scratch.sub("dedup")
+    )
+    docs = deduped["docs"]
+    clean_shards = docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"), scratch=scratch.sub("clean"))
+
+    vocab_dir = posixpath.join(out, "vocab")
+    if config.vocab:
+        vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir)
+    else:
+        vocab_config = wordpiece.VocabConfig(
+            vocab_size=config.vocab_size,
+            lowercase=config.lowercase,
+            num_unused=config.num_unused,
+            min_frequency=config.min_frequency,
+        )
+        vocab = (
+            docs
+            | "CountWords" >> CountWords(config.lowercase)
+            | "LearnWordPiece" >> LearnWordPiece(vocab_config, vocab_dir)
+        )
+
+    tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)
+    made = tokenized["docs"] | "MakeNspPairs" >> MakeNspPairs(
+        max_seq_len=config.max_seq_len,
+        short_seq_prob=config.short_seq_prob,
+        dupe_factor=config.dupe_factor,
+        bucket_docs=config.bucket_docs,
+        validation_fraction=config.validation_fraction,
+        seed=config.seed,
+        vocab=vocab,
+        scratch=scratch.sub("buckets"),
+    )
+    shards = made["pairs"] | "WriteShards" >> WriteShards(
+        posixpath.join(out, "pairs"),
+        rows_per_shard=config.rows_per_shard,
+        bytes_per_shard=config.bytes_per_shard,
+        batch_rows=config.batch_rows,
+        vocab=vocab,
+        scratch=scratch.sub("pairs"),
+    )
+
+    drops = (read["drops"], cleaned["drops"], deduped["drops"]) | "AllDrops" >> beam.Flatten()
+    tallies = (
+        (
+            read["accounting"],
+            drops | count_drops("Drops"),
+            docs | count_kept("Kept"),
+        )
+        | "AllTallies" >> beam.Flatten()
+        | "CountTallies" >> beam.combiners.Count.PerElement()
+    )
+    _ = p | "Finalize" >> Finalize(
+        config, temp, shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"], token_counts=tokenized["token_counts"]
+    )

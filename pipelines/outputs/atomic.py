@@ -1,0 +1,53 @@
+"""Files that appear whole or not at all, on any fsspec filesystem (local disk, gs://, s3://).
+
+In:  a destination URL, and the bytes written to it.
+Out: the file under its name once complete: data goes to `<name>.tmp-<random>` and is renamed into place,
+     so a retried worker or a killed run never leaves half a file under a final name; the sink measures
+     and hashes what passes through it (a shard's size and sha256 go in the manifest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import posixpath
+import uuid
+
+import fsspec
+
+
+class _Sink:
+    """A binary file being written under a temporary name, hashed and measured as it goes."""
+
+    def __init__(self, f):
+        self.f, self.sha256, self.bytes, self.closed = f, hashlib.sha256(), 0, False
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return self.f.write(data)
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the owner closes the underlying file
+
+
+@contextlib.contextmanager
+def open_atomically(url: str):
+    """Yields a _Sink for writing `url`; the file appears under its name only once it is complete."""
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    with fs.open(tmp, "wb") as f:
+        yield _Sink(f)
+    fs.mv(tmp, path)
+
+
+def put_atomically(url: str, data: bytes) -> None:
+    with open_atomically(url) as sink:
+        sink.write(data)

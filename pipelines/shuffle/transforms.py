@@ -1,0 +1,193 @@
+"""GroupByKeyViaFiles and GroupIntoRanges: prep's shuffles, with the data in run files (pipelines/shuffle/runs.py).
+
+GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order); the
+                    keys' hashes cut into ceil(records / rows_per_partition) ranges, one reader each.
+GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order]) for every
+                    index of range(count), empty ones included, where `count` comes from the stream's
+                    totals: ranges(stream, rows, sum of sizes, *side inputs). A value lands in range
+                    keys.bucket(pos, count), so a uniform 64-bit pos gives a uniform random split, and the
+                    count can depend on how much data there is without anything waiting in memory for it.
+                    With `consume`, a range's values are streamed to consume((stream, index, count),
+                    values, *side inputs) instead, which yields the outputs: a shard writer holds one batch.
+                    NOTE: positions run up to 2**64, past Beam's int coder (signed 64-bit): a step that makes
+                    them must not be typed as producing ints (Beam infers Any from most Maps; else say
+                    .with_output_types(typing.Any)).
+
+Both are _SpilledRanges: spill the input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only
+the RunInfos through Beam (a side input), read each range back from every run (one block per run in
+memory), and remove the runs once every reader is done. Outputs do not depend on bundles or workers:
+readers merge by (pos, key), and every consumer here sorts a group before using it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import pickle
+import posixpath
+import tempfile
+from collections.abc import Callable
+
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
+
+from pipelines.shuffle import runs
+
+SPILL_BYTES = 64 << 20
+"""Records a spilling bundle buffers before it writes a run (the writer's share of prep's memory)."""
+ROWS_PER_PARTITION = 20_000
+"""Records per GroupByKeyViaFiles reader: the parallelism of a grouped stage (ceil(rows / this) readers), not
+its memory, since readers stream."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scratch:
+    """Where a shuffle's run files go (prep: under --output) and how much a spilling bundle buffers."""
+
+    directory: str
+    spill_bytes: int = SPILL_BYTES
+
+    def sub(self, name: str) -> Scratch:
+        return dataclasses.replace(self, directory=posixpath.join(self.directory, name))
+
+
+def scratch_or_local(scratch: Scratch | None) -> Scratch:
+    """The given Scratch, else one in a new local temporary directory (single-machine runs and tests only)."""
+    return scratch or Scratch(tempfile.mkdtemp(prefix="clozeforge-shuffle-"))
+
+
+class SpillFn(beam.DoFn):
+    """(stream, pos, key bytes, value, size) → RunInfo per run written (at `spill_bytes` and at bundle end)."""
+
+    def __init__(self, directory: str, spill_bytes: int):
+        self.directory = directory
+        self.spill_bytes = spill_bytes
+
+    def start_bundle(self):
+        self.writers: dict[str, runs.RunWriter] = {}
+
+    def process(self, element):
+        stream, pos, key, value, size = element
+        writer = self.writers.get(stream)
+        if writer is None:
+            writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
+        writer.add(pos, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), size)
+        if sum(w.bytes for w in self.writers.values()) >= self.spill_bytes:  # the cap is for the bundle, all streams
+            yield from self.finish_bundle()
+
+    def finish_bundle(self):
+        for writer in self.writers.values():
+            info = writer.flush()
+            if info is not None:
+                yield GlobalWindows.windowed_value(info)
+
+
+class _ReadRangeFn(beam.DoFn):
+    """(stream, index, count) → consume((stream, index, count), its records (pos, key, payload) in order, *sides)."""
+
+    def __init__(self, consume: Callable):
+        self.consume = consume
+
+    def process(self, work: tuple[str, int, int], spilled: list[runs.RunInfo], *sides):
+        stream, index, count = work
+        lo, hi = runs.range_bounds(index, count)
+        yield from self.consume(work, runs.merge_range([r for r in spilled if r.stream == stream], lo, hi), *sides)
+        yield beam.pvalue.TaggedOutput("done", work)
+
+
+def _sum_pairs(pairs) -> tuple[int, int]:
+    rows = size = 0
+    for r, s in pairs:
+        rows, size = rows + r, size + s
+    return rows, size
+
+
+class _SpilledRanges(beam.PTransform):
+    """(stream, pos, key bytes, value, size) → whatever consume(work, records, *side_inputs) yields for every
+    work = (stream, index, count), count = ranges(stream, rows, size, *side_inputs): the core of both
+    transforms below. The runs are removed once every range has been read."""
+
+    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=()):
+        super().__init__()
+        self.scratch, self.ranges, self.consume, self.side_inputs = scratch, ranges, consume, side_inputs
+
+    def expand(self, records):
+        ranges = self.ranges
+
+        def per_stream(kv, *sides):
+            stream, (rows, size) = kv
+            count = ranges(stream, rows, size, *sides)
+            return [(stream, index, count) for index in range(count)]
+
+        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes))
+        read = (
+            spilled
+            | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
+            | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
+            | "Ranges" >> beam.FlatMap(per_stream, *self.side_inputs)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(_ReadRangeFn(self.consume), beam.pvalue.AsList(spilled), *self.side_inputs)
+            .with_outputs("done", main="out")
+        )
+        _ = (
+            records.pipeline
+            | "CleanupTrigger" >> beam.Create([None])
+            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
+                                    beam.pvalue.AsList(spilled))
+        )
+        return read.out
+
+
+def _with_pos(element):
+    key, value = element
+    key_bytes = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+    pos = int.from_bytes(hashlib.blake2b(key_bytes, digest_size=8).digest(), "big")
+    return "", pos, key_bytes, value, 0
+
+
+def _groups(_work, records):
+    for (_, key), group in itertools.groupby(records, key=lambda r: (r[0], r[1])):
+        yield pickle.loads(key), [pickle.loads(payload) for _, _, payload in group]
+
+
+class GroupByKeyViaFiles(beam.PTransform):
+    """(key, value) → (key, [values]); keys must pickle the same in every process (str, bytes, int, tuples)."""
+
+    def __init__(self, scratch: Scratch | None = None, *, rows_per_partition: int = ROWS_PER_PARTITION):
+        super().__init__()
+        self.scratch = scratch_or_local(scratch)
+        self.rows_per_partition = rows_per_partition
+
+    def expand(self, pairs):
+        per_partition = self.rows_per_partition
+        return (
+            pairs
+            | "KeyPositions" >> beam.Map(_with_pos)
+            | "Partitions" >> _SpilledRanges(self.scratch, lambda _, rows, __: -(-rows // per_partition), _groups)
+        )
+
+
+class GroupIntoRanges(beam.PTransform):
+    """(stream, pos, value, size) → ((stream, index, count), [values in pos order]); see the module docstring."""
+
+    def __init__(self, scratch: Scratch | None, ranges: Callable[..., int], *side_inputs, consume: Callable | None = None):
+        super().__init__()
+        self.scratch = scratch_or_local(scratch)
+        self.ranges, self.side_inputs, self.consume = ranges, side_inputs, consume
+
+    def expand(self, records):
+        consume = self.consume
+
+        def values_to(work, records, *sides):
+            values = (pickle.loads(payload) for _, _, payload in records)
+            if consume is None:
+                yield work, list(values)
+            else:
+                yield from consume(work, values, *sides)
+
+        return (
+            records
+            | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3]))
+            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, values_to, self.side_inputs)
+        )

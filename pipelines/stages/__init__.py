@@ -1,0 +1,16 @@
+"""The Beam stages of prep, one PTransform per module; pipelines/graph.py wires them in this order:
+
+    read_corpus.py       ReadCorpus        URL globs → RawDoc, Drop, accounting tallies
+    clean_documents.py   CleanDocuments    RawDoc → Doc (normalized, filtered, split into sentences) or Drop
+    deduplicate.py       Deduplicate       Doc → Doc, exact and near duplicates dropped
+    write_clean_docs.py  WriteCleanDocs    Doc → clean/*.parquet
+    count_words.py       CountWords        Doc → (word, count)
+    learn_wordpiece.py   LearnWordPiece    (word, count) → vocab/ (or ReuseVocab with --vocab)
+    tokenize.py          Tokenize          clean/ shards → TokenizedDoc, token counts
+    make_nsp_pairs.py    MakeNspPairs      TokenizedDoc → NSP pair rows
+    write_shards.py      WriteShards       pair rows → pairs/*.arrow, globally shuffled
+    finalize.py          Finalize          → token_counts.txt, pairs/manifest.json, report.json
+    accounting.py        the drop and keep tallies every stage feeds (report.json, Beam counters)
+
+What a stage does to one record lives beside them without Beam: pipelines/documents, filters, wordpiece.
+"""

@@ -1,0 +1,57 @@
+"""LearnWordPiece (and ReuseVocab): (word, count) pairs → a WordPiece vocabulary directory under vocab/.
+
+LearnWordPiece gathers the counts on one worker (the learner is sequential by nature), sorts them, so
+the vocabulary does not depend on arrival order, and writes the directory (schemas/vocab.py). With
+`--vocab DIR`, ReuseVocab writes the given vocabulary instead.
+
+Output of both: a singleton PCollection holding the vocabulary summary dict
+{"file", "sha256", "size", "lowercase", "directory"}.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from pipelines import wordpiece
+from schemas import vocab as vocab_files
+
+
+def _learn_and_write(word_counts: list[tuple[str, int]], config: wordpiece.VocabConfig, directory: str) -> dict:
+    tokens = wordpiece.learn_wordpiece(sorted(word_counts), config)
+    summary = wordpiece.write_vocab(directory, tokens, config)
+    return {**summary, "directory": directory}
+
+
+class LearnWordPiece(beam.PTransform):
+    """(word, count) → singleton vocabulary summary; the vocabulary is written to `directory`."""
+
+    def __init__(self, config: wordpiece.VocabConfig, directory: str):
+        super().__init__()
+        self.config = config
+        self.directory = directory
+
+    def expand(self, word_counts):
+        config, directory = self.config, self.directory
+        return (
+            word_counts
+            | "GatherCounts" >> beam.combiners.ToList()
+            | "Learn" >> beam.Map(_learn_and_write, config, directory)
+        )
+
+
+def reuse_vocab(source: str, directory: str) -> dict:
+    """Write an existing vocabulary (a prep run's vocab/, or a HuggingFace BERT's files) into `directory`;
+    return its summary."""
+    tokens = vocab_files.read_tokens(source)
+    config = wordpiece.read_vocab_config(source)
+    return {**wordpiece.write_vocab(directory, tokens, config), "directory": directory}
+
+
+class ReuseVocab(beam.PTransform):
+    def __init__(self, source: str, directory: str):
+        super().__init__()
+        self.source = source
+        self.directory = directory
+
+    def expand(self, pbegin):
+        return pbegin | "VocabSource" >> beam.Create([self.source]) | "CopyVocab" >> beam.Map(reuse_vocab, self.directory)

@@ -1,0 +1,124 @@
+"""MakeNspPairs: TokenizedDoc → NSP pair rows, with random-next partners from buckets.
+
+MakeNspPairs assigns each document to a split (validation by a seeded per-document coin, so a document
+is wholly in one split) and to one of ceil(docs / bucket_docs) seeded random buckets of its split. A
+bucket is the unit of memory: its documents are grouped on one worker (through run files,
+pipelines/shuffle, so the split's document count is known without holding the documents), sorted by
+doc_id (so the result does not depend on arrival order), and each is turned into pairs by
+pipelines/documents/nsp.py with the bucket's *other* documents as random-next partners. Memory is bounded by the
+bucket size, not by the corpus.
+
+Row dicts carry the pair schema's columns (token ids as packed bytes of the schema's id type) plus `split`
+and a 64-bit `shuffle_key`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from pipelines.documents import keys, nsp
+from pipelines.documents.records import TokenizedDoc
+from pipelines.outputs.shards import ids_dtype
+from pipelines.shuffle import GroupIntoRanges, Scratch
+from pipelines.stages.accounting import NAMESPACE
+
+
+class _Partners(Sequence):
+    """The bucket's documents except one, without copying the list for every document."""
+
+    def __init__(self, docs: list[TokenizedDoc], skip: int):
+        self.docs, self.skip = docs, skip
+
+    def __len__(self) -> int:
+        return len(self.docs) - 1
+
+    def __getitem__(self, i: int):
+        return self.docs[i + (i >= self.skip)].sentences
+
+
+class MakePairsFn(beam.DoFn):
+    def __init__(self, *, max_seq_len: int, short_seq_prob: float, dupe_factor: int, seed: int):
+        self.max_seq_len = max_seq_len
+        self.short_seq_prob = short_seq_prob
+        self.dupe_factor = dupe_factor
+        self.seed = seed
+
+    def process(self, element, vocab: dict):
+        (split, _, _), docs = element
+        dtype = ids_dtype(vocab["size"])
+        docs = sorted(docs, key=lambda d: d.doc_id)
+        for k, doc in enumerate(docs):
+            partners = _Partners(docs, k)
+            if len(doc.sentences) == 1:  # makes no pair (nsp.py); counted once per document, not per dupe round
+                Metrics.counter(NAMESPACE, "pairs_single_sentence_docs").inc()
+                yield beam.pvalue.TaggedOutput("stats", ((split, "single_sentence_docs"), 1))
+            for round_ in range(self.dupe_factor):
+                rng = np.random.default_rng([self.seed, round_, keys.key64(self.seed, "pairs", doc.doc_id)])
+                pairs, stats = nsp.make_pairs(
+                    doc.sentences, partners, max_seq_len=self.max_seq_len, short_seq_prob=self.short_seq_prob, rng=rng
+                )
+                for name, count in stats.items():
+                    Metrics.counter(NAMESPACE, f"pairs_{name}").inc(count)
+                    yield beam.pvalue.TaggedOutput("stats", ((split, name), count))
+                for i, pair in enumerate(pairs):
+                    yield {
+                        # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the
+                        # shuffle and in WriteShards' memory, against ~36 for a list of Python ints
+                        "tokens_a": np.asarray(pair.tokens_a, dtype).tobytes(),
+                        "tokens_b": np.asarray(pair.tokens_b, dtype).tobytes(),
+                        "is_random_next": pair.is_random_next,
+                        "num_tokens": pair.num_tokens,
+                        "source": doc.source,
+                        "doc_id": doc.doc_id,
+                        "split": split,
+                        "shuffle_key": keys.key64(self.seed, "shuffle", f"{doc.doc_id}:{round_}:{i}"),
+                    }
+
+
+def split_of(doc_id: str, seed: int, validation_fraction: float) -> str:
+    return "validation" if keys.unit(seed, "split", doc_id) < validation_fraction else "train"
+
+
+class MakeNspPairs(beam.PTransform):
+    """TokenizedDoc → pair rows (main) and ((split, stat), count) tallies (`stats`)."""
+
+    def __init__(self, *, max_seq_len, short_seq_prob, dupe_factor, bucket_docs, validation_fraction, seed, vocab,
+                 scratch: Scratch | None = None):
+        super().__init__()
+        self.scratch = scratch
+        self.vocab = vocab  # singleton PCollection of the vocabulary summary (its size fixes the id type)
+        self.max_seq_len, self.short_seq_prob, self.dupe_factor = max_seq_len, short_seq_prob, dupe_factor
+        self.bucket_docs, self.validation_fraction, self.seed = bucket_docs, validation_fraction, seed
+
+    def expand(self, tokenized):
+        seed, fraction, per_bucket = self.seed, self.validation_fraction, self.bucket_docs
+        made = (
+            tokenized
+            | "AssignSplit" >> beam.Map(lambda d: (split_of(d.doc_id, seed, fraction), keys.key64(seed, "bucket", d.doc_id), d, 1))
+            | "GroupBuckets" >> GroupIntoRanges(self.scratch, lambda split, docs, _: max(1, math.ceil(docs / per_bucket)))
+            | "PairsPerBucket"
+            >> beam.ParDo(
+                MakePairsFn(
+                    max_seq_len=self.max_seq_len,
+                    short_seq_prob=self.short_seq_prob,
+                    dupe_factor=self.dupe_factor,
+                    seed=seed,
+                ),
+                beam.pvalue.AsSingleton(self.vocab),
+            ).with_outputs("stats", main="pairs")
+        )
+        stats = made.stats | "SumPairStats" >> beam.CombinePerKey(sum)
+        return {"pairs": made.pairs, "stats": stats}
+
+
+def merge_stats(items: list[tuple[tuple[str, str], int]]) -> dict[str, dict[str, int]]:
+    out: dict[str, Counter] = {}
+    for (split, name), count in items:
+        out.setdefault(split, Counter())[name] += count
+    return {split: dict(sorted(c.items())) for split, c in sorted(out.items())}

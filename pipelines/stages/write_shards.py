@@ -1,0 +1,68 @@
+"""WriteShards (with the global shuffle): pair rows → Arrow IPC shards (zstd) under pairs/ + their ShardInfo.
+
+Every row carries a seeded 64-bit shuffle key. The number of shards per split is ceil(rows /
+rows_per_shard), or ceil(token bytes / bytes_per_shard) with --bytes-per-shard (uncompressed ids, 2 or 4
+bytes each), known only once the rows are counted: the rows wait in sorted run files for it
+(pipelines/shuffle: GroupIntoRanges), not in memory. A row goes to shard floor(key * n / 2^64), and
+inside a shard rows are sorted by key. That is a global uniform shuffle whose result is the same for any
+runner or worker count. Every shard index is written, also one that drew no row, so `-of-N` names never
+lie. Files appear whole or not at all (pipelines/outputs/atomic.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+from collections.abc import Iterable
+
+import apache_beam as beam
+
+from pipelines.outputs.atomic import open_atomically
+from pipelines.outputs.shards import shard_count, shard_name, write_pairs
+from pipelines.shuffle import GroupIntoRanges, Scratch
+from schemas import ShardInfo
+
+
+def write_shard(work: tuple[str, int, int], rows: Iterable[dict], vocab: dict, *, directory: str, batch_rows: int):
+    """GroupIntoRanges' consumer: one pairs shard, streamed from its rows in shuffle-key order → its ShardInfo."""
+    split, index, count = work
+    name = shard_name(split, index, count)
+    with open_atomically(posixpath.join(directory, name)) as sink:
+        written, sources = write_pairs(sink, rows, vocab["size"], batch_rows)
+    yield ShardInfo(path=name, split=split, rows=written, bytes=sink.bytes, sha256=sink.sha256.hexdigest(),
+                    source_rows=sources)
+
+
+def _placed(row: dict) -> tuple[str, int, dict, int]:
+    row = dict(row)
+    key, split = row.pop("shuffle_key"), row.pop("split")
+    return split, key, row, row["num_tokens"] - 3
+
+
+class WriteShards(beam.PTransform):
+    """Pair rows → ShardInfo per written shard (GlobalShuffle included)."""
+
+    def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int, vocab, bytes_per_shard: int | None = None,
+                 scratch: Scratch | None = None):
+        super().__init__()
+        self.directory = directory
+        self.rows_per_shard = rows_per_shard
+        self.bytes_per_shard = bytes_per_shard
+        self.batch_rows = batch_rows
+        self.vocab = vocab  # singleton PCollection of the vocabulary summary
+        self.scratch = scratch
+
+    def expand(self, rows):
+        per_rows, per_bytes = self.rows_per_shard, self.bytes_per_shard
+
+        def shards(split, rows, tokens, vocab):
+            return shard_count(rows, tokens, vocab["size"], rows_per_shard=per_rows, bytes_per_shard=per_bytes)
+
+        consume = functools.partial(write_shard, directory=self.directory, batch_rows=self.batch_rows)
+        return (
+            rows
+            | "PlaceRows" >> beam.Map(_placed)
+            | "GlobalShuffle" >> GroupIntoRanges(self.scratch, shards, beam.pvalue.AsSingleton(self.vocab), consume=consume)
+        )
+
+

@@ -1,0 +1,60 @@
+"""VocabConfig: how a WordPiece vocabulary is learned and how text is normalized before it is encoded.
+
+In:  prep's flags (--vocab-size, --cased, --num-unused, --min-frequency), or a vocab_config.json body.
+Out: a frozen, validated config that the learner, the encoder and the vocabulary files share; the special
+     tokens' layout (`special_token_layout`) comes with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from schemas.config import Config
+
+
+def special_token_layout(num_unused: int = 0) -> list[str]:
+    """The first ids of the vocabulary, in BERT's order.
+
+    [PAD]=0, then [unused0] .. [unused{num_unused-1}] at ids 1..num_unused, then [UNK], [CLS], [SEP], [MASK].
+    num_unused=99 reproduces bert-base-uncased's ids: [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103.
+    """
+    if num_unused < 0:
+        raise ValueError(f"num_unused must be >= 0, got {num_unused}")
+    return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VocabConfig(Config):
+    vocab_size: int = 30522
+    """Tokens in the vocabulary, special and [unused] ones included (more only if the alphabet alone is larger)."""
+    lowercase: bool = True
+    """Uncased vocabulary: text is lowercased before words are counted and before encoding."""
+    strip_accents: bool | None = None
+    """NFD + drop non-spacing marks; None means 'same as lowercase' (tokenizers' and bert-base's convention)."""
+    handle_chinese_chars: bool = True
+    """Each CJK ideograph is a word of its own (BERT's convention)."""
+    num_unused: int = 0
+    """[unusedN] tokens reserved after [PAD] for later domain words (99 gives bert-base-uncased's ids)."""
+    min_frequency: int = 2
+    """A pair seen fewer times than this in the corpus is never merged."""
+    limit_alphabet: int = 1000
+    """Keep only the most frequent characters; words with any other character encode as [UNK]."""
+    max_token_chars: int | None = None
+    """Longest token a merge may create, in characters without the '##' prefix; None: no limit."""
+    max_input_chars_per_word: int = 100
+    """Longer words encode as a single [UNK] (tokenizers' and BERT's max_input_chars_per_word)."""
+
+    def __post_init__(self) -> None:
+        specials = len(special_token_layout(max(self.num_unused, 0)))
+        checks = [
+            (self.num_unused >= 0, f"num_unused must be >= 0, got {self.num_unused}"),
+            (self.vocab_size > specials, f"vocab_size must exceed the {specials} special tokens, got {self.vocab_size}"),
+            (self.min_frequency >= 1, f"min_frequency must be >= 1, got {self.min_frequency}"),
+            (self.limit_alphabet >= 1, f"limit_alphabet must be >= 1, got {self.limit_alphabet}"),
+            (self.max_token_chars is None or self.max_token_chars >= 2, f"max_token_chars must be >= 2 or None, got {self.max_token_chars}"),
+            (self.max_input_chars_per_word >= 1, f"max_input_chars_per_word must be >= 1, got {self.max_input_chars_per_word}"),
+            (self.strip_accents in (None, True, False), f"strip_accents must be true, false or None, got {self.strip_accents!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)

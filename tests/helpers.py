@@ -1,0 +1,40 @@
+"""What several test modules share: the repository root, the CLI as a user runs it, a free port, the default
+masker for a manifest, and the identity of a batch's rows. Fixtures live in conftest.py; helpers here."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_cli(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m clozeforge ARGS` the way a user would; the output is kept for assertions."""
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "clozeforge", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def masker_for(manifest):
+    """The default BERT masker for a manifest's vocabulary."""
+    from trainer.masking import Masker, MaskingConfig
+
+    return Masker.for_vocabulary(MaskingConfig(), manifest.read_vocab_tokens(), manifest.special_tokens["[MASK]"])
+
+
+def row_keys(batch: dict) -> list[tuple]:
+    """An identity for each row of a masked batch: its unmasked ids ([CLS] A [SEP] B [SEP]), the masked
+    positions put back from the labels."""
+    ids = batch["input_ids"].clone()
+    for row in range(ids.shape[0]):
+        keep = batch["mlm_labels"][row] != -100
+        ids[row, batch["mlm_positions"][row][keep]] = batch["mlm_labels"][row][keep]
+    return [tuple(r[m.bool()].tolist()) for r, m in zip(ids, batch["attention_mask"])]

@@ -1,0 +1,131 @@
+"""What a run is built from, given its TrainConfig: the model, the masker, the optimizer and schedule inside
+the DeepSpeed engine, and each training phase's data streams.
+
+In:  a TrainConfig, the manifest of --data, the Runtime (rank, world size, device, precision).
+Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage, precision and the JSON of
+     trainer/config.py), and a Phase (manifest, train stream, validation stream, FLOPs per token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from schemas import Manifest
+from trainer import config as train_config
+from trainer.config import TrainConfig, TrainError
+from trainer.data import ShardStream
+from trainer.data.mixture import MixtureStream
+from trainer.data.mixture_config import ComponentSpec, MixtureConfig
+from trainer.masking import Masker
+from trainer.metrics import train_flops_per_token
+from trainer.model import BertForPretraining, ModelConfig
+from trainer.runtime import Runtime
+
+
+def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str]) -> Masker:
+    counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
+    return Masker.for_vocabulary(config.masking, tokens, manifest.special_tokens["[MASK]"], unigram_counts=counts)
+
+
+def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
+    span = config.masking.strategy == "span"
+    try:
+        model_config = ModelConfig.preset(
+            config.model,
+            vocab_size=manifest.vocab["size"],
+            pad_token_id=manifest.special_tokens["[PAD]"],
+            mlm_weight=config.mlm_weight,
+            nsp_weight=config.nsp_weight,
+            sbo_weight=config.sbo_weight,
+            use_sbo=span,
+            pre_layernorm=config.pre_layernorm,
+            sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
+        )
+    except ValueError as e:  # e.g. every loss weight zero
+        raise TrainError(str(e)) from None
+    if manifest.max_seq_len > model_config.max_position_embeddings:
+        raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
+    return BertForPretraining(model_config, seed=config.seed)
+
+
+def lr_lambda(config: TrainConfig):
+    def factor(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / config.warmup_steps
+        if config.schedule == "constant":
+            return 1.0
+        progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
+        remaining = max(0.0, 1.0 - progress)
+        return remaining if config.schedule == "linear" else remaining**0.5
+
+    return factor
+
+
+def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime):
+    import deepspeed
+
+    no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not (n.endswith(".bias") or "LayerNorm" in n)]
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "lamb":
+        if not rt.on_gpu:
+            raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
+        from deepspeed.ops.lamb import FusedLamb
+
+        optimizer = FusedLamb(groups, lr=config.lr)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), eps=1e-6)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    ds_config = train_config.deepspeed_config(config, rt.precision)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    return engine
+
+
+@dataclasses.dataclass
+class Phase:
+    """The data of one training phase (BERT: 90% of steps at seq 128, then 10% at 512, from two prep runs)."""
+
+    number: int
+    manifest: Manifest
+    train: ShardStream | MixtureStream
+    valid: ShardStream | None
+    flops_per_token: float
+
+
+def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPretraining, vocab_sha256: str) -> Phase:
+    url = config.data if number == 1 else config.phase2_data
+    manifest = Manifest.read(url)
+    if manifest.vocab["sha256"] != vocab_sha256:
+        raise TrainError(f"{manifest.url}: phase {number} data uses another vocabulary than --data (sha256 differs)")
+    if manifest.max_seq_len > model.config.max_position_embeddings:
+        raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
+    masker = build_masker(config, manifest, manifest.read_vocab_tokens())
+    batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
+    common = dict(batch_size=batch, masker=masker, rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
+    common.update(cache_dir=config.cache_dir, shuffle_window=config.shuffle_window, length_buckets=config.length_buckets,
+                  pad_to_multiple_of=config.pad_to_multiple_of)  # every stream: train, --mix components, validation
+    if config.mix and number == 1:
+        mixture = MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
+        train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common)
+        if train_stream.components[0].manifest.vocab["sha256"] != vocab_sha256:
+            raise TrainError("the --mix components use another vocabulary than --data (sha256 differs)")
+        if rt.rank == 0:
+            rt.log("mixture: " + ", ".join(f"{c['name']} p={c['probability']:.3f}" for c in train_stream.describe()["components"]))
+    else:
+        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common)
+    valid = None
+    if manifest.split_shards("validation"):
+        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)
+    cfg = model.config
+    flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
+    if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:
+        raise TrainError(f"--mix pairs are up to {train_stream.max_seq_len} tokens, the model's positions stop at {cfg.max_position_embeddings}")
+    return Phase(number, manifest, train_stream, valid, flops)
+
+
+def phase_of(step: int, config: TrainConfig) -> int:
+    return 2 if config.phase2_data and step >= config.phase2_begins else 1
+
+

@@ -1,0 +1,15 @@
+"""The trainer's input: pair shards (any fsspec URL) → masked batches, exactly resumable.
+
+    layout.py          which rows a rank reads in an epoch, and in which order, from the manifest alone
+    reader.py          ShardReader: one worker's shards, read whole (checked) ahead of their use
+    collate.py         pairs → padded `[CLS] A [SEP] B [SEP]` batches, whole-batch numpy
+    stream.py          ShardStream: layout + reader + collate + masking → batches; the DataLoader around it
+    mixture_config.py  MixtureConfig: the components of a mixture and their weights
+    choice.py          which component each step draws from, a pure function of (seed, step)
+    source_stream.py   SourceStream: one named input of a prep run as a component
+    mixture.py         MixtureStream: several components → one batch stream
+"""
+
+from trainer.data.stream import Cursor, ShardStream, gather_segments, loader, shutdown
+
+__all__ = ["Cursor", "ShardStream", "gather_segments", "loader", "shutdown"]

@@ -1,0 +1,341 @@
+"""Export a trained clozeforge BERT as a HuggingFace directory that transformers loads with no project code.
+
+In: a consolidated fp32 state dict of `trainer.model.BertForPretraining` (what the lead's checkpoint code
+gathers from DeepSpeed), its `ModelConfig`, and the prep run's vocab directory (vocab.txt, tokenizer.json,
+vocab_config.json; any fsspec URL). Out, in `output_dir`:
+
+    config.json              transformers BertConfig, architectures ["BertForPreTraining"]
+    model.safetensors        fp32, transformers' names; the tied decoder entries are left out, as save_pretrained does
+    vocab.txt                the prep vocabulary, unchanged
+    tokenizer.json           the prep tokenizer (ids unchanged), with BERT's [CLS]/[SEP] template added if missing
+    tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json
+    special_tokens_map.json
+    README.md                model card: shape, objectives, training config, data fingerprint, final metrics
+
+Project-only weights (the SBO head `sbo.*`) are dropped and the card says so; a pre-LayerNorm model is refused
+(transformers' BERT is post-LN). Each file is written whole in a sibling staging directory, then renamed in.
+`verify_export` reloads the directory with transformers and measures how far its logits are from ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+import fsspec
+import torch
+
+from schemas import ContractError, Manifest
+from trainer import checkpoint
+from trainer.model import BertForPretraining, ModelConfig
+
+TIED_KEYS = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+"""Entries transformers re-ties on load and save_pretrained leaves out of model.safetensors."""
+PROJECT_ONLY_PREFIXES = ("sbo.",)
+"""Weights of heads transformers has no class for; trained, then dropped at export."""
+SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                  "mask_token": "[MASK]"}
+
+
+class ExportError(ValueError):
+    """The inputs cannot make a faithful transformers export (the message says which and why)."""
+
+
+def exported_keys(model_config: ModelConfig) -> list[str]:
+    """The tensor names model.safetensors holds for `model_config`, in transformers' order."""
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        base = BertForPretraining(ModelConfig.from_dict({**model_config.to_dict(), "use_sbo": False}))
+    return [k for k in base.state_dict() if k not in TIED_KEYS]
+
+
+def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
+    """The consolidated state dict reduced to transformers' tensors: fp32, contiguous, owning their memory."""
+    if model_config.pre_layernorm:
+        raise ExportError("cannot export a pre-LayerNorm model: transformers' BertForPreTraining is post-LN only "
+                          "(train with pre_layernorm=False to get an exportable model)")
+    for tied, source in TIED_KEYS.items():
+        if tied in state_dict and source in state_dict and not torch.equal(state_dict[tied], state_dict[source]):
+            raise ExportError(f"state dict has {tied} != {source}; they must be tied (one tensor) to export")
+    wanted = exported_keys(model_config)
+    kept = {k for k in state_dict if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)}
+    missing, unexpected = sorted(set(wanted) - kept), sorted(kept - set(wanted))
+    if missing or unexpected:
+        raise ExportError(f"state dict does not match ModelConfig: missing {missing[:5]}"
+                          f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
+                          f"{' ...' if len(unexpected) > 5 else ''}")
+    out = {}
+    for key in wanted:
+        # clone: a DeepSpeed-consolidated tensor may be a view into a flat buffer, which safetensors refuses
+        out[key] = state_dict[key].detach().to("cpu", torch.float32).contiguous().clone()
+    want_vocab = (model_config.vocab_size, model_config.hidden_size)
+    if tuple(out["bert.embeddings.word_embeddings.weight"].shape) != want_vocab:
+        raise ExportError(f"word embeddings are {tuple(out['bert.embeddings.word_embeddings.weight'].shape)}, "
+                          f"ModelConfig says {want_vocab}")
+    return out
+
+
+def _read_text(url: str) -> str | None:
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str]:
+    """vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text."""
+    from tokenizers import Tokenizer, processors
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    join = lambda name: vocab_dir.rstrip("/") + "/" + name  # noqa: E731 (URLs, not os paths)
+    vocab_text = _read_text(join("vocab.txt"))
+    if vocab_text is None:
+        raise ExportError(f"{join('vocab.txt')} not found")
+    vocab = {tok: i for i, tok in enumerate(vocab_text.splitlines())}
+    settings = json.loads(_read_text(join("vocab_config.json")) or '{"lowercase": true}')
+    lowercase, strip_accents = bool(settings.get("lowercase", True)), settings.get("strip_accents")
+    chinese_chars = bool(settings.get("handle_chinese_chars", True))
+    absent = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
+    if absent:
+        raise ExportError(f"vocab.txt lacks special tokens {absent}")
+    if len(vocab) > model_config.vocab_size:
+        raise ExportError(f"vocab.txt has {len(vocab)} tokens, more than the model's vocab_size "
+                          f"{model_config.vocab_size}")
+    if vocab["[PAD]"] != model_config.pad_token_id:
+        raise ExportError(f"[PAD] is id {vocab['[PAD]']} in vocab.txt but pad_token_id "
+                          f"{model_config.pad_token_id} in ModelConfig")
+
+    tok_text = _read_text(join("tokenizer.json"))
+    if tok_text is None:  # rebuild what prep would have written from the vocabulary and its settings
+        tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents,
+                                           handle_chinese_chars=chinese_chars)._tokenizer
+    else:
+        tokenizer = Tokenizer.from_str(tok_text)
+        if tokenizer.get_vocab() != vocab:
+            raise ExportError(f"{join('tokenizer.json')} and vocab.txt disagree on the vocabulary")
+        normalizer = json.loads(tok_text).get("normalizer") or {}
+        if normalizer.get("type") == "BertNormalizer" and bool(normalizer.get("lowercase")) != lowercase:
+            raise ExportError(f"{join('tokenizer.json')} has lowercase={normalizer.get('lowercase')} but "
+                              f"vocab_config.json says {lowercase}")
+    if tokenizer.post_processor is None:  # a trained WordPiece has none; downstream expects [CLS] A [SEP] B [SEP]
+        cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    tokenizer_config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lowercase,
+        "strip_accents": strip_accents,
+        "tokenize_chinese_chars": chinese_chars,
+        "model_max_length": model_config.max_position_embeddings,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        "clean_up_tokenization_spaces": False,
+        **SPECIAL_TOKENS,
+    }
+    return {
+        "vocab.txt": vocab_text if vocab_text.endswith("\n") else vocab_text + "\n",
+        "tokenizer.json": tokenizer.to_str(pretty=True),
+        "tokenizer_config.json": json.dumps(tokenizer_config, indent=2) + "\n",
+        "special_tokens_map.json": json.dumps(SPECIAL_TOKENS, indent=2) + "\n",
+    }
+
+
+def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any]) -> str:
+    c = model_config
+    lines = [
+        "---", "library_name: transformers", "pipeline_tag: fill-mask", "tags: [bert, fill-mask, clozeforge]", "---",
+        "",
+        f"# {card.get('name', 'clozeforge BERT')}", "",
+        card.get("description", "A BERT encoder pretrained from scratch with clozeforge (masked LM + next sentence)."),
+        "", "## Shape", "",
+        "| layers | hidden | heads | ffn | vocab | max positions | parameters |",
+        "|---|---|---|---|---|---|---|",
+        f"| {c.num_layers} | {c.hidden_size} | {c.num_heads} | {c.intermediate_size} | {c.vocab_size} "
+        f"| {c.max_position_embeddings} | {n_exported:,} |", "",
+        "## Heads", "",
+        "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
+        "next-sentence head, under transformers' `BertForPreTraining` names.",
+    ]
+    if n_dropped:
+        lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
+                     "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
+    lines += ["", f"Losses: mlm x {c.mlm_weight}, nsp x {c.nsp_weight}"
+              + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
+    for key, value in card.items():
+        if key in ("name", "description"):
+            continue
+        lines += ["", f"## {key.replace('_', ' ').capitalize()}", ""]
+        if isinstance(value, dict):
+            lines += ["| key | value |", "|---|---|"]
+            lines += [f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in value.items()]
+        else:
+            lines.append(str(value))
+    lines += ["", "## Use", "", "```python", "from transformers import pipeline",
+              "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
+              "print(fill('Paris is the [MASK] of France.'))", "```", ""]
+    return "\n".join(lines)
+
+
+def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vocab_dir: str, output_dir: str,
+              *, card: dict[str, Any] | None = None) -> None:
+    """Write the HuggingFace directory described in the module docstring into `output_dir` (a local path)."""
+    from safetensors.torch import save_file
+
+    tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
+    dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
+    texts = _tokenizer_files(vocab_dir, model_config)
+    texts["config.json"] = json.dumps(model_config.to_hf_config(), indent=2) + "\n"
+    texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {})
+
+    output_dir = os.path.abspath(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.", dir=os.path.dirname(output_dir))
+    try:
+        save_file(tensors, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})
+        for name, text in texts.items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        # README last: a directory with a model card is a complete export
+        for name in ["model.safetensors", *(n for n in texts if n != "README.md"), "README.md"]:
+            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Max |ours - transformers| of the MLM logits (real tokens only) and NSP logits on `batch`, both in eval mode.
+
+    `batch` needs input_ids, token_type_ids and attention_mask (batch, seq); other keys are ignored. `model`
+    must hold whole (not ZeRO-3-partitioned) parameters; transformers runs in fp32 on the same device."""
+    try:
+        import transformers
+    except ImportError:
+        raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
+    device = next(model.parameters()).device
+    reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
+    inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            sequence_output, pooled, _ = model.encode(**inputs)
+            ours_mlm = model.dense_mlm_logits(sequence_output).float()  # (batch, seq, vocab)
+            ours_nsp = model.cls.seq_relationship(pooled).float()  # (batch, 2)
+            theirs = reference(**inputs)
+    finally:
+        model.train(was_training)
+    real = inputs["attention_mask"].bool()  # logits at padding are not part of either model's contract
+    return {
+        "mlm_max_abs_diff": (ours_mlm - theirs.prediction_logits.float())[real].abs().max().item(),
+        "nsp_max_abs_diff": (ours_nsp - theirs.seq_relationship_logits.float()).abs().max().item(),
+    }
+
+
+def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretraining, dict, str, dict]:
+    """The project's model with a checkpoint's consolidated fp32 weights, its client state and tag."""
+    state, client, tag = checkpoint.consolidated_state_dict(run_dir, tag)
+    model_config = ModelConfig.from_dict(client["model_config"])
+    model = BertForPretraining(model_config)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "cls.predictions.decoder.weight"]  # tied to the word embeddings
+    if missing or unexpected:
+        raise ContractError(f"{run_dir}/{tag}: checkpoint does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.eval(), client, tag, state
+
+
+def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tensor]:
+    """A few pairs of the run's data (validation split if there is one), collated without masking."""
+    import fsspec
+    import numpy as np
+    import pyarrow as pa
+
+    from trainer.data.collate import collate_segments
+    from trainer.data.stream import gather_segments
+
+    manifest = Manifest.read(train_config["data"])
+    split = "validation" if manifest.split_shards("validation") else "train"
+    shard = manifest.split_shards(split)[0]
+    with fsspec.open(manifest.resolve(shard.path), "rb") as f:
+        table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all().slice(0, rows).combine_chunks()
+    batch = table.to_batches()[0]
+    parts = [(batch, np.arange(batch.num_rows))]
+    s = manifest.special_tokens
+    arrays = collate_segments(
+        *gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"),
+        batch.column("is_random_next").to_numpy(zero_copy_only=False),
+        cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=manifest.max_seq_len,
+    )
+    return {k: torch.from_numpy(v) for k, v in arrays.items() if k != "special_mask"}
+
+
+def export_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge export", description="Export a run's checkpoint as a HuggingFace directory.")
+    ap.add_argument("run", help="run directory of clozeforge train (its checkpoints/, vocab/ and train_config.json)")
+    ap.add_argument("--output", required=True, metavar="HF_DIR", help="HuggingFace directory to write (created; files replaced whole)")
+    ap.add_argument("--tag", default=None, help="checkpoint tag (default: the latest)")
+    ap.add_argument("--verify", action="store_true", help="reload the export with transformers and compare its MLM and NSP logits with ours (fails above 1e-4)")
+    return ap
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    args = export_parser().parse_args(argv)
+    try:
+        model, client, tag, state = load_run_model(args.run, args.tag)
+        metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
+        card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
+                "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
+        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card)
+    except (FileNotFoundError, ContractError, ExportError) as e:
+        return _fail("export", str(e))
+    print(f"exported {args.run} ({tag}, step {client.get('step')}) -> {args.output}")
+    if args.verify:
+        try:
+            diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
+        except (FileNotFoundError, ContractError, ExportError) as e:
+            return _fail("export", f"--verify: {e}")
+        print(f"verify: max |ours - transformers|  mlm {diffs['mlm_max_abs_diff']:.2e}  nsp {diffs['nsp_max_abs_diff']:.2e}")
+        if max(diffs.values()) > 1e-4:
+            print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _data_fingerprint(run_dir: str) -> str | None:
+    path = os.path.join(run_dir, "train_config.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f).get("data_fingerprint")
+
+
+def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
+    """The last logged train and validation figures at or before `up_to_step` (the exported checkpoint's)."""
+    from trainer.metrics import read_metrics
+
+    records = read_metrics(run_dir)
+    out = {}
+    for r in records:
+        if up_to_step is not None and r.get("step", 0) > up_to_step:
+            continue
+        prefix = "valid_" if r.get("split") == "validation" else "train_"
+        out.update({prefix + k: v for k, v in r.items() if k not in ("split",) and isinstance(v, (int, float))})
+    return out
+
+
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"clozeforge {command}: error: {message}", file=sys.stderr)
+    return 2
+
+

@@ -1,0 +1,108 @@
+"""The training loop: steps of grad_accum micro batches through the DeepSpeed engine, with logging,
+evaluation, checkpoints, phases and stopping.
+
+In:  a TrainConfig and the Runtime. Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png,
+     RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
+     checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+from schemas import Manifest
+from trainer import checkpoint
+from trainer.builders import build_engine, build_model, open_phase, phase_of
+from trainer.config import TrainConfig
+from trainer.data import loader, shutdown
+from trainer.data.mixture import MixtureStream
+from trainer.evaluate import evaluate, to_device
+from trainer.metrics import MetricsLog, peak_flops, plot_curves
+from trainer.resume import prepare_run_dir
+from trainer.runtime import Runtime
+from trainer.stopping import StopFlag
+
+
+def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
+    manifest = Manifest.read(config.data)
+    prepare_run_dir(config, manifest, rt)
+    model = build_model(config, manifest)
+    engine = build_engine(model, config, rt)
+    client = checkpoint.load(engine, config.output)
+    step = client["step"] if client else 0
+    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
+    if isinstance(phase.train, MixtureStream) and rt.rank == 0:
+        with open(os.path.join(config.output, "mixture.json"), "w") as f:
+            json.dump(phase.train.describe(), f, indent=2)
+    if client and client.get("phase", 1) == phase.number:
+        phase.train.load_state_dict(client["data"])
+    if client:
+        rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
+    log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
+    peak = peak_flops(rt.device_name)
+    stop = StopFlag(rt)
+    position = phase.train.state_dict(*phase.train.start)
+    batches = iter(loader(phase.train, config.num_workers))
+    window_tokens, window_start, last = 0, time.time(), {}
+
+    def save() -> None:
+        state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
+                 "model_config": model.config.to_dict()}
+        rt.log(f"saved checkpoint {checkpoint.save(engine, config.output, step, state, config.keep_last)}")
+
+    end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
+    try:
+        while step < end and not stop.requested:
+            if phase_of(step, config) != phase.number:
+                phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
+                shutdown(batches)
+                position, batches = phase.train.state_dict(0, 0), iter(loader(phase.train, config.num_workers))
+                rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
+            stats = {}
+            lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
+            for _ in range(config.grad_accum):
+                batch = next(batches)
+                epoch, k = batch["position"].tolist()
+                torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
+                out = engine(**to_device(batch, rt.device))
+                engine.backward(out["loss"])
+                engine.step()
+                window_tokens += int(batch["attention_mask"].sum())
+                for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
+                    if key in out:
+                        stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
+                position = phase.train.state_dict(epoch, k + 1)
+            step += 1
+            if step % config.log_every == 0 or step == config.max_steps:
+                elapsed = time.time() - window_start
+                tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
+                stats = rt.all_reduce_mean(stats)
+                record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
+                          "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
+                log.write(record)
+                log.progress(record)
+                window_tokens, window_start = 0, time.time()
+            if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
+                last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
+                if last:
+                    log.write({"step": step, "split": "validation", **last})
+                    rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
+            if step % config.save_every == 0 or step == config.max_steps:
+                save()
+    finally:
+        shutdown(batches)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
+    if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
+        rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
+        save()
+    log.close()
+    if rt.rank == 0:
+        plot = plot_curves(config.output)
+        if plot:
+            rt.log(f"curves: {plot}")
+    return last
+
+

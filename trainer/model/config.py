@@ -1,0 +1,140 @@
+"""ModelConfig: the shape of a clozeforge BERT and the weights of its pre-training losses.
+
+In: a preset name and a vocabulary size (or every field by keyword). Out: a frozen, validated config that
+`trainer.model.BertForPretraining` is built from, that `to_dict`/`from_dict` round-trip through checkpoint
+metadata, and that `to_hf_config` turns into the `config.json` of a transformers `BertForPreTraining`.
+
+Presets (parameter counts measured with `BertForPretraining(...).num_parameters()`, NSP heads included,
+tied decoder counted once, vocabulary 30,522):
+
+    tiny    2 layers  128 hidden   2 heads   512 ffn     4.4M
+    mini    4 layers  256 hidden   4 heads  1024 ffn    11.3M
+    small   4 layers  512 hidden   8 heads  2048 ffn    29.1M
+    base   12 layers  768 hidden  12 heads  3072 ffn   110.1M   (BERT-base)
+    large  24 layers 1024 hidden  16 heads  4096 ffn   336.2M   (BERT-large)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from schemas.config import Config
+
+_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512),
+    "mini": dict(num_layers=4, hidden_size=256, num_heads=4, intermediate_size=1024),
+    "small": dict(num_layers=4, hidden_size=512, num_heads=8, intermediate_size=2048),
+    "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072),
+    "large": dict(num_layers=24, hidden_size=1024, num_heads=16, intermediate_size=4096),
+}
+PRESET_NAMES = tuple(_PRESETS)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig(Config):
+    vocab_size: int
+    """Rows of the word-embedding table (and of the tied MLM decoder). At least the tokenizer's vocabulary;
+    it may be larger (e.g. rounded up to a multiple of 64 for tensor cores), the extra ids are never produced."""
+    hidden_size: int = 768
+    """Width of every token representation."""
+    num_layers: int = 12
+    """Transformer encoder layers."""
+    num_heads: int = 12
+    """Attention heads per layer; must divide `hidden_size`."""
+    intermediate_size: int = 3072
+    """Width of the feed-forward block inside each layer (4 x hidden in BERT)."""
+    max_position_embeddings: int = 512
+    """Longest sequence the learned position table covers (the pair shards' max_seq_len must fit)."""
+    type_vocab_size: int = 2
+    """Segment ids: 0 for segment A (and [CLS]), 1 for segment B."""
+    hidden_dropout: float = 0.1
+    """Dropout on embeddings and on each sub-layer's output, in training mode only."""
+    attention_dropout: float = 0.1
+    """Dropout on attention probabilities, in training mode only."""
+    layer_norm_eps: float = 1e-12
+    """LayerNorm epsilon (BERT's 1e-12; transformers reads the same value from config.json)."""
+    initializer_range: float = 0.02
+    """Standard deviation of the normal initialisation of every weight matrix and embedding."""
+    pre_layernorm: bool = False
+    """Pre-LN layers (LayerNorm before each sub-layer, plus a final one) instead of BERT's post-LN. Trains more
+    stably at depth with large learning rates, but transformers has no BERT class for it: export refuses it."""
+    use_sbo: bool = False
+    """Add SpanBERT's span-boundary-objective head (`sbo.*`). Project-only: dropped at export."""
+    sbo_max_relative_positions: int = 15
+    """Rows of the SBO relative-position table: SpanBERT's --max-pair-targets 15, the default of
+    trainer.masking's sbo_max_positions_per_span (which should not exceed it). A span of up to 10 whole words can
+    hold more word pieces; a target deeper than this shares the last row."""
+    pad_token_id: int = 0
+    """Id of [PAD]; its embedding row starts at zero and gets no gradient from the input side (as in HF)."""
+    mlm_weight: float = 1.0
+    """Weight of the masked-LM loss in `loss`."""
+    nsp_weight: float = 1.0
+    """Weight of the next-sentence loss in `loss`; 0 disables NSP training (RoBERTa-style) while the head's
+    logits and accuracy are still reported."""
+    sbo_weight: float = 1.0
+    """Weight of the span-boundary loss in `loss` (used only with `use_sbo`)."""
+
+    def __post_init__(self) -> None:
+        positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                    "max_position_embeddings", "type_vocab_size", "sbo_max_relative_positions")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ModelConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"ModelConfig.hidden_size ({self.hidden_size}) must be a multiple of "
+                             f"num_heads ({self.num_heads})")
+        for name in ("hidden_dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.layer_norm_eps <= 0 or self.initializer_range <= 0:
+            raise ValueError("ModelConfig.layer_norm_eps and initializer_range must be positive")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"ModelConfig.pad_token_id ({self.pad_token_id}) must be in "
+                             f"[0, vocab_size={self.vocab_size})")
+        for name in ("mlm_weight", "nsp_weight", "sbo_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.mlm_weight == 0 and self.nsp_weight == 0 and not (self.use_sbo and self.sbo_weight > 0):
+            raise ValueError("ModelConfig: every loss weight is zero, nothing would be trained")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @classmethod
+    def preset(cls, name: str, *, vocab_size: int, **overrides: Any) -> ModelConfig:
+        """The named preset (see the module docstring) for `vocab_size`, with any field overridden."""
+        if name not in _PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
+        return cls.from_dict({**_PRESETS[name], **overrides, "vocab_size": vocab_size})
+
+    def to_hf_config(self) -> dict[str, Any]:
+        """The body of the `config.json` that transformers' `BertConfig` reads for this model."""
+        if self.pre_layernorm:
+            raise ValueError("a pre-LayerNorm model has no transformers BERT equivalent; train with "
+                             "pre_layernorm=False to export")
+        return {
+            "architectures": ["BertForPreTraining"],
+            "model_type": "bert",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "hidden_act": "gelu",  # exact erf GELU, what trainer.model uses
+            "hidden_dropout_prob": self.hidden_dropout,
+            "attention_probs_dropout_prob": self.attention_dropout,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "initializer_range": self.initializer_range,
+            "layer_norm_eps": self.layer_norm_eps,
+            "pad_token_id": self.pad_token_id,
+            "position_embedding_type": "absolute",
+            "classifier_dropout": None,
+            "is_decoder": False,
+            "add_cross_attention": False,
+            "use_cache": True,
+            "tie_word_embeddings": True,
+            "dtype": "float32",
+        }

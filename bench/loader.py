@@ -23,13 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
+from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig, continuation_from_vocab
 from bench._corpus import read_texts
 
 SEQ_LEN, BATCH = 128, 64
 SHORT_SEQ_PROB = 0.1  # BERT's share of pairs shorter than max_seq_len
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SPECIAL_TOKENS = list(VOCAB_SPECIALS)
 
 
 def _pair_lengths(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:

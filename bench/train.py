@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import IGNORE_INDEX, BertForPretraining
@@ -40,7 +41,7 @@ from bench._corpus import read_texts
 SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2
 MAX_PREDICTIONS = 20  # BERT's max_predictions_per_seq at seq 128
 SHORT_SEQ_PROB = 0.1  # BERT's share of pairs with a shorter target length
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, as the trained tokenizer lays them out
+SPECIAL_TOKENS = list(VOCAB_SPECIALS)  # ids 0..4, as the trained tokenizer lays them out
 PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's data sheets; the first name in the device name wins."""
 

@@ -20,9 +20,8 @@ How it decides, in three layers:
      line break the lower-case test is dropped, since a wrapped docstring's next item often starts lower
      case (`a: the first.` / `b: the second.`). CJK full stops need no space after them.
 
-Measured by `python bench/run.py clean` (CPU time, one core of a shared 2-core machine): 136 of the 137
-hand-written cases of tests/assets/sentences_golden.jsonl exact (pysbd 0.3.4: 117; spaCy's rule-based
-sentencizer: 90), 8-9 MB/s on the built-in docstring corpus (pysbd 0.17 MB/s, spaCy sentencizer 0.7 MB/s).
+Its accuracy on the hand-written cases of tests/assets/sentences_golden.jsonl and its speed, against pysbd
+and spaCy's sentencizer, come from `python bench/run.py clean` (bench/README.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Out: run files under a temporary directory (local or any fsspec URL), each sorte
 
 NOTE: Beam's local FnApiRunner holds every GroupByKey's data and every PCollection that waits for a side
 input in its own memory, so a prep run whose stages meet through Beam's shuffle needs memory in proportion
-to the corpus (measured: 294 -> 530 MB of worker RSS for 2 -> 8 MB of text). Through run files, only run
+to the corpus (`python bench/run.py prep` shows it). Through run files, only run
 descriptions cross Beam's shuffle; a writer holds one buffer of `spill_bytes`, a reader one block per run.
 This is the temporary-file pattern of Beam's own file sinks (fileio): files written under unique names,
 only the names of finished files passed on, so a retried bundle leaves an orphan file, never a duplicate.

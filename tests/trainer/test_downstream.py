@@ -16,21 +16,16 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pa = pytest.importorskip("pyarrow")
 
+from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
 from trainer.data.collate import collate_pairs  # noqa: E402
-from trainer.downstream.embed import embed_main, embed_texts, write_embeddings
+from trainer.downstream.embed import embed_main, embed_texts, write_embeddings  # noqa: E402
 from trainer.downstream.export import export_hf  # noqa: E402
-from trainer.downstream.fill_mask import (
-    fill_mask,
-    fill_mask_main,  # noqa: E402
-)
+from trainer.downstream.fill_mask import fill_mask, fill_mask_main  # noqa: E402
 from trainer.downstream.load import load_exported  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
-from trainer.model import (
-    BertForPretraining,  # noqa: E402
-    ModelConfig,  # noqa: E402
-)
+from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SPECIALS = list(SPECIAL_TOKENS)
 SENTENCES = [
     "Paris is the capital of France.",
     "Berlin is the capital of Germany.",

@@ -15,13 +15,11 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 from safetensors import safe_open  # noqa: E402
 
+from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
 from trainer.downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
-from trainer.model import (
-    BertForPretraining,  # noqa: E402
-    ModelConfig,  # noqa: E402
-)
+from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SPECIALS = list(SPECIAL_TOKENS)
 SENTENCES = [
     "Paris is the capital of France, and Berlin is the capital of Germany.",
     "The quick brown Fox jumps over the lazy dog near the River Seine.",

@@ -11,9 +11,8 @@ included, as transformers lists them), plus `bert.encoder.LayerNorm.*` when `pre
 
 MLM logits are computed at the masked positions only ("sparse prediction"): the hidden states are gathered to
 (batch, P, hidden) before the transform and the vocabulary-sized decoder. With 15% masking that is ~1/7 of
-the dense decoder work, which for small models dominates a step (vocabulary 30,522 vs hidden 128-768).
-Measured on 2 shared CPU threads, tiny preset, vocabulary 30,522, batch 16 x 128 with 20 predictions per row:
-0.23 s per forward+backward sparse against 1.1-2.0 s with dense logits.
+the dense decoder work, which for small models dominates a step (vocabulary 30,522 vs hidden 128-768);
+`python bench/run.py train` measures the gain (its `dense_ratio`).
 
 NOTE: every cross-module weight use (the tied decoder in the MLM and SBO heads) goes through the owning
 module's forward, never a raw `.weight` access, so DeepSpeed ZeRO-3's gather hooks see it.

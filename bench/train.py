@@ -17,8 +17,10 @@ implementation); 2 torch threads. transformers gets `labels` (the masked ids, -1
 
 Timing: the machine is shared, so the sides take turns step by step (the order rotating every round), each step is
 timed alone, warm-up steps are dropped, and the median over steps is reported: a load spike then costs each side
-a few steps, not a whole window. With a GPU, `base` is also trained in bf16 autocast and its model-FLOPs
-utilisation (MFU) reported, ours and transformers'.
+a few steps, not a whole window. On a CPU with native bf16 (AVX512_BF16 or AMX_BF16, what `--precision auto`
+looks for), both models are also trained in bf16 autocast (copies from the same weights, in the same rotation):
+`bf16_speedup` = ours in bf16 / ours in fp32 and `bf16_ratio` = ours / transformers, both in bf16. With a GPU,
+`base` is also trained in bf16 autocast and its model-FLOPs utilisation (MFU) reported, ours and transformers'.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench._corpus import read_texts
 from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig
-from trainer.model import IGNORE_INDEX, BertForPretraining
-from trainer.model import ModelConfig
-from bench._corpus import read_texts
+from trainer.model import IGNORE_INDEX, BertForPretraining, ModelConfig
+from trainer.precision import cpu_bf16_instructions
 
 SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2
 MAX_PREDICTIONS = 20  # BERT's max_predictions_per_seq at seq 128
@@ -122,19 +124,36 @@ def theirs_loss(model, b: Batch) -> torch.Tensor:
     return model(**_encoder_inputs(b), labels=b["labels"], next_sentence_label=b["next_sentence_label"]).loss
 
 
-def build_models(cfg: ModelConfig, device: str = "cpu") -> dict[str, tuple[torch.nn.Module, Callable]]:
-    """{name: (model in train mode, loss function)}; all start from our seed-0 weights."""
+def _transformers_model(cfg: ModelConfig, state: dict):
     import transformers
 
-    ours = BertForPretraining(cfg, seed=0)
-    dense = BertForPretraining(cfg, seed=0)
     theirs = transformers.BertForPreTraining(transformers.BertConfig(**cfg.to_hf_config(),
                                                                      attn_implementation="sdpa"))
-    theirs.load_state_dict(ours.state_dict())
+    theirs.load_state_dict(state)
     if theirs.config._attn_implementation != "sdpa":
         raise RuntimeError(f"transformers chose attention {theirs.config._attn_implementation!r}, not sdpa")
-    return {"ours": (ours.to(device).train(), ours_loss), "transformers": (theirs.to(device).train(), theirs_loss),
-            "ours_dense_mlm": (dense.to(device).train(), ours_dense_loss)}
+    return theirs
+
+
+def in_cpu_bf16(loss_fn: Callable) -> Callable:
+    """`loss_fn` under CPU bf16 autocast (what the trainer's `--precision bf16` does on a CPU)."""
+    def run(model, b: Batch) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return loss_fn(model, b)
+    return run
+
+
+def build_models(cfg: ModelConfig, device: str = "cpu", cpu_bf16: bool = False) -> dict[str, tuple[torch.nn.Module, Callable]]:
+    """{name: (model in train mode, loss function)}; all start from our seed-0 weights. With `cpu_bf16`, also
+    `ours_bf16` and `transformers_bf16`: copies trained under CPU bf16 autocast."""
+    ours = BertForPretraining(cfg, seed=0)
+    dense = BertForPretraining(cfg, seed=0)
+    theirs = _transformers_model(cfg, ours.state_dict())
+    models = {"ours": (ours, ours_loss), "transformers": (theirs, theirs_loss), "ours_dense_mlm": (dense, ours_dense_loss)}
+    if cpu_bf16:
+        models["ours_bf16"] = (BertForPretraining(cfg, seed=0), in_cpu_bf16(ours_loss))
+        models["transformers_bf16"] = (_transformers_model(cfg, ours.state_dict()), in_cpu_bf16(theirs_loss))
+    return {name: (model.to(device).train(), loss_fn) for name, (model, loss_fn) in models.items()}
 
 
 @torch.no_grad()
@@ -229,7 +248,8 @@ def main(corpus: str | None, quick: bool) -> dict:
     rng = np.random.default_rng(0)
     stream, data = _token_stream(rng, corpus, quick)
     batches = make_batches(stream, 8 if quick else 24, rng)
-    models = build_models(ModelConfig.preset("tiny", vocab_size=VOCAB))
+    bf16 = cpu_bf16_instructions()
+    models = build_models(ModelConfig.preset("tiny", vocab_size=VOCAB), cpu_bf16=bool(bf16))
     losses = eval_losses(models, batches[0])
     if abs(losses["ours"] - losses["transformers"]) > 1e-3:  # the two would not be training the same thing
         raise RuntimeError(f"eval losses differ on the same weights and batch: {losses}")
@@ -252,7 +272,16 @@ def main(corpus: str | None, quick: bool) -> dict:
         "dense_ratio": round(tps["ours_dense_mlm"] / tps["transformers"], 2),
         "eval_loss_ours": round(losses["ours"], 5),
         "eval_loss_transformers": round(losses["transformers"], 5),
+        "cpu_bf16": " and ".join(bf16) or "none (the bf16 figures need avx512_bf16 or amx_bf16)",
     }
+    if bf16:
+        result.update({
+            "ours_bf16_tokens_per_s": round(tps["ours_bf16"]),
+            "transformers_bf16_tokens_per_s": round(tps["transformers_bf16"]),
+            "bf16_speedup": round(tps["ours_bf16"] / tps["ours"], 2),
+            "bf16_ratio": round(tps["ours_bf16"] / tps["transformers_bf16"], 2),
+            "eval_loss_ours_bf16": round(losses["ours_bf16"], 5),
+        })
     if torch.cuda.is_available():
         result.update(gpu_mfu(steps=10 if quick else 30))
     return result

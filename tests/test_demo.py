@@ -21,11 +21,12 @@ def test_demo_runs_end_to_end_without_dev_packages(tmp_path):
     shadow.mkdir()
     (shadow / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
     work = tmp_path / "demo"
-    result = run_cli("demo", "--workdir", str(work), "--corpus-mb", "0.4", "--steps", "12",
+    result = run_cli("demo", "--workdir", str(work), "--corpus-mb", "0.4", "--steps", "12", "--ranks-check-steps", "4",
                      env={"PYTHONPATH": str(shadow)}, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "transformers is not installed" in result.stdout
     assert "[MASK] 1:" in result.stdout  # the fill-mask example ran on the export
-    for path in ("prep/report.json", "prep/pairs/manifest.json", "run/metrics.jsonl", "run/curves.png",
+    assert "precision: " in result.stdout  # the trainer said which arithmetic it chose
+    for path in ("prep/report.json", "prep/pairs/manifest.json", "run/metrics.jsonl", "run/curves.png", "run-2-ranks/metrics.jsonl",
                  "hf/config.json", "hf/model.safetensors", "hf/tokenizer.json"):
         assert os.path.exists(work / path), path

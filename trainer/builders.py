@@ -51,12 +51,15 @@ def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
 
 
 def lr_lambda(config: TrainConfig):
+    """The learning-rate factor of each step: linear warmup over `config.warmup` steps, then the decay."""
+    warmup = config.warmup
+
     def factor(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
+        if step < warmup:
+            return (step + 1) / warmup
         if config.schedule == "constant":
             return 1.0
-        progress = (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps)
+        progress = (step - warmup) / max(1, config.max_steps - warmup)
         remaining = max(0.0, 1.0 - progress)
         return remaining if config.schedule == "linear" else remaining**0.5
 
@@ -78,7 +81,9 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime):
     else:
         optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), eps=1e-6)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    ds_config = train_config.deepspeed_config(config, rt.precision)
+    if config.schedule_warning():
+        rt.log(config.schedule_warning())
+    ds_config = train_config.deepspeed_config(config, rt.resolved_precision)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     return engine
 
@@ -103,9 +108,9 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
     masker = build_masker(config, manifest, manifest.read_vocab_tokens())
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
-    common = dict(batch_size=batch, masker=masker, rank=rt.rank, world_size=rt.world_size, verify_checksums=config.verify_checksums)
-    common.update(cache_dir=config.cache_dir, shuffle_window=config.shuffle_window, length_buckets=config.length_buckets,
-                  pad_to_multiple_of=config.pad_to_multiple_of)  # every stream: train, --mix components, validation
+    common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
+              "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
+              "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of}  # every stream: train, --mix, validation
     if config.mix and number == 1:
         mixture = MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
         train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common)

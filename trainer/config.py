@@ -16,10 +16,10 @@ from typing import Any
 from schemas.config import Config, add_flags, flag, from_dict, from_flags
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
+from trainer.precision import PRECISIONS, Precision
 
 OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "polynomial", "constant")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 class TrainError(Exception):
@@ -43,8 +43,12 @@ class TrainConfig(Config):
     """Micro batches accumulated per optimizer step."""
     lr: float = 1e-3
     """Peak learning rate (after warmup)."""
-    warmup_steps: int = 100
-    """Linear warmup from 0 to `lr`."""
+    warmup_ratio: float = 0.06
+    """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
+    length; --warmup-steps overrides it."""
+    warmup_steps: int | None = None
+    """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
+    decay and is warned about."""
     schedule: str = flag("linear", choices=SCHEDULES)
     """Decay after warmup: linear to 0 at max_steps, polynomial (power 0.5), or constant."""
     weight_decay: float = 0.01
@@ -57,8 +61,9 @@ class TrainConfig(Config):
     zero_stage: int = 2
     """DeepSpeed ZeRO stage, 0-3."""
     precision: str = flag("auto", choices=PRECISIONS)
-    """auto (bf16 on a GPU that supports it, else fp32), fp32, bf16, or fp16 (GPU, with loss scaling)."""
-    masking: MaskingConfig = MaskingConfig()
+    """auto (bf16 on a GPU that supports it and on a CPU with AVX512_BF16 or AMX_BF16, else fp32), fp32, bf16 (on
+    CPU: autocast over fp32 weights), or fp16 (GPU, with loss scaling). The choice is printed at start."""
+    masking: MaskingConfig = MaskingConfig()  # noqa: RUF009 (frozen, so one shared default is safe)
     mlm_weight: float = flag(doc_from=(ModelConfig, "mlm_weight"))
     nsp_weight: float = flag(doc_from=(ModelConfig, "nsp_weight"))
     sbo_weight: float = flag(doc_from=(ModelConfig, "sbo_weight"))
@@ -114,7 +119,8 @@ class TrainConfig(Config):
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
-            (self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
             (self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"),
             (self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
@@ -137,6 +143,19 @@ class TrainConfig(Config):
                 raise TrainError(message)
 
     @property
+    def warmup(self) -> int:
+        """Warmup steps: --warmup-steps, or --warmup-ratio of --max-steps."""
+        return self.warmup_steps if self.warmup_steps is not None else round(self.warmup_ratio * self.max_steps)
+
+    def schedule_warning(self) -> str | None:
+        """One line when an explicit --warmup-steps leaves the decaying schedule no step to decay in."""
+        if self.schedule != "constant" and self.warmup_steps is not None and self.warmup_steps >= self.max_steps:
+            return (f"warning: --warmup-steps {self.warmup_steps} >= --max-steps {self.max_steps}: the learning rate "
+                    f"never decays (the run ends {'at' if self.warmup_steps == self.max_steps else 'before'} its peak); "
+                    "use --warmup-ratio or fewer --warmup-steps")
+        return None
+
+    @property
     def phase2_begins(self) -> int:
         return self.phase2_start if self.phase2_start is not None else round(0.9 * self.max_steps)
 
@@ -148,23 +167,17 @@ class TrainConfig(Config):
             raise TrainError(str(e)) from None
 
 
-def resolve_precision(precision: str, on_gpu: bool, bf16_supported: bool) -> str:
-    if precision == "auto":
-        return "bf16" if on_gpu and bf16_supported else "fp32"
-    if precision == "fp16" and not on_gpu:
-        raise TrainError("--precision fp16 needs a GPU (use fp32 or bf16 on CPU)")
-    return precision
-
-
-def deepspeed_config(config: TrainConfig, precision: str) -> dict[str, Any]:
-    """The DeepSpeed JSON for this run (optimizer and scheduler are built by the trainer and handed in)."""
+def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[str, Any]:
+    """The DeepSpeed JSON for this run (optimizer and scheduler are built by the trainer and handed in).
+    `precision` is the resolved one (trainer/precision.py); a bare name means DeepSpeed's own mode for it."""
+    if isinstance(precision, str):
+        precision = Precision(precision, False, "")
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": config.batch_size,
         "gradient_accumulation_steps": config.grad_accum,
         "gradient_clipping": config.grad_clip,
         "zero_optimization": {"stage": config.zero_stage},
-        "bf16": {"enabled": precision == "bf16"},
-        "fp16": {"enabled": precision == "fp16", "loss_scale": 0, "initial_scale_power": 16},
+        **precision.deepspeed_sections(),
         "steps_per_print": 1 << 30,  # the trainer prints its own progress line
         "wall_clock_breakdown": False,
     }
@@ -180,7 +193,7 @@ _FLAG_OWNED = {
     "train_micro_batch_size_per_gpu": "--batch-size",
     "gradient_accumulation_steps": "--grad-accum",
     "optimizer": "--optimizer, --lr and --weight-decay",
-    "scheduler": "--warmup-steps and --schedule",
+    "scheduler": "--warmup-ratio (or --warmup-steps) and --schedule",
 }
 
 

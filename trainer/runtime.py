@@ -18,6 +18,8 @@ import socket
 import torch
 import torch.distributed as dist
 
+from trainer.precision import Precision, resolve_precision
+
 
 @dataclasses.dataclass
 class Runtime:
@@ -27,6 +29,12 @@ class Runtime:
     device: torch.device
     precision: str
     device_name: str
+    autocast: bool = False
+    """bf16 as torch autocast over fp32 weights (trainer/precision.py), not DeepSpeed's bf16 weights."""
+
+    @property
+    def resolved_precision(self) -> Precision:
+        return Precision(self.precision, self.autocast, "")
 
     @property
     def on_gpu(self) -> bool:
@@ -55,7 +63,8 @@ def _free_port() -> int:
 
 
 def start_runtime(precision: str) -> Runtime:
-    from trainer.config import resolve_precision
+    """Join the job (or start a one-process one) and resolve `--precision` for this device, printing the choice."""
+    from trainer.config import TrainError
 
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
@@ -72,14 +81,20 @@ def start_runtime(precision: str) -> Runtime:
     else:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
-        device, name, bf16 = torch.device("cpu"), "cpu", True
+        device, name, bf16 = torch.device("cpu"), "cpu", False
+    try:
+        chosen = resolve_precision(precision, on_gpu=on_gpu, gpu_bf16=bf16)
+    except ValueError as e:
+        raise TrainError(str(e)) from None
     import deepspeed
     import deepspeed.ops
 
     if not on_gpu:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
-    return Runtime(rank, world, local, device, resolve_precision(precision, on_gpu, bf16), name)
+    rt = Runtime(rank, world, local, device, chosen.name, name, autocast=chosen.autocast)
+    rt.log(chosen.describe())
+    return rt
 
 
 def shutdown_runtime() -> None:

@@ -44,7 +44,7 @@ def steps_of(ranks, first_step=0, last_step=None, workers=0) -> list[Counter]:
         stop = stream.steps_per_epoch if last_step is None else last_step
         stream.epochs = 1
         for batch in loader(stream, workers):
-            epoch, i = batch["position"].tolist()
+            _, i = batch["position"].tolist()
             step = i // accum
             if step >= stop:
                 break

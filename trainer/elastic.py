@@ -109,6 +109,8 @@ def convert(folder: str, target: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TrainError(f"{folder}: cannot convert to a universal checkpoint for another number of ranks ({type(e).__name__}: {e})") from None
     os.replace(tmp, target)
+    with contextlib.suppress(FileNotFoundError):  # ds_to_universal's own pointer, at the temporary name
+        os.remove(os.path.join(os.path.dirname(target), "latest_universal"))
 
 
 def load_universal(engine, run_dir: str, tag: str, rt: Runtime) -> dict:

@@ -93,13 +93,21 @@ def _time_batches(steps: dict[str, object], batches: int, rounds: int = 5) -> di
 
 def _shard_stream(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next, masker: Masker):
     """The same pairs as one zstd Arrow shard + manifest on local disk, read back through ShardStream."""
+    from schemas import Manifest
+    from trainer.data import ShardStream
+
+    _write_shard(tmp, vocab, pairs_a, pairs_b, is_random_next)
+    return iter(ShardStream(Manifest.read(f"{tmp}/pairs"), split="train", batch_size=BATCH, masker=masker, seed=0))
+
+
+def _write_shard(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next) -> str:
+    """The pairs as one zstd Arrow shard + manifest under tmp/pairs (returned), the vocabulary under tmp/vocab."""
     import hashlib
     import os
 
     import pyarrow as pa
 
     from schemas import Manifest, ShardInfo, pairs_schema
-    from trainer.data import ShardStream
 
     os.makedirs(f"{tmp}/vocab"), os.makedirs(f"{tmp}/pairs")
     vocab_bytes = "".join(t + "\n" for t in vocab).encode()
@@ -124,7 +132,7 @@ def _shard_stream(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next, 
         shards=(ShardInfo("train-00000-of-00001.arrow", "train", n, len(data), hashlib.sha256(data).hexdigest(), {"bench": n}),),
         config={"batch_rows": 1024},
     ).write(f"{tmp}/pairs")
-    return iter(ShardStream(Manifest.read(f"{tmp}/pairs"), split="train", batch_size=BATCH, masker=masker, seed=0))
+    return f"{tmp}/pairs"
 
 
 def main(corpus: str | None, quick: bool) -> dict:

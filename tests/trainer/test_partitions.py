@@ -100,8 +100,10 @@ def test_what_does_not_fit_is_refused_in_one_line(manifest):
 
 
 def test_plan_derives_micro_batches_and_default_partitions():
-    assert default_partitions(256, 8) == 64 and default_partitions(16, 2) == 16 and default_partitions(48, 3) == 48
-    assert default_partitions(96, 1) == 48  # the most partitions up to 64 that divide the global batch
+    # the most partitions up to 64 that divide the global batch, that W divides, with chunks of >= 16 pairs ...
+    assert default_partitions(2048, 8) == 64 and default_partitions(256, 8) == 16 and default_partitions(96, 3) == 6
+    assert default_partitions(48, 1) == 3
+    assert default_partitions(16, 2) == 2 and default_partitions(24, 4) == 4  # ... or the fewest that fit
     b = plan(256, 64, 8, 12)  # 32 rows a rank: micro batch 8 (the largest divisor <= 12), 4 steps accumulated
     assert (b.micro_batch, b.grad_accum, b.chunk, list(b.rank_partitions(1))) == (8, 4, 4, list(range(8, 16)))
     with pytest.raises(ValueError, match="no partition count fits a global batch of 10 on 4 ranks"):

@@ -26,6 +26,10 @@ import numpy as np
 
 DEFAULT_PARTITIONS = 64
 """At most this many partitions by default: any world size dividing the count can resume the run."""
+MIN_CHUNK = 16
+"""Default partitions leave at least this many pairs per partition and step where the global batch allows: each
+chunk is collated and masked on its own, and a chunk of 1 pair makes the input path ~20x slower than one
+chunk per batch (`python bench/run.py elastic`); --partitions trades that for more possible world sizes."""
 
 # pad values of the keys of a masked batch (collate + masking), when chunks of another width are joined
 _FILL = {"mlm_labels": -100, "sbo_labels": -100}
@@ -58,12 +62,14 @@ class Batching:
 
 
 def default_partitions(global_batch: int, world_size: int) -> int:
-    """The most partitions up to DEFAULT_PARTITIONS that divide the global batch and that W divides."""
-    for p in range(min(DEFAULT_PARTITIONS, global_batch), 0, -1):
-        if global_batch % p == 0 and p % world_size == 0:
-            return p
-    raise ValueError(f"no partition count fits a global batch of {global_batch} on {world_size} ranks: "
-                     "make --global-batch-size a multiple of the number of ranks")
+    """The most partitions, up to DEFAULT_PARTITIONS, that divide the global batch, that W divides and that leave
+    chunks of MIN_CHUNK pairs; with no such count, the fewest that fit (W, when W divides the global batch)."""
+    fits = [p for p in range(1, min(DEFAULT_PARTITIONS, global_batch) + 1) if global_batch % p == 0 and p % world_size == 0]
+    if not fits:
+        raise ValueError(f"no partition count fits a global batch of {global_batch} on {world_size} ranks: "
+                         "make --global-batch-size a multiple of the number of ranks")
+    roomy = [p for p in fits if global_batch // p >= MIN_CHUNK]
+    return max(roomy) if roomy else min(fits)
 
 
 def plan(global_batch: int, partitions: int | None, world_size: int, max_micro_batch: int) -> Batching:
@@ -89,14 +95,19 @@ def merge_chunks(chunks: list[dict[str, np.ndarray]], lo: int, hi: int, pad_id: 
     """Rows lo..hi of the masked chunks stacked in order, padded to their own longest pair and prediction count."""
     if len(chunks) == 1 and lo == 0 and hi == len(chunks[0]["input_ids"]):
         return chunks[0]
+    rows = [len(c["input_ids"]) for c in chunks]
+    offsets = np.concatenate([[0], np.cumsum(rows)])
     out = {}
-    for key in chunks[0]:
-        arrays = [c[key] for c in chunks]
-        if arrays[0].ndim == 2:
-            width = max(a.shape[1] for a in arrays)
+    for key, first in chunks[0].items():
+        if first.ndim == 2:
+            width = max(c[key].shape[1] for c in chunks)
             fill = pad_id if key == "input_ids" else _FILL.get(key, 0)
-            arrays = [np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill) for a in arrays]
-        out[key] = np.concatenate(arrays)[lo:hi]
+            merged = np.full((offsets[-1], width), fill, dtype=first.dtype)
+            for c, at in zip(chunks, offsets):
+                merged[at : at + len(c[key]), : c[key].shape[1]] = c[key]
+        else:
+            merged = np.concatenate([c[key] for c in chunks])
+        out[key] = merged[lo:hi]
     longest = int(out["attention_mask"].sum(axis=1).max())
     seq = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
     predictions = max(int((out["mlm_labels"] != -100).sum(axis=1).max()), 1)

@@ -68,7 +68,7 @@ class TrainConfig(Config):
     """DeepSpeed ZeRO stage, 0-3."""
     precision: str = flag("auto", choices=PRECISIONS)
     """auto (bf16 on a GPU that supports it, else fp32), fp32, bf16, or fp16 (GPU, with loss scaling)."""
-    masking: MaskingConfig = MaskingConfig()
+    masking: MaskingConfig = MaskingConfig()  # noqa: RUF009 (frozen, so one shared default is safe)
     mlm_weight: float = flag(doc_from=(ModelConfig, "mlm_weight"))
     nsp_weight: float = flag(doc_from=(ModelConfig, "nsp_weight"))
     sbo_weight: float = flag(doc_from=(ModelConfig, "sbo_weight"))

@@ -17,7 +17,7 @@ import torch
 from schemas import Manifest
 from trainer import checkpoint, elastic
 from trainer.builders import build_engine, build_model, open_phase, phase_of
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
 from trainer.data.audit import RowAudit
 from trainer.data.mixture import MixtureStream
@@ -44,6 +44,10 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         with open(os.path.join(config.output, "mixture.json"), "w") as f:
             json.dump(phase.train.describe(), f, indent=2)
     if client and client.get("phase", 1) == phase.number:
+        saved_world = client["data"].get("world_size", rt.world_size)
+        if phase.number == 2 and saved_world != rt.world_size:
+            raise TrainError(f"{config.output}: phase-2 data is laid out per rank and resumes only on the {saved_world} ranks "
+                             f"that saved it, this run has {rt.world_size}")
         phase.train.load_state_dict(client["data"])
     if client:
         rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")

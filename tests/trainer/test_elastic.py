@@ -80,6 +80,7 @@ def assert_same_trajectory(straight: str, changed: str) -> None:
     a, b = losses(straight), losses(changed)
     assert sorted(a) == sorted(b) == list(range(1, STEPS + 1))
     worst = max(abs(a[s] - b[s]) for s in a)
+    print(f"{changed}: largest loss difference {worst:.2e} (losses {min(a.values()):.3f}-{max(a.values()):.3f})")  # pytest -s shows it
     assert worst <= TOLERANCE, {s: (a[s], b[s]) for s in a}
     assert len(set(a.values())) > 1  # the loss moves, so agreement is not trivial
     rows_a, rows_b = drawn(straight), drawn(changed)

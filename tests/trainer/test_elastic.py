@@ -3,10 +3,12 @@ first epoch), against an uninterrupted 2-rank run at the same global batch, unde
 two-source mixture. DeepSpeed over gloo on CPU, fp32, dropout on, --audit-rows logging every pair drawn.
 
 Checked: every step draws exactly the pairs of the uninterrupted run's step (digests, per step); the first
-epoch reads every training pair once (plus the pad rows); losses within 5e-3 of the uninterrupted run.
-Why 5e-3: dropout is seeded per rank and micro batch and the loss is normalised per micro batch, so one rank
-with 2 micro batches per step moves the trajectory (measured under ZeRO-2: at most 1.8e-3 on losses ~6-7);
-another set of pairs in a step moves a loss by 3e-2 or more (consecutive steps differ by 0.03-0.09)."""
+epoch reads every training pair once (plus the pad rows); losses within 1e-2 of the uninterrupted run.
+Why 1e-2: dropout is seeded per rank and micro batch and the loss is normalised per micro batch, so one rank
+with 2 micro batches per step moves the trajectory (measured, losses 6.4-7.6: at most 1.4e-3 under ZeRO-1
+and 2, 4.8e-3 under ZeRO-3, whose partitioned reductions add summation-order noise); another set of pairs
+in a step moves a loss by 3e-2 or more (consecutive steps differ by 0.03-0.09), and the pairs of every step
+are compared exactly besides."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from trainer.data.audit import pair_digest
 
 pytestmark = pytest.mark.integration  # starts DeepSpeed ranks
 
-STEPS, GLOBAL, TOLERANCE = 22, 64, 5e-3
+STEPS, GLOBAL, TOLERANCE = 22, 64, 1e-2
 
 
 def train(run: str, ranks: int, *flags: str) -> str:

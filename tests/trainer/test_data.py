@@ -3,6 +3,7 @@ read once per worker per epoch (counted on a real filesystem), read-ahead, lengt
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ def all_rows(manifest: Manifest) -> Counter:
         with fsspec.open(manifest.resolve(shard.path), "rb") as f:
             table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
         for a, b in zip(table.column("tokens_a").to_pylist(), table.column("tokens_b").to_pylist()):
-            rows[tuple([s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"]])] += 1
+            rows[(s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"])] += 1
     return rows
 
 
@@ -87,7 +88,7 @@ def pair_keys_all(batches):
 @pytest.mark.parametrize("workers_before, workers_after, buckets", [(0, 0, 0), (2, 1, 0), (1, 3, 0), (2, 1, 5)])
 def test_resume_continues_with_the_next_batch(manifest, workers_before, workers_after, buckets):
     masker = masker_for(manifest)
-    options = dict(split="train", batch_size=8, masker=masker, seed=5, epochs=2, length_buckets=buckets, shuffle_window=2)
+    options = {"split": "train", "batch_size": 8, "masker": masker, "seed": 5, "epochs": 2, "length_buckets": buckets, "shuffle_window": 2}
     full = ShardStream(manifest, **options)
     reference = list(loader(full, 0))
     cut = full.batches_per_epoch + 3  # stop inside the second epoch (and inside a length-bucket group)
@@ -190,7 +191,7 @@ def test_each_worker_reads_each_shard_once_per_epoch(counted, tmp_path, world, w
     # 24 with 2, 48 with 4; now 4, 8, 16.
     names = [s.path for s in counted.split_shards("train")]
     assert len(names) >= 3  # enough shards for windows and ranks to matter
-    options = dict(global_batch=16 * world, partitions=partitions) if partitions else {}
+    options = {"global_batch": 16 * world, "partitions": partitions} if partitions else {}
     for rank in range(world):
         CountingFileSystem.log = str(tmp_path / f"opens-{rank}.log")
         stream, _ = epoch_batches(counted, rank, world, workers, shuffle_window=window, **options)
@@ -257,7 +258,7 @@ def test_length_buckets_keep_every_pair_once_and_cut_padding(manifest):
             if buckets:  # each group's rows were sorted into batches: their length ranges do not overlap
                 for g in range(0, len(batches), buckets):
                     spans = sorted((int(m.min()), int(m.max())) for m in (b["attention_mask"].sum(1) for b in batches[g : g + buckets]))
-                    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:])), spans
+                    assert all(hi <= lo for (_, hi), (lo, _) in itertools.pairwise(spans)), spans
         assert set(seen) == set(expected)
         assert sum(max(0, seen[k] - expected[k]) for k in seen) == sum(seen.values()) - sum(expected.values()) == stream.padding
     # 90% of BERT pairs fill max_seq_len, so the pad is that of the short 10%, which now pad among themselves

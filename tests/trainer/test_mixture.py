@@ -17,7 +17,11 @@ from tests.helpers import masker_for, row_keys, run_cli
 from trainer.data import ShardStream, loader
 from trainer.data.choice import CHOICE_CHUNK, ChoiceSequence
 from trainer.data.mixture import MixtureStream, component_seed
-from trainer.data.mixture_config import ComponentSpec, MixtureConfig, temperature_probabilities
+from trainer.data.mixture_config import (
+    ComponentSpec,
+    MixtureConfig,
+    temperature_probabilities,
+)
 
 BATCH = 8
 

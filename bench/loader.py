@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench._corpus import read_texts
 from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig, continuation_from_vocab
-from bench._corpus import read_texts
 
 SEQ_LEN, BATCH = 128, 64
 SHORT_SEQ_PROB = 0.1  # BERT's share of pairs shorter than max_seq_len
@@ -93,13 +93,21 @@ def _time_batches(steps: dict[str, object], batches: int, rounds: int = 5) -> di
 
 def _shard_stream(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next, masker: Masker):
     """The same pairs as one zstd Arrow shard + manifest on local disk, read back through ShardStream."""
+    from schemas import Manifest
+    from trainer.data import ShardStream
+
+    _write_shard(tmp, vocab, pairs_a, pairs_b, is_random_next)
+    return iter(ShardStream(Manifest.read(f"{tmp}/pairs"), split="train", batch_size=BATCH, masker=masker, seed=0))
+
+
+def _write_shard(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next) -> str:
+    """The pairs as one zstd Arrow shard + manifest under tmp/pairs (returned), the vocabulary under tmp/vocab."""
     import hashlib
     import os
 
     import pyarrow as pa
 
     from schemas import Manifest, ShardInfo, pairs_schema
-    from trainer.data import ShardStream
 
     os.makedirs(f"{tmp}/vocab"), os.makedirs(f"{tmp}/pairs")
     vocab_bytes = "".join(t + "\n" for t in vocab).encode()
@@ -111,11 +119,12 @@ def _shard_stream(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next, 
                "is_random_next": is_random_next.tolist(), "num_tokens": [len(a) + len(b) + 3 for a, b in zip(pairs_a, pairs_b)],
                "source": ["bench"] * n, "doc_id": [str(i) for i in range(n)]}
     table = pa.table(columns, schema=schema)
-    with pa.OSFile(f"{tmp}/pairs/train-00000-of-00001.arrow", "wb") as sink:
-        with pa.ipc.new_file(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
-            for batch in table.to_batches(max_chunksize=1024):
-                writer.write_batch(batch)
-    data = open(f"{tmp}/pairs/train-00000-of-00001.arrow", "rb").read()
+    path = f"{tmp}/pairs/train-00000-of-00001.arrow"
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        for batch in table.to_batches(max_chunksize=1024):
+            writer.write_batch(batch)
+    with open(path, "rb") as f:
+        data = f.read()
     ids = {t: i for i, t in enumerate(vocab)}
     Manifest(
         vocab={"file": "../vocab/vocab.txt", "sha256": hashlib.sha256(vocab_bytes).hexdigest(), "size": len(vocab), "lowercase": True},
@@ -124,7 +133,7 @@ def _shard_stream(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next, 
         shards=(ShardInfo("train-00000-of-00001.arrow", "train", n, len(data), hashlib.sha256(data).hexdigest(), {"bench": n}),),
         config={"batch_rows": 1024},
     ).write(f"{tmp}/pairs")
-    return iter(ShardStream(Manifest.read(f"{tmp}/pairs"), split="train", batch_size=BATCH, masker=masker, seed=0))
+    return f"{tmp}/pairs"
 
 
 def main(corpus: str | None, quick: bool) -> dict:

@@ -66,7 +66,7 @@ def lr_lambda(config: TrainConfig):
     return factor
 
 
-def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime):
+def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
     import deepspeed
 
     no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
@@ -84,6 +84,8 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime):
     if config.schedule_warning():
         rt.log(config.schedule_warning())
     ds_config = train_config.deepspeed_config(config, rt.resolved_precision)
+    if load_universal:  # the latest checkpoint was saved on another world size (trainer/elastic.py)
+        ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     return engine
 
@@ -111,15 +113,18 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
               "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of}  # every stream: train, --mix, validation
+    # phase 1 keeps the run's global batch in its canonical partitions (trainer/elastic.py resolved them);
+    # phase 2 is laid out per rank, so it resumes on the same number of ranks only
+    batching = {"global_batch": config.global_batch_size, "partitions": config.partitions} if number == 1 else {}
     if config.mix and number == 1:
         mixture = MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
-        train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common)
+        train_stream = MixtureStream(mixture, split="train", seed=config.seed, **common, **batching)
         if train_stream.components[0].manifest.vocab["sha256"] != vocab_sha256:
             raise TrainError("the --mix components use another vocabulary than --data (sha256 differs)")
         if rt.rank == 0:
             rt.log("mixture: " + ", ".join(f"{c['name']} p={c['probability']:.3f}" for c in train_stream.describe()["components"]))
     else:
-        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common)
+        train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common, **batching)
     valid = None
     if manifest.split_shards("validation"):
         valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)

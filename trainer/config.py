@@ -38,9 +38,19 @@ class TrainConfig(Config):
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
-    """Micro batch per rank (pairs); the global batch is batch_size x grad_accum x world size."""
+    """Largest micro batch per rank (pairs). A rank's share of the global batch is cut into the largest micro
+    batches up to this size that divide it, and grad_accum follows (so a resume on fewer ranks fits memory)."""
     grad_accum: int = 1
-    """Micro batches accumulated per optimizer step."""
+    """Micro batches accumulated per optimizer step when a run starts without --global-batch-size (global batch
+    = batch_size x grad_accum x ranks); derived from the global batch otherwise."""
+    global_batch_size: int | None = None
+    """Pairs per optimizer step over all ranks, fixed for the whole run: a resume keeps the one the run started
+    with (on any number of ranks), and refuses another. Default: batch_size x grad_accum x ranks."""
+    partitions: int | None = None
+    """Canonical data partitions, fixed when the run starts (trainer/data/partitions.py): a resume on any number
+    of ranks that divides it draws the same pairs, with the same masks, at every step. Default: the most, up
+    to 64, that divide the global batch, that the first number of ranks divides and that leave 16 pairs per
+    partition and step (each partition's pairs are masked on their own: small chunks slow the input path)."""
     lr: float = 1e-3
     """Peak learning rate (after warmup)."""
     warmup_ratio: float = 0.06
@@ -111,6 +121,9 @@ class TrainConfig(Config):
     """Round each batch's sequence length up to a multiple of this (8 suits tensor cores)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read (once per process)."""
+    audit_rows: bool = False
+    """Append a digest of every pair trained on to RUN/rows-rank<r>.jsonl (step, micro batch, rank), to check
+    that each pair is read once per epoch across resumes and world sizes (trainer/data/audit.py)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -118,6 +131,8 @@ class TrainConfig(Config):
             (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),
+            (self.global_batch_size is None or self.global_batch_size >= 1, f"--global-batch-size must be >= 1, got {self.global_batch_size}"),
+            (self.partitions is None or self.partitions >= 1, f"--partitions must be >= 1, got {self.partitions}"),
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),

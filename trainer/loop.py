@@ -15,10 +15,11 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer import checkpoint
+from trainer import checkpoint, elastic
 from trainer.builders import build_engine, build_model, open_phase, phase_of
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
+from trainer.data.audit import RowAudit
 from trainer.data.mixture import MixtureStream
 from trainer.evaluate import evaluate, to_device
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
@@ -29,16 +30,24 @@ from trainer.stopping import StopFlag
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     manifest = Manifest.read(config.data)
+    config = elastic.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
     prepare_run_dir(config, manifest, rt)
+    rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
+           f"{config.partitions} data partitions")
     model = build_model(config, manifest)
-    engine = build_engine(model, config, rt)
-    client = checkpoint.load(engine, config.output)
+    universal = elastic.universal_tag(config.output, rt)  # ZeRO partitions saved on another world size
+    engine = build_engine(model, config, rt, load_universal=universal is not None)
+    client = elastic.load_universal(engine, config.output, universal, rt) if universal else checkpoint.load(engine, config.output)
     step = client["step"] if client else 0
     phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
     if isinstance(phase.train, MixtureStream) and rt.rank == 0:
         with open(os.path.join(config.output, "mixture.json"), "w") as f:
             json.dump(phase.train.describe(), f, indent=2)
     if client and client.get("phase", 1) == phase.number:
+        saved_world = client["data"].get("world_size", rt.world_size)
+        if phase.number == 2 and saved_world != rt.world_size:
+            raise TrainError(f"{config.output}: phase-2 data is laid out per rank and resumes only on the {saved_world} ranks "
+                             f"that saved it, this run has {rt.world_size}")
         phase.train.load_state_dict(client["data"])
     if client:
         rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
@@ -47,6 +56,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     stop = StopFlag(rt)
     position = phase.train.state_dict(*phase.train.start)
     batches = iter(loader(phase.train, config.num_workers))
+    audit = RowAudit(config.output, rt.rank, rt.world_size) if config.audit_rows else None
     window_tokens, window_start, last = 0, time.time(), {}
 
     def save() -> None:
@@ -64,9 +74,11 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                 rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
             stats = {}
             lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
-            for _ in range(config.grad_accum):
+            for micro in range(config.grad_accum):
                 batch = next(batches)
                 epoch, k = batch["position"].tolist()
+                if audit:
+                    audit.write(step, micro, batch)
                 torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
                 out = engine(**to_device(batch, rt.device))
                 engine.backward(out["loss"])
@@ -95,6 +107,8 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                 save()
     finally:
         shutdown(batches)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
+        if audit:
+            audit.close()
     if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
         rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
         save()

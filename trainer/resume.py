@@ -16,11 +16,12 @@ from trainer import checkpoint
 from trainer.config import TrainConfig, TrainError
 from trainer.runtime import Runtime
 
-# What a checkpoint cannot be resumed under when it changes: the shapes of the weights and optimizer
-# partitions, and the meaning of the saved data position.
+# What a checkpoint cannot be resumed under when it changes: the shapes of the weights, the ZeRO stage, and
+# the meaning of the saved data position. The number of ranks and --batch-size may change (trainer/elastic.py
+# keeps the global batch and the data partitions, and converts ZeRO partitions to the new world size).
 _RESUME_KEYS = {
-    "model": "--model", "pre_layernorm": "--pre-layernorm", "zero_stage": "--zero-stage", "world_size": "the number of ranks",
-    "data_fingerprint": "--data (its shards or vocabulary)", "batch_size": "--batch-size",
+    "model": "--model", "pre_layernorm": "--pre-layernorm", "zero_stage": "--zero-stage",
+    "data_fingerprint": "--data (its shards or vocabulary)",
 }
 
 

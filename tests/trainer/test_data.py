@@ -3,6 +3,7 @@ read once per worker per epoch (counted on a real filesystem), read-ahead, lengt
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ def all_rows(manifest: Manifest) -> Counter:
         with fsspec.open(manifest.resolve(shard.path), "rb") as f:
             table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
         for a, b in zip(table.column("tokens_a").to_pylist(), table.column("tokens_b").to_pylist()):
-            rows[tuple([s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"]])] += 1
+            rows[(s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"])] += 1
     return rows
 
 
@@ -87,7 +88,7 @@ def pair_keys_all(batches):
 @pytest.mark.parametrize("workers_before, workers_after, buckets", [(0, 0, 0), (2, 1, 0), (1, 3, 0), (2, 1, 5)])
 def test_resume_continues_with_the_next_batch(manifest, workers_before, workers_after, buckets):
     masker = masker_for(manifest)
-    options = dict(split="train", batch_size=8, masker=masker, seed=5, epochs=2, length_buckets=buckets, shuffle_window=2)
+    options = {"split": "train", "batch_size": 8, "masker": masker, "seed": 5, "epochs": 2, "length_buckets": buckets, "shuffle_window": 2}
     full = ShardStream(manifest, **options)
     reference = list(loader(full, 0))
     cut = full.batches_per_epoch + 3  # stop inside the second epoch (and inside a length-bucket group)
@@ -108,7 +109,7 @@ def test_state_from_another_layout_is_refused(manifest):
     stream = ShardStream(manifest, split="train", batch_size=8, masker=masker_for(manifest), seed=5)
     state = stream.state_dict(0, 3)
     other = ShardStream(manifest, split="train", batch_size=8, masker=masker_for(manifest), seed=5, rank=0, world_size=2)
-    with pytest.raises(ContractError, match="world_size=1.*this run has 2"):
+    with pytest.raises(ContractError, match="global_batch=8.*this run has 16"):
         other.load_state_dict(state)
     with pytest.raises(ContractError, match="version"):
         stream.load_state_dict({**state, "version": 99})
@@ -182,22 +183,27 @@ def shard_opens(log) -> Counter:
     return Counter(tuple(line.split()) for line in log.read_text().splitlines()) if log.exists() else Counter()
 
 
-@pytest.mark.parametrize("world, workers, window", [(1, 0, 4), (1, 0, 1), (2, 2, 1), (3, 2, 2)])
-def test_each_worker_reads_each_shard_once_per_epoch(counted, tmp_path, world, workers, window):
+@pytest.mark.parametrize("world, workers, window, partitions", [(1, 0, 4, None), (1, 0, 1, None), (2, 2, 1, None), (3, 2, 2, None),
+                                                                (1, 0, 1, 4), (2, 1, 2, 4)])
+def test_each_worker_reads_each_shard_once_per_epoch(counted, tmp_path, world, workers, window, partitions):
     # 4 train shards of ~300 rows in blocks of 64. Measured on the same data with the earlier layout (all
     # blocks of the split shuffled at once, 2 shards kept open), 1 rank: 12 reads per epoch with 1 worker,
     # 24 with 2, 48 with 4; now 4, 8, 16.
     names = [s.path for s in counted.split_shards("train")]
     assert len(names) >= 3  # enough shards for windows and ranks to matter
+    options = {"global_batch": 16 * world, "partitions": partitions} if partitions else {}
     for rank in range(world):
         CountingFileSystem.log = str(tmp_path / f"opens-{rank}.log")
-        stream, _ = epoch_batches(counted, rank, world, workers, shuffle_window=window)
+        stream, _ = epoch_batches(counted, rank, world, workers, shuffle_window=window, **options)
         opens = shard_opens(tmp_path / f"opens-{rank}.log")
-        needed = {names[s] for s in stream.layout(0).shard.tolist()}  # shards holding this rank's rows
-        assert max(opens.values()) == 1, opens  # no process reads a shard twice in the epoch
-        assert {name for _, name in opens} == needed  # and the rank's workers read no other shard
+        needed = {names[s] for p in stream.own_partitions for s in stream.layout(0, p).shard.tolist()}  # shards of the rank's rows
+        assert {name for _, name in opens} == needed  # the rank's workers read no other shard
         assert len({pid for pid, _ in opens}) == max(workers, 1)
-        if world == 1 and workers == 0:
+        if len(stream.own_partitions) == 1:
+            assert max(opens.values()) == 1, opens  # no process reads a shard twice in the epoch
+        else:  # a shard cut between two partitions of the rank is read at the start of one and the end of the other
+            assert max(opens.values()) <= 2 and sum(opens.values()) <= max(workers, 1) * (len(needed) + len(stream.own_partitions) - 1)
+        if world == 1 and workers == 0 and not partitions:
             assert sum(opens.values()) == len(names)  # each shard exactly once
 
 
@@ -216,7 +222,7 @@ def test_a_shard_is_hashed_once_per_process_though_read_every_epoch(counted, tmp
 def test_read_ahead_fetches_the_next_window_in_the_background(manifest, readahead):
     stream = ShardStream(manifest, split="train", batch_size=8, masker=masker_for(manifest), seed=2, epochs=1,
                          shuffle_window=1, readahead=readahead)
-    layout = stream.layout(0)
+    layout = stream.layout(0, 0)
     current, following = layout.window_shards(0), layout.window_shards(1)
     cursor = Cursor(stream.open_reader())
     try:
@@ -252,7 +258,7 @@ def test_length_buckets_keep_every_pair_once_and_cut_padding(manifest):
             if buckets:  # each group's rows were sorted into batches: their length ranges do not overlap
                 for g in range(0, len(batches), buckets):
                     spans = sorted((int(m.min()), int(m.max())) for m in (b["attention_mask"].sum(1) for b in batches[g : g + buckets]))
-                    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:])), spans
+                    assert all(hi <= lo for (_, hi), (lo, _) in itertools.pairwise(spans)), spans
         assert set(seen) == set(expected)
         assert sum(max(0, seen[k] - expected[k]) for k in seen) == sum(seen.values()) - sum(expected.values()) == stream.padding
     # 90% of BERT pairs fill max_seq_len, so the pad is that of the short 10%, which now pad among themselves

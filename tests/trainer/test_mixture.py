@@ -17,7 +17,11 @@ from tests.helpers import masker_for, row_keys, run_cli
 from trainer.data import ShardStream, loader
 from trainer.data.choice import CHOICE_CHUNK, ChoiceSequence
 from trainer.data.mixture import MixtureStream, component_seed
-from trainer.data.mixture_config import ComponentSpec, MixtureConfig, temperature_probabilities
+from trainer.data.mixture_config import (
+    ComponentSpec,
+    MixtureConfig,
+    temperature_probabilities,
+)
 
 BATCH = 8
 
@@ -202,8 +206,8 @@ def test_a_state_from_another_mixture_is_refused(runs):
         mixture(runs, alpha=0.5).load_state_dict(state)
     with pytest.raises(ContractError, match="mixture seed=11, this run has 12"):
         mixture(runs, alpha=0.7, seed=12).load_state_dict(state)
-    with pytest.raises(ContractError, match="world_size=1, this run has 2"):
-        mixture(runs, alpha=0.7, world_size=2).load_state_dict(state)
+    with pytest.raises(ContractError, match=f"mixture global_batch={BATCH}, this run has {2 * BATCH}"):
+        mixture(runs, alpha=0.7, world_size=2).load_state_dict(state)  # W ranks of BATCH rows: another global batch
     with pytest.raises(ContractError, match="mixture shuffle_window=4, this run has 2"):
         mixture(runs, alpha=0.7, shuffle_window=2).load_state_dict(state)
     with pytest.raises(ContractError, match="version"):

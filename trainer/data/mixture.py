@@ -2,20 +2,21 @@
 
 In:  a MixtureConfig (components, each a pairs/ URL with an optional source name and weight; or a temperature
      alpha), the split, this process's (rank, world_size), batch size, seed and the Masker, as ShardStream.
-Out: an IterableDataset of ready masked batches in ShardStream's format, each tagged with a `position`
-     tensor [epoch of the component it came from, mixture step j]; `state_dict(epoch, next_batch)`,
-     `load_state_dict()` and `describe()` (the mixture as recorded in the run's config).
+Out: an IterableDataset of ready masked micro batches in ShardStream's format, each tagged with a `position`
+     tensor [epoch of the component it came from, micro batch i = j x grad_accum + m of mixture step j];
+     `state_dict(epoch, next_batch)`, `load_state_dict()` and `describe()` (the mixture as the run records it).
 
-How a step is chosen. Mixture step j (one micro batch per rank) draws from ONE component c_j, the same on
-every rank: c_j comes from a uniform draw of the generator seeded (seed, chunk j // 4096), so it depends on
-(seed, j) alone. Component c's own batch index at step j is n = #{i < j : c_i = c}, its (epoch, k) is
-divmod(n, its batches_per_epoch), and its k-th batch is exactly what a ShardStream of that component would
-yield there (each component keeps its layout, padding and exactly-once-per-epoch over ranks, and moves on
-to its next epoch when one ends, forever). Being a function of j, this needs no sequential state: worker w
-of K builds the steps j ≡ w (mod K) after the start, so the batch order is the same for any worker count and
-a resume only needs j (the drawn counts are kept in the state as a record and a check). Per-rank choices
-would mix components inside one global batch but let ranks drift to different component epochs, which
-breaks exactly-once across ranks; so the choice is global.
+How a step is chosen. Mixture step j (one optimizer step: the global batch, over all ranks and micro batches)
+draws from ONE component c_j, the same on every rank: c_j comes from a uniform draw of the generator seeded
+(seed, chunk j // 4096), so it depends on (seed, j) alone. Component c's own step index at step j is
+n = #{i < j : c_i = c}, its (epoch, k) is divmod(n, its steps_per_epoch), and its micro batches of step k are
+exactly what a ShardStream of that component would yield there (each component keeps its canonical
+partitions, padding and exactly-once-per-epoch over ranks, and moves on to its next epoch when one ends,
+forever). Being a function of j, this needs no sequential state: worker w of K builds the micro batches
+i ≡ w (mod K) after the start, so the batch order is the same for any worker count, and a resume only needs j,
+on any world size the partitions allow (the drawn counts are kept in the state as a record and a check).
+Per-rank choices would mix components inside one global batch but let ranks drift to different component
+epochs, which breaks exactly-once across ranks; so the choice is global.
 
 Probabilities: explicit weights (normalised), or temperature sampling p_i ∝ n_i^alpha over the components'
 rows n_i (multilingual BERT uses alpha = 0.7, XLM 0.5; 1 is proportional, 0 uniform). All components share a
@@ -42,8 +43,8 @@ from trainer.data.source_stream import SourceStream
 from trainer.data.stream import Cursor, ShardStream
 from trainer.masking import Masker
 
-STATE_VERSION = 2
-"""2: components use ShardStream's layout 2 (shards in a seeded order, blocks shuffled within a window)."""
+STATE_VERSION = 3
+"""3: one component per optimizer step, components in canonical partitions (2: per micro batch, per-rank layout)."""
 _SEED_TAG = 0x636F6D70  # keeps the component seeds apart from every other seeded draw
 
 
@@ -88,6 +89,7 @@ class MixtureStream(IterableDataset):
             probabilities = temperature_probabilities(self.rows, config.alpha)
         self.choice = ChoiceSequence(probabilities, seed)
         self.max_seq_len = max(c.manifest.max_seq_len for c in self.components)
+        self.grad_accum = self.components[0].grad_accum  # every component has the same batching
         self.start = (0, 0)  # (unused, next mixture step): the shape of ShardStream.start
 
     # -- what the run records -------------------------------------------------------------------------
@@ -98,38 +100,41 @@ class MixtureStream(IterableDataset):
             comps.append({
                 "name": spec.label, "data": c.manifest.url, "source": spec.source, "manifest": c.manifest.fingerprint,
                 "rows": c.rows, "weight": spec.weight, "probability": p, "seed": c.seed,
-                "batches_per_epoch": c.batches_per_epoch, "padding": c.padding,
-                "steps_per_epoch": c.batches_per_epoch / p,  # expected mixture steps per pass over this component
+                "steps_per_epoch": c.steps_per_epoch, "padding": c.padding,
+                "mixture_steps_per_epoch": c.steps_per_epoch / p,  # expected mixture steps per pass over this component
             })
         first = self.components[0]
-        return {"kind": "mixture", "seed": self.seed, "alpha": self.config.alpha, "split": self.split, "batch_size": self.batch_size,
-                "world_size": self.world_size, "choice_chunk": self.choice.chunk, "shuffle_window": first.shuffle_window,
+        return {"kind": "mixture", "seed": self.seed, "alpha": self.config.alpha, "split": self.split, "global_batch": first.global_batch,
+                "partitions": first.partitions, "world_size": self.world_size, "batch_size": first.batch_size,
+                "grad_accum": first.grad_accum, "choice_chunk": self.choice.chunk, "shuffle_window": first.shuffle_window,
                 "length_buckets": first.length_buckets, "components": comps}
 
     @property
     def fingerprint(self) -> str:
         """sha256 over what decides the batch sequence (not the URLs: the same data moved is the same mixture)."""
         d = self.describe()
-        key = [d["seed"], d["split"], d["batch_size"], d["world_size"], d["choice_chunk"], d["shuffle_window"], d["length_buckets"],
+        key = [d["seed"], d["split"], d["global_batch"], d["partitions"], d["choice_chunk"], d["shuffle_window"], d["length_buckets"],
                [(c["name"], c["manifest"], c["source"], c["probability"]) for c in d["components"]]]
         return hashlib.sha256(json.dumps(key).encode()).hexdigest()
 
     def locate(self, step: int) -> tuple[int, int, int]:
-        """(component, its epoch, its batch k in that epoch) of mixture step `step`."""
+        """(component, its epoch, its step k in that epoch) of mixture step `step`."""
         c, n = self.choice.locate(step)
-        return (c, *divmod(n, self.components[c].batches_per_epoch))
+        return (c, *divmod(n, self.components[c].steps_per_epoch))
 
     # -- resumable position ---------------------------------------------------------------------------
     def state_dict(self, epoch: int, next_batch: int) -> dict[str, Any]:
-        """The position after the batch tagged [epoch, next_batch - 1]; `epoch` is implied by the step and unused."""
+        """The position after the micro batch tagged [epoch, next_batch - 1]; `epoch` is implied and unused."""
         d, positions = self.describe(), []
-        for c, n in zip(d["components"], self.choice.drawn_before(next_batch).tolist()):
-            component_epoch, k = divmod(n, c["batches_per_epoch"])
-            positions.append({"name": c["name"], "drawn": n, "epoch": component_epoch, "next_batch": k})
+        step, micro = divmod(next_batch, self.grad_accum)
+        for c, n in zip(d["components"], self.choice.drawn_before(step).tolist()):
+            component_epoch, k = divmod(n, c["steps_per_epoch"])
+            positions.append({"name": c["name"], "drawn": n, "epoch": component_epoch, "next_step": k})
         return {
             "version": STATE_VERSION,
             "kind": "mixture",
-            "step": next_batch,
+            "step": step,
+            "micro": micro,  # 0 at every step boundary (where the trainer saves)
             # ShardStream.load_state_dict compares this key first, so a single-dataset run refuses the state by name
             "manifest": f"mixture {self.fingerprint}",
             "mixture": d,
@@ -143,7 +148,7 @@ class MixtureStream(IterableDataset):
         if state.get("version") != STATE_VERSION:
             raise ContractError(f"mixture data state version {state.get('version')!r}, this trainer reads {STATE_VERSION}")
         theirs, ours = state["mixture"], self.describe()
-        for key in ("seed", "split", "batch_size", "world_size", "choice_chunk", "shuffle_window", "length_buckets"):
+        for key in ("seed", "split", "global_batch", "partitions", "choice_chunk", "shuffle_window", "length_buckets"):
             if theirs[key] != ours[key]:
                 raise _refusal(f"checkpoint has mixture {key}={theirs[key]!r}, this run has {ours[key]!r}")
         names = [c["name"] for c in theirs["components"]], [c["name"] for c in ours["components"]]
@@ -163,23 +168,26 @@ class MixtureStream(IterableDataset):
         if drawn != [c["drawn"] for c in state["components"]]:
             raise ContractError(f"mixture data state is inconsistent: step {state['step']} gives {drawn} batches per component, "
                                 f"the checkpoint recorded {[c['drawn'] for c in state['components']]}")
-        self.start = (0, state["step"])
+        if state["micro"] and state["mixture"]["grad_accum"] != self.grad_accum:
+            raise _refusal(f"it is inside a step of {state['mixture']['grad_accum']} micro batches, this run takes {self.grad_accum}")
+        self.start = (0, state["step"] * self.grad_accum + state["micro"])
 
     # -- iteration ---------------------------------------------------------------------------------------
     def __iter__(self):
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
         cursors: dict[int, Cursor] = {}  # per component: its reader (own read-ahead thread) and layout memos
-        step = self.start[1] + worker
+        i = self.start[1] + worker
         try:
-            while self.steps is None or step < self.steps:
+            while self.steps is None or i < self.steps * self.grad_accum:
+                step, m = divmod(i, self.grad_accum)
                 c, epoch, k = self.locate(step)
                 if c not in cursors:
                     cursors[c] = Cursor(self.components[c].open_reader())
-                batch = self.components[c].batch_at(cursors[c], epoch, k)
-                batch["position"] = torch.tensor([epoch, step])
+                batch = self.components[c].batch_at(cursors[c], epoch, k * self.grad_accum + m)
+                batch["position"] = torch.tensor([epoch, i])
                 yield batch
-                step += workers
+                i += workers
         finally:
             for cursor in cursors.values():
                 cursor.close()

@@ -10,7 +10,6 @@ scan at start-up.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -85,11 +84,9 @@ class SourceStream(ShardStream):
         self.full_blocks = {(b.shard, b.index): b for b in self.blocks}
         counts = source_block_rows(manifest, self.split, source, self.blocks, self.cache_dir)
         self.blocks = [Block(b.shard, b.index, n) for b, n in zip(self.blocks, counts) if n]
-        self.rows = sum(counts)
-        if not self.rows:
+        if not sum(counts):
             raise ContractError(f"{manifest.url}: no {self.split} rows of source {source!r} (sources: {manifest.sources})")
-        self.batches_per_epoch = math.ceil(self.rows / (self.world_size * self.batch_size))
-        self.padding = self.batches_per_epoch * self.world_size * self.batch_size - self.rows
+        self.count_rows(sum(counts))
 
     def open_reader(self) -> _SourceReader:
         return _SourceReader(super().open_reader(), self.source, self.full_blocks)

@@ -1,25 +1,33 @@
 """ShardStream: NSP pair shards (manifest + Arrow IPC, any fsspec URL) → masked training batches.
 
-In:  a manifest URL, a split, this process's (rank, world_size), the batch size, a seed and a Masker.
-Out: an IterableDataset of ready batches (numpy → torch in the collate step), each tagged with the
-     (epoch, batch) position it came from, so the trainer can checkpoint the exact data position.
+In:  a manifest URL, a split, this process's (rank, world_size), the (largest) micro batch, optionally the
+     global batch and the number of canonical partitions, a seed and a Masker.
+Out: an IterableDataset of ready micro batches (numpy → torch in the collate step), each tagged with the
+     (epoch, micro batch) position it came from, so the trainer can checkpoint the exact data position.
 
-Which rows a rank reads in an epoch, and in which order, is trainer/data/layout.py's EpochLayout: shards in a
-seeded order per epoch, each rank a contiguous slice of them (padded so all ranks get the same number of
-batches), blocks shuffled within windows of `shuffle_window` consecutive shards, rows shuffled within blocks.
-The rank's stream is cut into batches of `batch_size` rows; dataloader worker w of K builds batches
-k ≡ w (mod K). The DataLoader hands worker outputs out round-robin, so the rank sees batches 0, 1, 2, ...
-whatever K is, which is what makes resume exact after a change of the number of workers.
+The epoch is laid out as P canonical partitions (trainer/data/partitions.py): partition p is the p-th "rank"
+of trainer/data/layout.py's EpochLayout with P ranks and a batch of G / P rows (shards in a seeded order per
+epoch, a contiguous slice of them per partition, padded so all get the same number of steps, blocks shuffled
+within windows of `shuffle_window` consecutive shards, rows shuffled within blocks). Partition p's chunk of
+global step k is a pure function of (manifest, seed, epoch, p, k), masks included, so the rows of a step do
+not depend on the world size. This rank owns partitions r x P/W .. (r + 1) x P/W - 1; its rows of step k
+(its chunks in order) are cut into grad_accum micro batches. Without a global batch, G = batch_size x W and
+P = W: one partition per rank, one micro batch per step.
 
-Length buckets (`length_buckets` = G > 0): the rows of each group of G consecutive batches of the rank are
-sorted by num_tokens and cut into G batches, whose order is shuffled (seeded by seed, epoch, rank, group).
-Dynamic padding then pads each batch to its own longest pair, which is now close to the others: fewer pad
-tokens, the same rows in the same epoch, and still a pure function of (seed, epoch, rank, k).
+Dataloader worker w of K builds micro batches i ≡ w (mod K). The DataLoader hands worker outputs out
+round-robin, so the rank sees batches 0, 1, 2, ... whatever K is, which is what makes resume exact after a
+change of the number of workers.
+
+Length buckets (`length_buckets` = L > 0): each partition's rows of L consecutive steps are sorted by
+num_tokens and cut into L chunks, whose order is shuffled (seeded by seed, epoch, group: the same for every
+partition, so the chunks of one step have similar lengths). Dynamic padding then pads each micro batch to
+its own longest pair: fewer pad tokens, the same rows in the same epoch, still a function of (p, k).
 
 Each worker reads through a ShardReader (trainer/data/reader.py): it holds the shards of the window ahead
 of the current batch and fetches the next window's first shard(s) in a background thread (`readahead`), so
-a worker reads each shard once per epoch. Randomness: the layout from (seed, epoch, rank); the mask of batch
-k from (seed, epoch, rank, k), so a pair gets a fresh mask in every epoch and the same one after a resume.
+a worker reads each shard once per epoch. Randomness: the layout from (seed, epoch, partition); the mask of
+partition p's chunk of step k from (seed, epoch, p, k), so a pair gets a fresh mask in every epoch and the
+same one after a resume, on any world size.
 """
 
 from __future__ import annotations
@@ -37,15 +45,16 @@ from torch.utils.data import IterableDataset, get_worker_info
 from schemas import ContractError, Manifest
 from trainer.data.collate import collate_segments
 from trainer.data.layout import Block, EpochLayout, rank_layout, split_blocks
+from trainer.data.partitions import merge_chunks, plan
 from trainer.data.reader import ShardReader
 from trainer.masking import Masker
 
 __all__ = ["Block", "ShardStream", "gather_segments", "loader", "split_blocks"]
 
-STATE_VERSION = 2
-"""2: shards in a seeded order and blocks shuffled within a window of shards (1: all blocks shuffled at once)."""
+STATE_VERSION = 3
+"""3: canonical partitions, position in global steps (2: per-rank layout; 1: all blocks shuffled at once)."""
 _BUCKET_TAG = 0x6C656E  # keeps the bucket shuffle's seeds apart from the mask seeds (tag 7)
-LAYOUT_KEYS = ("manifest", "split", "world_size", "batch_size", "seed", "shuffle_window", "length_buckets")
+LAYOUT_KEYS = ("manifest", "split", "global_batch", "partitions", "seed", "shuffle_window", "length_buckets")
 """What a saved data position must share with the run that resumes it."""
 
 
@@ -70,9 +79,10 @@ class Cursor:
 
     def __init__(self, reader: Any):
         self.reader = reader
-        self.layouts: dict[int, EpochLayout] = {}
+        self.layouts: dict[tuple[int, int], EpochLayout] = {}  # (epoch, partition)
         self.perms: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
-        self.group: tuple | None = None
+        self.groups: dict[int, tuple] = {}  # partition -> its current length-bucket group
+        self.chunks: OrderedDict[tuple[int, int, int], dict[str, np.ndarray]] = OrderedDict()  # (epoch, step, partition)
         self.holding: tuple | None = None
 
     def close(self) -> None:
@@ -99,6 +109,8 @@ class ShardStream(IterableDataset):
         length_buckets: int = 0,
         pad_to_multiple_of: int = 1,
         readahead: int = 1,
+        global_batch: int | None = None,
+        partitions: int | None = None,
     ):
         if not manifest.split_shards(split):
             raise ContractError(f"{manifest.url}: no shards for split {split!r} (splits: {manifest.splits})")
@@ -106,30 +118,46 @@ class ShardStream(IterableDataset):
                                    ("pad_to_multiple_of", pad_to_multiple_of, 1), ("readahead", readahead, 0)):
             if value < least:
                 raise ValueError(f"{name} must be >= {least}, got {value}")
+        if global_batch is None:  # the layout of one partition per rank, one micro batch per step
+            global_batch, partitions = batch_size * world_size, partitions or world_size
+        self.batching = plan(global_batch, partitions, world_size, batch_size)
+        self.global_batch, self.partitions, self.grad_accum = global_batch, self.batching.partitions, self.batching.grad_accum
+        self.own_partitions = self.batching.rank_partitions(rank)
+        batch_size = self.batching.micro_batch
         self.manifest, self.split, self.batch_size, self.masker = manifest, split, batch_size, masker
         self.seed, self.rank, self.world_size, self.verify, self.epochs = seed, rank, world_size, verify_checksums, epochs
         self.cache_dir, self.shuffle_window, self.length_buckets = cache_dir, shuffle_window, length_buckets
         self.pad_to_multiple_of, self.readahead = pad_to_multiple_of, readahead
         self.blocks = split_blocks(manifest, split)
-        self.rows = sum(b.rows for b in self.blocks)
-        self.batches_per_epoch = math.ceil(self.rows / (world_size * batch_size))
-        self.padding = self.batches_per_epoch * world_size * batch_size - self.rows
+        self.count_rows(sum(b.rows for b in self.blocks))
         self.specials = manifest.special_tokens
         self.start = (0, 0)
 
+    def count_rows(self, rows: int) -> None:
+        """Steps and micro batches per epoch, and the pad rows, for `rows` rows of the split."""
+        self.rows = rows
+        self.steps_per_epoch = math.ceil(rows / self.global_batch)
+        self.batches_per_epoch = self.steps_per_epoch * self.grad_accum  # this rank's micro batches
+        self.padding = self.steps_per_epoch * self.global_batch - rows
+
     # -- resumable position ------------------------------------------------------------------------
     def state_dict(self, epoch: int, next_batch: int) -> dict[str, Any]:
+        """The position before micro batch `next_batch` of `epoch`, in global steps (any world size reads it)."""
+        step, micro = divmod(next_batch, self.grad_accum)
         return {
             "version": STATE_VERSION,
             "epoch": epoch,
-            "next_batch": next_batch,
+            "next_step": step,
+            "next_micro": micro,  # 0 at every step boundary (where the trainer saves)
             "manifest": self.manifest.fingerprint,
             "split": self.split,
-            "world_size": self.world_size,
-            "batch_size": self.batch_size,
+            "global_batch": self.global_batch,
+            "partitions": self.partitions,
             "seed": self.seed,
             "shuffle_window": self.shuffle_window,
             "length_buckets": self.length_buckets,
+            "world_size": self.world_size,  # a record: the position does not depend on it
+            "grad_accum": self.grad_accum,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -144,27 +172,47 @@ class ShardStream(IterableDataset):
                     f"cannot resume the data position: checkpoint has {key}={state[key]!r}, this run has {expected[key]!r}"
                     + (" (the batch order depends on it)" if key not in ("manifest", "split", "seed") else "")
                 )
-        epoch, nxt = state["epoch"], state["next_batch"]
-        self.start = (epoch + 1, 0) if nxt >= self.batches_per_epoch else (epoch, nxt)
+        if state["next_micro"] and state["grad_accum"] != self.grad_accum:
+            raise ContractError(f"cannot resume the data position: it is inside a step of {state['grad_accum']} micro batches, "
+                                f"this run takes {self.grad_accum} (resume from a checkpoint saved at a step boundary)")
+        epoch, step = state["epoch"], state["next_step"]
+        self.start = (epoch + 1, 0) if step >= self.steps_per_epoch else (epoch, step * self.grad_accum + state["next_micro"])
 
     # -- reading --------------------------------------------------------------------------------------
     def open_reader(self) -> Any:
         return ShardReader(self.manifest, self.split, verify=self.verify, cache_dir=self.cache_dir)
 
-    def batch_at(self, cursor: Cursor, epoch: int, k: int) -> dict[str, torch.Tensor]:
-        """Batch k of `epoch` for this rank: rows, read (holding the window ahead), collated and masked."""
-        layout = self._layout(cursor, epoch)
-        size = self.batch_size
-        first = k - k % self.length_buckets if self.length_buckets else k
-        end = min(first + self.length_buckets, self.batches_per_epoch) if self.length_buckets else k + 1
-        self._hold(cursor, layout, first * size, end * size)
-        if self.length_buckets:
-            parts = self._bucket_rows(cursor, layout, first, end, k)
-        else:
-            parts = [(b, self._perm(cursor, epoch, b)[lo:hi]) for b, lo, hi in layout.slices(k * size, (k + 1) * size)]
-        return self.make_batch(cursor.reader, parts, epoch, k)
+    def batch_at(self, cursor: Cursor, epoch: int, i: int) -> dict[str, torch.Tensor]:
+        """Micro batch i of `epoch` for this rank: its partitions' chunks of the step, masked, cut to the micro batch."""
+        k, m = divmod(i, self.grad_accum)
+        chunk, lo = self.batching.chunk, m * self.batch_size
+        first, last = lo // chunk, (lo + self.batch_size - 1) // chunk
+        self._hold(cursor, epoch, k)
+        chunks = [self._chunk(cursor, epoch, k, self.own_partitions[c]) for c in range(first, last + 1)]
+        arrays = merge_chunks(chunks, lo - first * chunk, lo - first * chunk + self.batch_size, self.specials["[PAD]"],
+                              self.pad_to_multiple_of)
+        tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in arrays.items()}
+        tensors["position"] = torch.tensor([epoch, i])
+        return tensors
 
-    def make_batch(self, reader: Any, parts: list[tuple[int, np.ndarray]], epoch: int, k: int) -> dict[str, torch.Tensor]:
+    def _chunk(self, cursor: Cursor, epoch: int, k: int, p: int) -> dict[str, np.ndarray]:
+        """Partition p's rows of step k, collated and masked (kept while the micro batches of the step use it)."""
+        key = (epoch, k, p)
+        if key not in cursor.chunks:
+            layout, size = self._layout(cursor, epoch, p), self.batching.chunk
+            if self.length_buckets:
+                first = k - k % self.length_buckets
+                end = min(first + self.length_buckets, self.steps_per_epoch)
+                parts = self._bucket_rows(cursor, layout, p, first, end, k)
+            else:
+                parts = [(b, self._perm(cursor, epoch, b)[lo:hi]) for b, lo, hi in layout.slices(k * size, (k + 1) * size)]
+            cursor.chunks[key] = self.make_chunk(cursor.reader, parts, epoch, k, p)
+            while len(cursor.chunks) > 2:
+                cursor.chunks.popitem(last=False)
+        return cursor.chunks[key]
+
+    def make_chunk(self, reader: Any, parts: list[tuple[int, np.ndarray]], epoch: int, k: int, p: int) -> dict[str, np.ndarray]:
+        """The given rows of blocks, collated and masked with the generator of (seed, epoch, partition, step)."""
         batches = [(reader.batch(self.blocks[b].shard, self.blocks[b].index, self.blocks[b].rows), rows) for b, rows in parts]
         nsp = np.concatenate([batch.column("is_random_next").to_numpy(zero_copy_only=False)[rows] for batch, rows in batches])
         s = self.specials
@@ -173,25 +221,24 @@ class ShardStream(IterableDataset):
             cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=self.manifest.max_seq_len,
             pad_to_multiple_of=self.pad_to_multiple_of,
         )
-        rng = np.random.default_rng([self.seed, epoch, self.rank, k, 7])
+        rng = np.random.default_rng([self.seed, epoch, p, k, 7])
         masked = self.masker(arrays["input_ids"], arrays["special_mask"], rng)
         out = {**arrays, **masked}
         out.pop("special_mask", None)
-        tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in out.items()}
-        tensors["position"] = torch.tensor([epoch, k])
-        return tensors
+        return out
 
-    def layout(self, epoch: int) -> EpochLayout:
-        """This rank's rows of `epoch`, in order (trainer/data/layout.py)."""
-        return rank_layout(self.blocks, seed=self.seed, epoch=epoch, rank=self.rank, world_size=self.world_size,
-                           batch_size=self.batch_size, batches_per_epoch=self.batches_per_epoch, window=self.shuffle_window)
+    def layout(self, epoch: int, partition: int) -> EpochLayout:
+        """A partition's rows of `epoch`, in order (trainer/data/layout.py with P partitions as its ranks)."""
+        return rank_layout(self.blocks, seed=self.seed, epoch=epoch, rank=partition, world_size=self.partitions,
+                           batch_size=self.batching.chunk, batches_per_epoch=self.steps_per_epoch, window=self.shuffle_window)
 
-    def _layout(self, cursor: Cursor, epoch: int) -> EpochLayout:
-        if epoch not in cursor.layouts:
-            if len(cursor.layouts) >= 2:  # the current epoch and the next (read-ahead) are all that is needed
-                cursor.layouts.pop(min(cursor.layouts))
-            cursor.layouts[epoch] = self.layout(epoch)
-        return cursor.layouts[epoch]
+    def _layout(self, cursor: Cursor, epoch: int, p: int) -> EpochLayout:
+        if (epoch, p) not in cursor.layouts:
+            # the current epoch and the next (read-ahead) are all that is needed
+            for old in [key for key in cursor.layouts if key[0] < epoch - 1 or key[0] > epoch + 1]:
+                del cursor.layouts[old]
+            cursor.layouts[(epoch, p)] = self.layout(epoch, p)
+        return cursor.layouts[(epoch, p)]
 
     def _perm(self, cursor: Cursor, epoch: int, block: int) -> np.ndarray:
         """(rows,) the seeded row order of a block in this epoch (kept for the few blocks in use)."""
@@ -203,26 +250,36 @@ class ShardStream(IterableDataset):
             cursor.perms.popitem(last=False)
         return perm
 
-    def _hold(self, cursor: Cursor, layout: EpochLayout, lo: int, hi: int) -> None:
-        """Hold the shards of rows lo.. to the end of their windows, then the next window's first shard(s)."""
-        first, end = layout.pieces(lo, hi)
-        last_window = layout.last_window(end)
-        if cursor.holding == (layout.epoch, first, last_window):
+    def _hold(self, cursor: Cursor, epoch: int, k: int) -> None:
+        """Hold, for each partition of the rank, the shards of step k's rows (its length-bucket group's, with
+        buckets) to the end of their windows; then each partition's next window's first shard(s)."""
+        size, first_step = self.batching.chunk, k - k % self.length_buckets if self.length_buckets else k
+        end_step = min(first_step + self.length_buckets, self.steps_per_epoch) if self.length_buckets else k + 1
+        spans = []
+        for p in self.own_partitions:
+            layout = self._layout(cursor, epoch, p)
+            first, end = layout.pieces(first_step * size, end_step * size)
+            spans.append((first, layout.last_window(end)))
+        if cursor.holding == (epoch, spans):
             return
-        cursor.holding = (layout.epoch, first, last_window)
-        want = layout.shards_ahead(first, last_window)
-        ahead = None
-        if last_window + 1 < layout.windows:
-            ahead = layout.window_shards(last_window + 1)
-        elif self.epochs is None or layout.epoch + 1 < self.epochs:
-            ahead = self._layout(cursor, layout.epoch + 1).window_shards(0)
-        want += [s for s in (ahead or [])[: self.readahead] if s not in want]
+        cursor.holding = (epoch, spans)
+        want, ahead = [], []
+        for p, (first, last_window) in zip(self.own_partitions, spans):
+            layout = self._layout(cursor, epoch, p)
+            want += layout.shards_ahead(first, last_window)
+            if last_window + 1 < layout.windows:
+                ahead.append(layout.window_shards(last_window + 1)[: self.readahead])
+            elif self.epochs is None or epoch + 1 < self.epochs:
+                ahead.append(self._layout(cursor, epoch + 1, p).window_shards(0)[: self.readahead])
+        want = list(dict.fromkeys(want + [s for shards in ahead for s in shards]))
+        cursor.reader.decoded_capacity = max(cursor.reader.decoded_capacity, 2 * len(self.own_partitions) + 2)
         cursor.reader.hold(want)
 
-    def _bucket_rows(self, cursor: Cursor, layout: EpochLayout, first: int, end: int, k: int) -> list[tuple[int, np.ndarray]]:
-        """Batch k's rows when the group of batches first..end is sorted by length (see the module docstring)."""
-        size = self.batch_size
-        if cursor.group is None or cursor.group[0] != (layout.epoch, first):
+    def _bucket_rows(self, cursor: Cursor, layout: EpochLayout, p: int, first: int, end: int, k: int) -> list[tuple[int, np.ndarray]]:
+        """Partition p's rows of step k when its steps first..end are sorted by length (see the module docstring)."""
+        size = self.batching.chunk
+        group = cursor.groups.get(p)
+        if group is None or group[0] != (layout.epoch, first):
             slices = layout.slices(first * size, end * size)
             cursor.reader.decoded_capacity = max(cursor.reader.decoded_capacity, len(slices) + 2)  # the group's blocks stay decoded
             blocks, rows, lengths = [], [], []
@@ -233,9 +290,9 @@ class ShardStream(IterableDataset):
                 rows.append(picked)
                 lengths.append(batch.column("num_tokens").to_numpy()[picked])
             order = np.argsort(np.concatenate(lengths), kind="stable")
-            shuffle = np.random.default_rng([self.seed, layout.epoch, self.rank, first, _BUCKET_TAG]).permutation(end - first)
-            cursor.group = ((layout.epoch, first), np.concatenate(blocks)[order], np.concatenate(rows)[order], shuffle)
-        _, blocks, rows, shuffle = cursor.group
+            shuffle = np.random.default_rng([self.seed, layout.epoch, first, _BUCKET_TAG]).permutation(end - first)
+            group = cursor.groups[p] = ((layout.epoch, first), np.concatenate(blocks)[order], np.concatenate(rows)[order], shuffle)
+        _, blocks, rows, shuffle = group
         j = int(shuffle[k - first])
         blk, picked = blocks[j * size : (j + 1) * size], rows[j * size : (j + 1) * size]
         unique, at = np.unique(blk, return_index=True)

@@ -1,0 +1,127 @@
+"""Elastic resume: what a run keeps when it comes back on another number of ranks, and how its ZeRO state moves.
+
+In:  this invocation's TrainConfig and Runtime; RUN/train_config.json and RUN/checkpoints/ of earlier ones.
+Out: `resolve`: the TrainConfig this invocation trains with: the run's global batch and data partitions (fixed
+     when it started, read back from RUN/train_config.json), this world size's micro batch and grad_accum;
+     or a one-line TrainError when they cannot fit.
+     `universal_tag`: when the latest checkpoint holds ZeRO optimizer partitions of another world size, the
+     tag of its DeepSpeed universal form (RUN/checkpoints/<tag>_universal/, converted once by rank 0 with
+     deepspeed.checkpoint.ds_to_universal), which an engine built with "checkpoint": {"load_universal": true}
+     loads on any world size; None when the checkpoint loads as it is (same world size, or ZeRO-0 fp32, whose
+     optimizer state is not partitioned). `load_universal` loads it and removes the converted copy.
+
+What may change between runs: the number of ranks (any divisor of the partition count), --batch-size (the
+largest micro batch; grad_accum follows), --num-workers. What may not: the global batch and the partitions
+(the data position and the learning-rate schedule are counted in their steps), and what resume.py lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import shutil
+
+from trainer import checkpoint
+from trainer.config import TrainConfig, TrainError
+from trainer.data.partitions import plan
+from trainer.runtime import Runtime
+
+UNIVERSAL_SUFFIX = "_universal"
+
+
+def recorded(run_dir: str) -> dict | None:
+    """RUN/train_config.json when RUN has a checkpoint to resume (None for a new run)."""
+    if checkpoint.latest_tag(run_dir) is None:
+        return None
+    path = os.path.join(run_dir, "train_config.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        raise TrainError(f"{path}: missing or unreadable, so the checkpoint beside it cannot be resumed safely") from None
+
+
+def resolve(config: TrainConfig, rt: Runtime) -> TrainConfig:
+    """The config with the run's global batch and partitions, and this world size's micro batch and grad_accum."""
+    before = recorded(config.output)
+    if before is None:
+        global_batch = config.global_batch_size or config.batch_size * config.grad_accum * rt.world_size
+        partitions = config.partitions
+    else:
+        # a run recorded before partitions existed: its global batch, one partition per rank
+        world = before.get("world_size", 1)
+        global_batch = before.get("global_batch_size") or before["batch_size"] * before.get("grad_accum", 1) * world
+        partitions = before.get("partitions") or world
+        for flag, asked, kept in (("--global-batch-size", config.global_batch_size, global_batch), ("--partitions", config.partitions, partitions)):
+            if asked is not None and asked != kept:
+                raise TrainError(f"{config.output}: the run started with {flag} {kept}, this invocation asks {asked}; its data "
+                                 f"position and schedule are counted in those steps: leave {flag} out to resume, or use a new --output")
+    try:
+        batching = plan(global_batch, partitions, rt.world_size, config.batch_size)
+    except ValueError as e:
+        raise TrainError(f"{config.output}: {e}" if before else str(e)) from None
+    return dataclasses.replace(config, global_batch_size=global_batch, partitions=batching.partitions,
+                               batch_size=batching.micro_batch, grad_accum=batching.grad_accum)
+
+
+def partition_files(folder: str) -> list[str]:
+    """The per-rank ZeRO optimizer files of a checkpoint folder (none under ZeRO-0 in fp32)."""
+    return sorted(f for f in os.listdir(folder) if "zero_pp_rank_" in f and f.endswith("optim_states.pt"))
+
+
+def universal_tag(run_dir: str, rt: Runtime) -> str | None:
+    """The universal form's tag when the latest checkpoint's ZeRO partitions are of another world size."""
+    import torch.distributed as dist
+
+    tag = checkpoint.latest_tag(run_dir)
+    if tag is None:
+        return None
+    folder = os.path.join(checkpoint.checkpoint_dir(run_dir), tag)
+    saved = len(partition_files(folder))
+    if saved in (0, rt.world_size):
+        return None
+    target = folder + UNIVERSAL_SUFFIX
+    if rt.rank == 0 and not os.path.isdir(target):
+        rt.log(f"{tag} holds ZeRO partitions of {saved} ranks, this run has {rt.world_size}: converting it to a universal checkpoint")
+        convert(folder, target)
+    if dist.is_initialized():
+        dist.barrier()  # every rank loads the converted folder once rank 0 has renamed it into place
+    return tag + UNIVERSAL_SUFFIX
+
+
+def convert(folder: str, target: str) -> None:
+    """A DeepSpeed checkpoint folder → its universal form at `target` (written beside it, then renamed)."""
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+    tmp = target + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    args = argparse.Namespace(input_folder=folder, output_folder=tmp, num_extract_workers=1, num_merge_workers=1,
+                              keep_temp_folder=False, strict=True, inject_missing_state=True)
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):  # its progress bars and prints
+            ds_to_universal(args)
+    except (OSError, ValueError, KeyError, AssertionError, RuntimeError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TrainError(f"{folder}: cannot convert to a universal checkpoint for another number of ranks ({type(e).__name__}: {e})") from None
+    os.replace(tmp, target)
+    with contextlib.suppress(FileNotFoundError):  # ds_to_universal's own pointer, at the temporary name
+        os.remove(os.path.join(os.path.dirname(target), "latest_universal"))
+
+
+def load_universal(engine, run_dir: str, tag: str, rt: Runtime) -> dict:
+    """Load the universal form into an engine built with load_universal; returns the client state."""
+    import torch.distributed as dist
+
+    path, client = engine.load_checkpoint(checkpoint.checkpoint_dir(run_dir), tag=tag)
+    if path is None:
+        raise TrainError(f"{checkpoint.checkpoint_dir(run_dir)}/{tag}: DeepSpeed could not load this universal checkpoint")
+    if dist.is_initialized():
+        dist.barrier()
+    if rt.rank == 0:  # a derived copy: the next save writes this world size's own partitions
+        shutil.rmtree(os.path.join(checkpoint.checkpoint_dir(run_dir), tag), ignore_errors=True)
+    return client

@@ -28,6 +28,7 @@ from trainer.stopping import StopFlag
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
+    stop = StopFlag(rt)  # first: a signal during start-up also ends in an agreed stop
     manifest = Manifest.read(config.data)
     prepare_run_dir(config, manifest, rt)
     model = build_model(config, manifest)
@@ -44,7 +45,6 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
-    stop = StopFlag(rt)
     position = phase.train.state_dict(*phase.train.start)
     batches = iter(loader(phase.train, config.num_workers))
     window_tokens, window_start, last = 0, time.time(), {}
@@ -56,7 +56,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
     try:
-        while step < end and not stop.requested:
+        while step < end and not stop.agreed():
             if phase_of(step, config) != phase.number:
                 phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
                 shutdown(batches)

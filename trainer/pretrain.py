@@ -20,6 +20,7 @@ from trainer import config as train_config
 from trainer.config import TrainError
 from trainer.loop import train
 from trainer.runtime import shutdown_runtime, start_runtime
+from trainer.stopping import follow_launcher
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         if config.deepspeed_config:
             train_config.read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)
+        if rt.world_size > 1:
+            follow_launcher()  # a launcher killed by -9 leaves no orphan ranks training on
         try:
             train(config, rt)
         finally:

@@ -25,6 +25,11 @@ GRACE_SECONDS = 120.0
 """How long the ranks have, after a forwarded signal or a failed rank, to checkpoint and exit before SIGKILL."""
 
 
+SETTLE_SECONDS = 10.0
+"""After one rank fails, how long the others have to exit on their own (a user error ends every rank) before
+they are asked to stop."""
+
+
 def _free_port() -> int:
     import socket
 
@@ -75,12 +80,14 @@ def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> in
         ask_to_stop(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
-    status = 0
+    status, failed_at = 0, 0.0
     try:
         while any(p.poll() is None for p in ranks):
             failed = [p.returncode for p in ranks if p.returncode not in (None, 0)]
             if failed and not status:
                 status = failed[0] if failed[0] > 0 else 128 - failed[0]  # killed by signal s: 128 + s, as a shell says
+                failed_at = time.monotonic()
+            if status and not deadline and time.monotonic() > failed_at + SETTLE_SECONDS:  # not an error they all share
                 print(f"clozeforge train: a rank exited with status {status}; stopping the others", file=sys.stderr, flush=True)
                 ask_to_stop(signal.SIGTERM)
             if deadline and time.monotonic() > deadline[0]:

@@ -15,7 +15,7 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer import checkpoint
+from trainer import checkpoint, run_lock
 from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.config import TrainConfig
 from trainer.data import loader, shutdown
@@ -29,6 +29,11 @@ from trainer.stopping import StopFlag
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     stop = StopFlag(rt)  # first: a signal during start-up also ends in an agreed stop
+    with run_lock.held(config.output, rt.rank, log=rt.log):  # one trainer per --output
+        return _train(config, rt, stop)
+
+
+def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
     manifest = Manifest.read(config.data)
     prepare_run_dir(config, manifest, rt)
     model = build_model(config, manifest)

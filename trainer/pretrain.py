@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutdown_runtime()
     except (TrainError, ContractError) as e:
-        print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
+        if not getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
+            print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("clozeforge train: interrupted; resume from the last complete checkpoint", file=sys.stderr)

@@ -58,14 +58,15 @@ class CheckpointError(ContractError):
     """A checkpoint cannot be written, or none that can be trusted is left to read."""
 
 
-def _all_ok(ok: bool) -> bool:
+def _first_failure(failure: str | None) -> str | None:
+    """The first rank's failure (every rank gets the same string), or None when every rank succeeded."""
     import torch.distributed as dist
 
     if not dist.is_initialized() or dist.get_world_size() == 1:
-        return ok
-    flag = torch.tensor([int(ok)], dtype=torch.int32, device="cuda" if torch.cuda.is_available() else "cpu")
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
+        return failure
+    every: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, failure)  # between our own ranks: strings
+    return next((f for f in every if f), None)
 
 
 def _write_failure(error: BaseException, folder: str) -> str:
@@ -91,18 +92,20 @@ def save(engine, run_dir: str, step: int, client_state: dict[str, Any], keep_las
         engine.save_checkpoint(checkpoint_dir(run_dir), tag=tag, client_state=client_state, save_latest=False)
     except (OSError, RuntimeError) as e:
         failure = _write_failure(e, folder)
-    if _all_ok(failure is None) and engine.global_rank == 0:  # every rank's partition is on disk
+    failure = _first_failure(failure)
+    if failure is None and engine.global_rank == 0:  # every rank's partition is on disk
         try:
             integrity.write_record(folder)
             failure = integrity.problem(folder)
         except OSError as e:
             failure = _write_failure(e, folder)
-    if not _all_ok(failure is None):
+    failure = _first_failure(failure)
+    if failure:
         if engine.global_rank == 0:
             shutil.rmtree(folder, ignore_errors=True)  # frees what it took; `latest` never named it
-        previous = latest_tag(run_dir)
-        raise CheckpointError(f"checkpoint {tag} not saved: {failure or 'another rank could not write its part'}; "
-                              f"`latest` still names {previous or 'no checkpoint'}")
+        error = CheckpointError(f"checkpoint {tag} not saved: {failure}; `latest` still names {latest_tag(run_dir) or 'no checkpoint'}")
+        error.quiet = engine.global_rank != 0  # the same line on every rank: printed once
+        raise error
     if engine.global_rank == 0:
         write_latest(run_dir, tag)
         prune(run_dir, keep_last)

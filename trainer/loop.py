@@ -15,7 +15,7 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer import checkpoint, run_lock
+from trainer import checkpoint, preflight, run_lock
 from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.config import TrainConfig
 from trainer.data import loader, shutdown
@@ -34,6 +34,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
 
 
 def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
+    preflight.check(config, rt)  # manifests and shard sizes, before anything is written or trained
     manifest = Manifest.read(config.data)
     prepare_run_dir(config, manifest, rt)
     model = build_model(config, manifest)

@@ -92,6 +92,12 @@ def save(engine, run_dir: str, step: int, client_state: dict[str, Any], keep_las
         engine.save_checkpoint(checkpoint_dir(run_dir), tag=tag, client_state=client_state, save_latest=False)
     except (OSError, RuntimeError) as e:
         failure = _write_failure(e, folder)
+        import torch.distributed as dist
+
+        # NOTE: a write that fails skips the barrier that ends DeepSpeed's save_checkpoint, which the other
+        # ranks are in (the writes come after ZeRO's gathers: no other collective is skipped); meet them there.
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
     failure = _first_failure(failure)
     if failure is None and engine.global_rank == 0:  # every rank's partition is on disk
         try:

@@ -31,7 +31,7 @@ import torch
 from schemas import ContractError
 from trainer import integrity
 from trainer.safe_load import load as safe_torch_load
-from trainer.safe_load import only_weights
+from trainer.safe_load import only_weights, refusal
 
 CHECKPOINTS = "checkpoints"
 _TAG = re.compile(r"^step_(\d{8})$")
@@ -166,6 +166,9 @@ def _resume_tag(run_dir: str) -> str | None:
         try:
             tag = intact_tag(run_dir, warn=lambda line: print(line, file=sys.stderr, flush=True))
             root, latest = checkpoint_dir(run_dir), latest_tag(run_dir)
+            if tag is not None:  # before any rank loads: a refusal on one rank only would leave the others waiting
+                folder = os.path.join(root, tag)
+                failure = next(filter(None, (refusal(os.path.join(folder, f)) for f in sorted(os.listdir(folder)) if f.endswith(".pt"))), None)
             if tag is not None and latest != tag:
                 for bad in (t for t in os.listdir(root) if _TAG.match(t) and tag < t <= latest):
                     aside = next(f"{bad}.damaged{n or ''}" for n in range(1000) if not os.path.exists(os.path.join(root, f"{bad}.damaged{n or ''}")))
@@ -178,7 +181,9 @@ def _resume_tag(run_dir: str) -> str | None:
         dist.broadcast_object_list(box, src=0)  # between our own ranks: two strings
         tag, failure = box
     if failure:
-        raise CheckpointError(failure)
+        error = CheckpointError(failure)
+        error.quiet = rank != 0  # the same line on every rank: printed once
+        raise error
     return tag
 
 

@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
             print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # a write outside checkpoints (metrics, run config) on a full or read-only disk
+        print(f"clozeforge train: error: {e.filename or 'I/O'}: {e.strerror or one_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("clozeforge train: interrupted; resume from the last complete checkpoint", file=sys.stderr)
         return 130

@@ -56,12 +56,33 @@ def load(f: Any, map_location: Any = "cpu", **kwargs: Any) -> Any:
         with torch.serialization.safe_globals(_allowed()):
             return _torch_load(f, map_location=map_location, weights_only=True, **kwargs)
     except pickle.UnpicklingError as e:
-        # torch's message is a paragraph; the line that names what the file asked for is the one to keep
-        lines = [line.strip() for line in str(e).splitlines() if re.search(r"GLOBAL|Unsupported|unsupported", line)]
-        reason = lines[0].rstrip(".") if lines else type(e).__name__
+        # torch's message is a paragraph; what the file asked for is the part to keep
+        named = re.search(r"GLOBAL (\S+)", str(e))
+        lines = [line.strip().rstrip(".") for line in str(e).splitlines() if "nsupported" in line]
+        reason = f"unsupported GLOBAL {named.group(1)}" if named else (lines[0] if lines else type(e).__name__)
         name = getattr(f, "name", f)
         raise UntrustedCheckpoint(f"{name}: refused to load: it holds more than tensors and plain data ({reason}); "
                                   "nothing in it was run") from None
+
+
+def refusal(path: str) -> str | None:
+    """Why `load` would refuse the file at `path`, found without running anything (None: it would load). Reads
+    the pickle's opcodes only (torch.serialization.get_unsafe_globals_in_checkpoint), or for a file in
+    torch's legacy format, loads it with `load`."""
+    try:
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001 - not a zip checkpoint: the safe load itself tells
+        try:
+            load(path)
+        except UntrustedCheckpoint as e:
+            return str(e)
+        except Exception as e:  # noqa: BLE001 - unreadable for another reason: DeepSpeed's load will say which
+            return f"{path}: unreadable ({type(e).__name__})"
+        return None
+    bad = sorted(set(unsafe) - set(ALLOWED))
+    if bad:
+        return f"{path}: refused to load: it holds more than tensors and plain data (unsupported GLOBAL {', '.join(bad)}); nothing in it was run"
+    return None
 
 
 @contextlib.contextmanager

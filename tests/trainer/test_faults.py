@@ -257,7 +257,7 @@ def test_crafted_pickle_runs_nothing_on_export_or_resume(saved, pairs, tmp_path)
     shutil.copytree(saved, run)
     crafted = cli("-c", CRAFT, os.path.join(run, "checkpoints", "step_00000006"), marker)
     assert crafted.returncode == 0 and not os.path.exists(marker), crafted.stderr[-2000:]
-    expected = "mp_rank_00_model_states.pt: refused to load: it holds more than tensors and plain data (Trying to load unsupported GLOBAL posix.system"
+    expected = "mp_rank_00_model_states.pt: refused to load: it holds more than tensors and plain data (unsupported GLOBAL posix.system); nothing in it was run"
     done = cli("-m", "clozeforge", "export", run, "--output", str(tmp_path / "hf"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert expected in done.stderr.strip().splitlines()[-1]
@@ -300,6 +300,8 @@ def test_broken_data_fails_at_start_in_one_line(pairs_copy, breakage, message, t
     assert rc == 2 and "Traceback" not in err
     assert len(error_lines(err)) == 1 and message in error_lines(err)[0], err[-3000:]
     assert not os.path.exists(os.path.join(run, "checkpoints"))
+    inspected = cli("-m", "clozeforge", "inspect", pairs_copy)  # the full pre-check reads every shard
+    assert inspected.returncode == (1 if "missing" in message else 2) and "Traceback" not in inspected.stderr
 
 
 @pytest.fixture

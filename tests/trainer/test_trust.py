@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from trainer import integrity, run_lock
-from trainer.safe_load import UntrustedCheckpoint, load, only_weights
+from trainer.safe_load import UntrustedCheckpoint, load, only_weights, refusal
 
 
 class Payload:
@@ -29,8 +29,9 @@ class Payload:
 def test_a_crafted_pickle_is_refused_before_anything_runs(tmp_path):
     marker, path = tmp_path / "MARKER", tmp_path / "model_states.pt"
     torch.save({"module": {"w": torch.ones(2)}, "x": Payload(str(marker))}, path)
-    with pytest.raises(UntrustedCheckpoint, match=r"model_states.pt: refused to load: .*GLOBAL posix.system.*nothing in it was run$"):
+    with pytest.raises(UntrustedCheckpoint, match=r"model_states.pt: refused to load: .*\(unsupported GLOBAL posix.system\); nothing in it was run$"):
         load(path)
+    assert refusal(str(path)).endswith("(unsupported GLOBAL posix.system); nothing in it was run")
     with only_weights(), pytest.raises(UntrustedCheckpoint):  # what DeepSpeed's own loaders call, weights_only=False or not
         torch.load(path, weights_only=False)
     assert not marker.exists()
@@ -44,6 +45,7 @@ def test_deepspeeds_own_classes_load(tmp_path):
     path = tmp_path / "optim_states.pt"
     torch.save({"loss_scaler": LossScaler(1.0), "zero_stage": ZeroStageEnum.gradients, "t": torch.zeros(3)}, path)
     back = load(path)
+    assert refusal(str(path)) is None
     assert back["zero_stage"] is ZeroStageEnum.gradients and back["loss_scaler"].cur_scale == 1.0
 
 

@@ -2,8 +2,11 @@
 
 In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags of trainer/config.py.
 Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
-     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png. A rerun with the same RUN resumes from its
-     latest checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step.
+     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock while it runs (one trainer
+     per RUN: trainer/run_lock.py). A rerun with the same RUN resumes from its newest intact checkpoint:
+     model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT to any rank
+     stops every rank at one step with a checkpoint (trainer/stopping.py). Errors are one line: status 2
+     for a user error or bad input, 1 for an I/O error outside checkpoints.
 
 Without a launcher it runs as a single process (world size 1); under `deepspeed` or `torchrun` it picks up
 RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.

@@ -25,8 +25,10 @@ from trainer.runtime import Runtime
 
 PR_SET_PDEATHSIG = 1
 """prctl option (linux/prctl.h): the signal this process gets when the thread that started it exits."""
-# Processes above a rank that are part of its launch: when one of them dies, the rank is an orphan.
-_LAUNCHERS = ("deepspeed", "torch.distributed.run", "torchrun", "trainer.launch", "clozeforge")
+# Processes above a rank that are part of its launch (by the module or script they run): when one of them
+# dies, the rank is an orphan.
+_LAUNCHERS = {"deepspeed", "deepspeed.launcher.runner", "deepspeed.launcher.launch", "torchrun", "torch.distributed.run",
+              "trainer.launch", "clozeforge"}
 
 
 class StopFlag:
@@ -43,6 +45,7 @@ class StopFlag:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        _stop_following()  # the launcher's death must not count as a second, impatient signal
         print(f"rank {self.rt.rank}: {signal.Signals(signum).name}: checkpointing at the end of this step "
               "(send it again to stop now)", flush=True)
 
@@ -55,6 +58,14 @@ class StopFlag:
         return bool(flag.item())
 
 
+def _launched_as(cmdline: list[str]) -> str:
+    """The module (`python -m NAME`) or script name a command line runs: `deepspeed`, `trainer.launch`, ..."""
+    if "-m" in cmdline[:-1]:
+        return cmdline[cmdline.index("-m") + 1]
+    script = next((a for a in cmdline[1:] if not a.startswith("-")), "") if "python" in os.path.basename(cmdline[0] if cmdline else "") else (cmdline or [""])[0]
+    return os.path.basename(script)
+
+
 def _launcher_ancestors() -> list:
     """The processes above this one that belong to its launch (the launcher, deepspeed's runner above it)."""
     import psutil  # a DeepSpeed dependency
@@ -62,13 +73,32 @@ def _launcher_ancestors() -> list:
     chain, process = [], psutil.Process().parent()
     while process is not None and process.pid > 1 and len(chain) < 3:
         try:
-            if not any(name in " ".join(process.cmdline()) for name in _LAUNCHERS):
+            if _launched_as(process.cmdline()) not in _LAUNCHERS:
                 break
         except psutil.Error:
             break
         chain.append(process)
         process = process.parent()
     return chain
+
+
+_following = threading.Event()
+"""Set while this rank follows its launcher; cleared once a stop was asked for."""
+
+
+def _prctl_pdeathsig(signum: int) -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
+def _stop_following() -> None:
+    """After the first stop request: no parent-death signal (it fires again each time an orphaned rank's new
+    parent exits) and no signal from the watch thread, so the stop keeps its checkpoint."""
+    if _following.is_set():
+        _following.clear()
+        _prctl_pdeathsig(0)
 
 
 def _alive(process) -> bool:
@@ -86,11 +116,8 @@ def follow_launcher(poll_seconds: float = 1.0) -> None:
     PR_SET_PDEATHSIG, Linux); a daemon thread polls the launcher processes above it (deepspeed's runner
     sits above its per-node launcher) and the parent where prctl is not available."""
     parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        by_kernel = libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # not Linux: the thread below covers the parent too
-        by_kernel = False
+    by_kernel = _prctl_pdeathsig(signal.SIGTERM)  # elsewhere the thread below covers the parent too
+    _following.set()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
         return
@@ -100,6 +127,8 @@ def follow_launcher(poll_seconds: float = 1.0) -> None:
     def watch() -> None:
         stop = threading.Event()
         while not stop.wait(poll_seconds):
+            if not _following.is_set():
+                return
             if (not by_kernel and os.getppid() != parent) or not all(_alive(p) for p in watched):
                 os.kill(os.getpid(), signal.SIGTERM)
                 return

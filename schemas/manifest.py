@@ -13,12 +13,19 @@ Format version 1 fields
   splits           {"train": rows, "validation": rows}
   sources          {name: rows}, over all splits
   seed, config     what produced the data (free-form, for the record)
+
+A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
+naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
+directory, the vocabulary files inside the prep output around it (pairs/../vocab/); no absolute path, no
+URL, no `..` beyond that. `missing_shards` checks that the shards are there with their sizes (one listing
+of the directory, also on gs:// and s3://).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import posixpath
 from typing import Any
@@ -166,9 +173,10 @@ class Manifest:
     @classmethod
     def from_dict(cls, body: dict[str, Any], url: str = "") -> Manifest:
         where = url or "manifest"
-        version = body.get("format_version")
+        version = body.get("format_version") if isinstance(body, dict) else None
         if version != MANIFEST_FORMAT_VERSION:
             raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {MANIFEST_FORMAT_VERSION}")
+        check_body(body, where)
         try:
             shards = tuple(ShardInfo(**s) for s in body["shards"])
             manifest = cls(
@@ -180,12 +188,85 @@ class Manifest:
                 config=body.get("config", {}),
                 url=url,
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             raise ContractError(f"{where}: malformed manifest ({type(e).__name__}: {e})") from None
         for split, rows in body.get("splits", {}).items():
             if manifest.splits.get(split, 0) != rows:
                 raise ContractError(f"{where}: split {split!r} says {rows} rows, its shards hold {manifest.splits.get(split, 0)}")
         return manifest
+
+
+def _is_int(value: Any, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def contained(relative: Any, ups: int = 0) -> bool:
+    """Whether `relative` is a relative path that climbs at most `ups` directories and stays below them."""
+    if not isinstance(relative, str) or not relative or "://" in relative or relative.startswith(("/", "\\")) or "\\" in relative:
+        return False
+    parts = posixpath.normpath(relative).split("/")
+    climbs = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
+    return climbs <= ups and ".." not in parts[climbs:] and parts[climbs:] not in ([], ["."])
+
+
+def check_body(body: Any, where: str) -> None:
+    """Every field of a manifest's JSON has the type and range it must have; a ContractError naming the first
+    that does not. Shards must lie inside the manifest's directory, the vocabulary inside the directory above."""
+    def need(ok: bool, field: str, what: str, value: Any) -> None:
+        if not ok:
+            raise ContractError(f"{where}: {field} must be {what}, got {json.dumps(value)[:80]}")
+
+    need(isinstance(body, dict), "the manifest", "a JSON object", body)
+    missing = [key for key in ("vocab", "special_tokens", "max_seq_len", "shards") if key not in body]
+    if missing:
+        raise ContractError(f"{where}: malformed manifest: no {missing[0]!r} field")
+    vocab = body["vocab"]
+    need(isinstance(vocab, dict), "vocab", "an object", vocab)
+    for key in ("file", "token_counts"):
+        if key in vocab or key == "file":
+            need(contained(vocab.get(key), ups=1), f"vocab.{key}", "a relative path inside the prep output", vocab.get(key))
+    need(isinstance(vocab.get("sha256"), str) and len(vocab["sha256"]) == 64, "vocab.sha256", "a sha256 hex digest", vocab.get("sha256"))
+    need(_is_int(vocab.get("size"), 1), "vocab.size", "a positive integer", vocab.get("size"))
+    need(isinstance(vocab.get("lowercase"), bool), "vocab.lowercase", "true or false", vocab.get("lowercase"))
+    tokens = body["special_tokens"]
+    need(isinstance(tokens, dict) and all(_is_int(v) for v in tokens.values()), "special_tokens", "an object of token ids", tokens)
+    need(_is_int(body["max_seq_len"], 4), "max_seq_len", "an integer >= 4", body["max_seq_len"])
+    need(isinstance(body["shards"], list) and body["shards"], "shards", "a non-empty list", body["shards"])
+    for i, shard in enumerate(body["shards"]):
+        field = f"shards[{i}]"
+        need(isinstance(shard, dict), field, "an object", shard)
+        need(contained(shard.get("path")), f"{field}.path", "a relative path inside the manifest's directory", shard.get("path"))
+        need(isinstance(shard.get("split"), str), f"{field}.split", "a split name", shard.get("split"))
+        for key in ("rows", "bytes"):
+            need(_is_int(shard.get(key)), f"{field}.{key}", "a non-negative integer", shard.get(key))
+        need(isinstance(shard.get("sha256"), str), f"{field}.sha256", "a sha256 hex digest", shard.get("sha256"))
+        rows = shard.get("source_rows", {})
+        need(isinstance(rows, dict) and all(_is_int(v) for v in rows.values()), f"{field}.source_rows", "an object of row counts", rows)
+    splits = body.get("splits", {})
+    need(isinstance(splits, dict) and all(_is_int(v) for v in splits.values()), "splits", "an object of row counts", splits)
+    need(_is_int(body.get("seed", 0)), "seed", "a non-negative integer", body.get("seed"))
+    need(isinstance(body.get("config", {}), dict), "config", "an object", body.get("config"))
+
+
+def missing_shards(manifest: Manifest, shards: tuple[ShardInfo, ...] | None = None) -> list[str]:
+    """What is wrong with the files of `shards` (default: all), by one listing of the manifest's directory
+    (a LIST request on an object store, not one request per shard): missing, or another size than listed."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(manifest.directory or ".")
+    try:
+        sizes = {posixpath.relpath(info["name"], fs._strip_protocol(root)): info.get("size")
+                 for info in fs.find(root, detail=True).values()}
+    except FileNotFoundError:
+        sizes = {}
+    problems = []
+    for shard in manifest.shards if shards is None else shards:
+        size = sizes.get(posixpath.normpath(shard.path))
+        if size is None:
+            problems.append(f"{shard.path} is missing")
+        elif size != shard.bytes:
+            problems.append(f"{shard.path} has {size} bytes, the manifest says {shard.bytes}")
+    return problems
 
 
 def file_sha256(url: str, chunk: int = 1 << 20) -> str:

@@ -4,7 +4,8 @@ In:  this invocation's TrainConfig and Runtime; RUN/train_config.json and RUN/ch
 Out: `resolve`: the TrainConfig this invocation trains with: the run's global batch and data partitions (fixed
      when it started, read back from RUN/train_config.json), this world size's micro batch and grad_accum;
      or a one-line TrainError when they cannot fit.
-     `universal_tag`: when the latest checkpoint holds ZeRO optimizer partitions of another world size, the
+     `universal_tag`: when the checkpoint to resume (checkpoint.resume_tag: verified, its files scanned for
+     anything but weights) holds ZeRO optimizer partitions of another world size, the
      tag of its DeepSpeed universal form (RUN/checkpoints/<tag>_universal/, converted once by rank 0 with
      deepspeed.checkpoint.ds_to_universal), which an engine built with "checkpoint": {"load_universal": true}
      loads on any world size; None when the checkpoint loads as it is (same world size, or ZeRO-0 fp32, whose
@@ -29,6 +30,7 @@ from trainer import checkpoint
 from trainer.config import TrainConfig, TrainError
 from trainer.data.partitions import plan
 from trainer.runtime import Runtime
+from trainer.safe_load import only_weights
 
 UNIVERSAL_SUFFIX = "_universal"
 
@@ -73,11 +75,10 @@ def partition_files(folder: str) -> list[str]:
     return sorted(f for f in os.listdir(folder) if "zero_pp_rank_" in f and f.endswith("optim_states.pt"))
 
 
-def universal_tag(run_dir: str, rt: Runtime) -> str | None:
-    """The universal form's tag when the latest checkpoint's ZeRO partitions are of another world size."""
+def universal_tag(run_dir: str, tag: str | None, rt: Runtime) -> str | None:
+    """The universal form's tag when checkpoint `tag`'s ZeRO partitions are of another world size."""
     import torch.distributed as dist
 
-    tag = checkpoint.latest_tag(run_dir)
     if tag is None:
         return None
     folder = os.path.join(checkpoint.checkpoint_dir(run_dir), tag)
@@ -103,7 +104,7 @@ def convert(folder: str, target: str) -> None:
                               keep_temp_folder=False, strict=True, inject_missing_state=True)
     log = io.StringIO()
     try:
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):  # its progress bars and prints
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), only_weights():  # its prints; no unpickling
             ds_to_universal(args)
     except (OSError, ValueError, KeyError, AssertionError, RuntimeError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -117,7 +118,8 @@ def load_universal(engine, run_dir: str, tag: str, rt: Runtime) -> dict:
     """Load the universal form into an engine built with load_universal; returns the client state."""
     import torch.distributed as dist
 
-    path, client = engine.load_checkpoint(checkpoint.checkpoint_dir(run_dir), tag=tag)
+    with only_weights():
+        path, client = engine.load_checkpoint(checkpoint.checkpoint_dir(run_dir), tag=tag)
     if path is None:
         raise TrainError(f"{checkpoint.checkpoint_dir(run_dir)}/{tag}: DeepSpeed could not load this universal checkpoint")
     if dist.is_initialized():

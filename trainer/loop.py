@@ -15,7 +15,7 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer import checkpoint, elastic
+from trainer import checkpoint, elastic, preflight, run_lock
 from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
@@ -29,15 +29,23 @@ from trainer.stopping import StopFlag
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
+    stop = StopFlag(rt)  # first: a signal during start-up also ends in an agreed stop
+    with run_lock.held(config.output, rt.rank, log=rt.log):  # one trainer per --output
+        return _train(config, rt, stop)
+
+
+def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
+    preflight.check(config, rt)  # manifests and shard sizes, before anything is written or trained
     manifest = Manifest.read(config.data)
     config = elastic.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
     prepare_run_dir(config, manifest, rt)
     rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
            f"{config.partitions} data partitions")
     model = build_model(config, manifest)
-    universal = elastic.universal_tag(config.output, rt)  # ZeRO partitions saved on another world size
+    tag = checkpoint.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
+    universal = elastic.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
     engine = build_engine(model, config, rt, load_universal=universal is not None)
-    client = elastic.load_universal(engine, config.output, universal, rt) if universal else checkpoint.load(engine, config.output)
+    client = elastic.load_universal(engine, config.output, universal, rt) if universal else checkpoint.load(engine, config.output, tag)
     step = client["step"] if client else 0
     phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
     if isinstance(phase.train, MixtureStream) and rt.rank == 0:
@@ -53,7 +61,6 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
-    stop = StopFlag(rt)
     position = phase.train.state_dict(*phase.train.start)
     batches = iter(loader(phase.train, config.num_workers))
     audit = RowAudit(config.output, rt.rank, rt.world_size) if config.audit_rows else None
@@ -66,7 +73,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
     try:
-        while step < end and not stop.requested:
+        while step < end and not stop.agreed():
             if phase_of(step, config) != phase.number:
                 phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
                 shutdown(batches)

@@ -2,8 +2,11 @@
 
 In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags of trainer/config.py.
 Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
-     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png. A rerun with the same RUN resumes from its
-     latest checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step.
+     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock while it runs (one trainer
+     per RUN: trainer/run_lock.py). A rerun with the same RUN resumes from its newest intact checkpoint:
+     model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT to any rank
+     stops every rank at one step with a checkpoint (trainer/stopping.py). Errors are one line: status 2
+     for a user error or bad input, 1 for an I/O error outside checkpoints.
 
 Without a launcher it runs as a single process (world size 1); under `deepspeed` or `torchrun` it picks up
 RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
@@ -20,6 +23,7 @@ from trainer import config as train_config
 from trainer.config import TrainError
 from trainer.loop import train
 from trainer.runtime import shutdown_runtime, start_runtime
+from trainer.stopping import follow_launcher
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,13 +46,19 @@ def main(argv: list[str] | None = None) -> int:
         if config.deepspeed_config:
             train_config.read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)
+        if rt.world_size > 1:
+            follow_launcher()  # a launcher killed by -9 leaves no orphan ranks training on
         try:
             train(config, rt)
         finally:
             shutdown_runtime()
     except (TrainError, ContractError) as e:
-        print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
+        if not getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
+            print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except OSError as e:  # a write outside checkpoints (metrics, run config) on a full or read-only disk
+        print(f"clozeforge train: error: {e.filename or 'I/O'}: {e.strerror or one_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("clozeforge train: interrupted; resume from the last complete checkpoint", file=sys.stderr)
         return 130

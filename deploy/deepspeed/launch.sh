@@ -23,6 +23,11 @@
 # DEEPSPEED names the launcher executable (default: deepspeed on PATH).
 # The first argument that is not a launcher option, or everything after `--`, goes to trainer.pretrain.
 #
+# Signals: the launcher is exec'ed, so a SIGTERM/SIGINT to this script reaches DeepSpeed's runner. On one
+# node the runner dies of it and the ranks, which watch their launchers, agree on one step, checkpoint and
+# exit 0 (no time limit). With a hostfile the runner stops the per-node launchers, which pass SIGTERM to
+# their ranks and kill them 30 s later (DeepSpeed's fixed grace period): keep checkpoint writes shorter.
+#
 # Every node must run the same code and environment (install the `train` extra, or use the image of
 # deploy/deepspeed/Dockerfile), reach --data (gs://, s3:// or a shared path) and write --output on a
 # filesystem that all nodes share: DeepSpeed writes each rank's ZeRO partition into the checkpoint.

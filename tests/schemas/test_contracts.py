@@ -59,7 +59,13 @@ def test_object_store_paths_resolve_without_dot_dot():
     (lambda b: b.update(format_version=2), "manifest format_version 2, this clozeforge reads 1"),
     (lambda b: b["special_tokens"].pop("[MASK]"), r"special_tokens lacks \['\[MASK\]'\]"),
     (lambda b: b["splits"].update(train=11), "split 'train' says 11 rows, its shards hold 10"),
-    (lambda b: b.pop("shards"), "malformed manifest"),
+    (lambda b: b.pop("shards"), "malformed manifest: no 'shards' field"),
+    (lambda b: b.update(max_seq_len="x"), r'max_seq_len must be an integer >= 4, got "x"'),
+    (lambda b: b["shards"][1].update(rows="many"), r'shards\[1\].rows must be a non-negative integer, got "many"'),
+    (lambda b: b["shards"][0].update(bytes=True), r"shards\[0\].bytes must be a non-negative integer, got true"),
+    (lambda b: b["vocab"].update(size=None), "vocab.size must be a positive integer, got null"),
+    (lambda b: b.update(shards={}), "shards must be a non-empty list"),
+    (lambda b: b.update(shards=[1]), r"shards\[0\] must be an object, got 1"),
 ])
 def test_bad_manifests_are_refused_with_the_reason(tmp_path, edit, message):
     body = json.loads(manifest().to_json())
@@ -67,6 +73,38 @@ def test_bad_manifests_are_refused_with_the_reason(tmp_path, edit, message):
     (tmp_path / "manifest.json").write_text(json.dumps(body))
     with pytest.raises(ContractError, match=message):
         Manifest.read(str(tmp_path))
+
+
+@pytest.mark.parametrize("path", ["../outside.arrow", "/etc/passwd", "s3://other-bucket/x.arrow", "a/../../x.arrow", "..", "", "a\\..\\b"])
+def test_shard_paths_must_stay_inside_the_manifest_directory(tmp_path, path):
+    body = json.loads(manifest().to_json())
+    body["shards"][0]["path"] = path
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    with pytest.raises(ContractError, match=r"shards\[0\].path must be a relative path inside the manifest's directory"):
+        Manifest.read(str(tmp_path))
+
+
+@pytest.mark.parametrize("path, ok", [("../vocab/vocab.txt", True), ("vocab.txt", True), ("../../vocab.txt", False), ("/vocab.txt", False)])
+def test_vocabulary_may_sit_beside_the_pairs_but_not_further(tmp_path, path, ok):
+    body = json.loads(manifest().to_json())
+    body["vocab"]["file"] = path
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    if ok:
+        assert Manifest.read(str(tmp_path)).vocab["file"] == path
+    else:
+        with pytest.raises(ContractError, match="vocab.file must be a relative path inside the prep output"):
+            Manifest.read(str(tmp_path))
+
+
+def test_missing_shards_names_missing_and_resized_files(tmp_path):
+    from schemas.manifest import missing_shards
+
+    m = Manifest.read(manifest().write(str(tmp_path / "pairs")))
+    (tmp_path / "pairs" / "train-00000-of-00001.arrow").write_bytes(b"x" * 123)
+    (tmp_path / "pairs" / "validation-00000-of-00001.arrow").write_bytes(b"x" * 44)
+    assert missing_shards(m) == ["validation-00000-of-00001.arrow has 44 bytes, the manifest says 45"]
+    (tmp_path / "pairs" / "train-00000-of-00001.arrow").unlink()
+    assert missing_shards(m, m.split_shards("train")) == ["train-00000-of-00001.arrow is missing"]
 
 
 def test_missing_and_unparsable_manifests(tmp_path):

@@ -115,3 +115,18 @@ def test_cache_dir_also_keeps_mixture_components_and_the_validation_split(s3, pr
     assert len(list(phase.valid)) == phase.valid.batches_per_epoch
     cached = [p for p in cache.iterdir() if p.name != "cache"]  # fsspec's index file is named "cache"
     assert len(cached) == len(manifest.shards)  # every train shard (read through --mix) and the validation shard
+
+
+def test_start_up_check_lists_s3_shards_once_and_names_a_missing_one(s3, prepped):
+    """The trainer's start-up check (schemas.manifest.missing_shards) on s3://: sizes from one listing."""
+    from schemas.manifest import missing_shards
+
+    for sub in ("pairs", "vocab"):
+        for path in glob.glob(os.path.join(prepped, sub, "*")):
+            s3.put(path, f"corpus-bucket/checked/{sub}/{os.path.basename(path)}")
+    manifest = Manifest.read("s3://corpus-bucket/checked/pairs")
+    assert missing_shards(manifest) == []
+    gone = manifest.shards[0].path
+    s3.rm(f"corpus-bucket/checked/pairs/{gone}")
+    s3.invalidate_cache()
+    assert missing_shards(manifest) == [f"{gone} is missing"]

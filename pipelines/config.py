@@ -54,7 +54,7 @@ class PrepConfig(Config):
     """[unusedN] tokens reserved after [PAD] (99 reproduces bert-base's ids: [UNK]=100 ... [MASK]=103)."""
     min_frequency: int = 2
     """Word pieces seen fewer times than this are not merged into the vocabulary."""
-    vocab_max_words: int = flag(1_000_000, metavar="WORDS")
+    vocab_max_words: int = flag(500_000, metavar="WORDS")
     """Most distinct words the vocabulary learner gets: the rarest are pruned by count (every word of a kept
     count is kept), so its one worker's memory is bounded whatever the corpus; report.json says how many were
     pruned. Ordinary corpora have fewer distinct words, and their vocabulary is unchanged."""

@@ -32,6 +32,6 @@ def test_group_by_key_and_run_files_give_identical_outputs(corpus_dir, tmp_path)
     digests = {mode: digest_tree(str(tmp_path / mode)) for mode in reports}
     assert any(k.startswith("pairs/") and k.endswith(".arrow") for k in digests["files"])
     assert digests["files"] == digests["runner"]
-    drop_config = lambda report: {k: v for k, v in report.items() if k != "config"}  # noqa: E731
+    drop_config = lambda report: {k: v for k, v in report.items() if k != "config"}
     assert drop_config(reports["files"]) == drop_config(reports["runner"])
     assert reports["files"]["total"]["dropped"]  # the corpus has bad records: drops went through both paths

@@ -98,7 +98,7 @@ def test_one_large_file_on_two_workers_gives_the_outputs_of_one_reader_and_of_ma
 
     # ranges of one file: the same bytes, report included, as one reader of the whole file (the config that
     # they record says where they went and how they were split)
-    without_config = lambda body: {k: v for k, v in body.items() if k != "config"}  # noqa: E731
+    without_config = lambda body: {k: v for k, v in body.items() if k != "config"}
     assert without_config(split) == without_config(whole) and split["unbalanced"] == []
     digests = [digest_tree(str(tmp_path / out)) for out in ("split", "whole")]
     assert digests[0].pop("pairs/manifest.json") != digests[1].pop("pairs/manifest.json")

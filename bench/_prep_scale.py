@@ -187,6 +187,7 @@ def main(corpus: str | None, quick: bool) -> dict:
         text_bytes = _write_corpus(directory / "bytes", pool, TEXT_BYTES // shrink, [0.3] + [0.1] * 7,
                                    paragraphs=(2, 12), random_words=0)
         figures["bytes"] = _run_prep(str(directory / "bytes" / "*.jsonl"), directory / "out-bytes", text_bytes, [])
+        print(json.dumps({"bytes": figures["bytes"]}), file=sys.stderr, flush=True)  # a long run: keep it if cut
         _remove(directory / "bytes", directory / "out-bytes")
         text_bytes = _write_corpus(directory / "words", pool, WORDS_BYTES // shrink, [1.0], paragraphs=(1, 3),
                                    random_words=60)

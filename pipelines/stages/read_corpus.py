@@ -7,7 +7,7 @@ knows its first line number, a Parquet file into row groups; compressed files an
 paragraphs stay whole. Each split (or whole file) is read by one worker, streaming (see
 pipelines/documents/readers.py), and its documents go on in the same worker: no shuffle of whole documents
 here, since Beam's local runner would hold all of them in memory (the next stage that needs them spread,
-Deduplicate or WriteCleanDocs, goes through run files). The records, their ids and the report are the same
+Deduplicate or WriteCleanDocs, goes through prep's shuffle). The records, their ids and the report are the same
 however a file is split. Every record read is also tallied as a ('read', path) accounting key.
 """
 

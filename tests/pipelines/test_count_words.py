@@ -84,3 +84,13 @@ def test_below_the_bound_prep_learns_the_vocabulary_of_every_word(corpus_dir, tm
     small = prep.run([*common, "--output", str(tmp_path / "bounded"), "--vocab-max-words", str(bound)])["vocab"]
     assert small["words_distinct"] == vocab["words_distinct"]
     assert 0 < small["words_kept"] <= bound and small["words_pruned"] == small["words_distinct"] - small["words_kept"]
+
+
+def test_a_bad_bound_names_its_flag(tmp_path):
+    from pipelines import config as prep_config
+    from pipelines import prep
+    from pipelines.errors import PrepError
+
+    args = prep.parser().parse_known_args(["--input", "x", "--output", str(tmp_path), "--vocab-max-words", "0"])[0]
+    with pytest.raises(PrepError, match=r"^--vocab-max-words must be >= 1, got 0$"):
+        prep_config.from_args(args)

@@ -114,3 +114,13 @@ def test_one_large_file_on_two_workers_gives_the_outputs_of_one_reader_and_of_ma
         table = pa.concat_tables(pq.read_table(str(p)) for p in sorted((tmp_path / out / "clean").glob("*.parquet")))
         texts[out] = sorted(map(str, table.column("sentences").to_pylist()))
     assert texts["whole"] == texts["spread"] and texts["whole"]
+
+
+def test_a_bad_split_size_names_its_flag(tmp_path):
+    from pipelines import config as prep_config
+    from pipelines import prep
+    from pipelines.errors import PrepError
+
+    args = prep.parser().parse_known_args(["--input", "x", "--output", str(tmp_path), "--split-bytes", "0"])[0]
+    with pytest.raises(PrepError, match=r"^--split-bytes must be a positive number of bytes, got 0$"):
+        prep_config.from_args(args)

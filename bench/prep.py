@@ -131,7 +131,11 @@ def _growth(figures: dict[str, dict], labels: list[str]) -> dict:
     }
 
 
-def main(corpus: str | None, quick: bool) -> dict:
+def main(corpus: str | None, quick: bool, scale: bool = False) -> dict:
+    if scale:  # >= 1 GB and millions of distinct words, 2 workers: bench/_prep_scale.py
+        from bench import _prep_scale
+
+        return _prep_scale.main(corpus, quick)
     small, copies = (500_000, (1, 4)) if quick else (2_000_000, (1, 4, 16))
     labels = [f"{k}S" if k > 1 else "S" for k in copies]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}

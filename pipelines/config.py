@@ -17,6 +17,7 @@ from pipelines.filters import LANGUAGES
 from schemas.config import Config, add_flags, flag, from_flags
 
 DEDUP_MODES = ("none", "exact", "near")
+SHUFFLE_MODES = ("auto", "files", "runner")
 FILTER_PRESETS = ("none", "bert", "c4", "gopher")
 
 
@@ -53,6 +54,10 @@ class PrepConfig(Config):
     """[unusedN] tokens reserved after [PAD] (99 reproduces bert-base's ids: [UNK]=100 ... [MASK]=103)."""
     min_frequency: int = 2
     """Word pieces seen fewer times than this are not merged into the vocabulary."""
+    vocab_max_words: int = flag(500_000, metavar="WORDS")
+    """Most distinct words the vocabulary learner gets: the rarest are pruned by count (every word of a kept
+    count is kept), so its one worker's memory is bounded whatever the corpus; report.json says how many were
+    pruned. Ordinary corpora have fewer distinct words, and their vocabulary is unchanged."""
     max_seq_len: int = 128
     """Longest pair, [CLS] and two [SEP] included."""
     short_seq_prob: float = 0.1
@@ -77,6 +82,10 @@ class PrepConfig(Config):
     with --word-cache, what bounds a worker's memory."""
     word_cache: int = flag(500_000, metavar="WORDS")
     """Words whose word pieces the encoder keeps (cleared when full)."""
+    shuffle: str = flag("auto", choices=SHUFFLE_MODES)
+    """How prep's shuffles move data: 'runner' (Beam's GroupByKey: for Dataflow, Flink and Spark, whose shuffle
+    is disk-backed), 'files' (sorted run files under --output: for the local runners, whose shuffle is in
+    memory) or 'auto' (by --runner). pipelines/shuffle/README.md has the costs behind it."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -99,6 +108,8 @@ class PrepConfig(Config):
             (self.batch_rows >= 1, f"--batch-rows must be >= 1, got {self.batch_rows}"),
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
             (self.word_cache >= 1, f"--word-cache must be >= 1, got {self.word_cache}"),
+            (self.vocab_max_words >= 1, f"--vocab-max-words must be >= 1, got {self.vocab_max_words}"),
+            (self.shuffle in SHUFFLE_MODES, f"--shuffle must be one of {', '.join(SHUFFLE_MODES)}, got {self.shuffle!r}"),
             (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]
         for ok, message in checks:

@@ -4,8 +4,10 @@
                                                └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
 
 Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
-until then, and every shuffle of documents or pairs goes through run files under DIR/.tmp-<id>/
-(pipelines/shuffle), removed as each is read: a run's memory does not grow with the corpus. Every drop
+until then, and every shuffle of documents, word counts or pairs goes, on the local runners, through run
+files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with
+the corpus. On a runner with a disk-backed shuffle (Dataflow, Flink, Spark) the same transforms use Beam's
+GroupByKey instead (--shuffle; pipelines/shuffle/README.md). Every drop
 of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
 """
 
@@ -21,7 +23,7 @@ from pipelines import wordpiece
 from pipelines.config import PrepConfig
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
-from pipelines.shuffle import Scratch
+from pipelines.shuffle import Scratch, shuffle_via_runner
 from pipelines.stages.accounting import count_drops, count_kept
 from pipelines.stages.clean_documents import CleanDocuments
 from pipelines.stages.count_words import CountWords
@@ -38,7 +40,7 @@ from pipelines.stages.write_shards import WriteShards
 def build(p: beam.Pipeline, config: PrepConfig) -> None:
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
-    scratch = Scratch(temp, spill_bytes=config.spill_mb << 20)
+    scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
     read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
     cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
         NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
@@ -62,7 +64,7 @@ def build(p: beam.Pipeline, config: PrepConfig) -> None:
         )
         vocab = (
             docs
-            | "CountWords" >> CountWords(config.lowercase)
+            | "CountWords" >> CountWords(config.lowercase, config.vocab_max_words, scratch.sub("words"))
             | "LearnWordPiece" >> LearnWordPiece(vocab_config, vocab_dir)
         )
 

@@ -6,7 +6,9 @@ Out: an iterator of RawDoc (kept), Drop (with reason, line and a sample) and Eve
      (or a truncated stream) raises a one-line PrepError naming the file and line.
 
 Formats by suffix: .txt (whole file, blank-line paragraphs or lines as documents), .jsonl / .json /
-.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). Bytes come from
+.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). With a Split
+(pipelines/documents/splits.py), only that byte range's lines or those row groups are read, numbered as in
+the whole file, so the records, their ids and their drops are the same however a file is split. Bytes come from
 pipelines/documents/line_stream.py: compressed streams are decoded incrementally; a truncated stream keeps every
 complete line before the cut (in .txt document and paragraph modes, also the cut record's decoded part)
 and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes makes the whole file one
@@ -25,6 +27,7 @@ import fsspec
 
 from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile
 from pipelines.documents.records import Drop, RawDoc, make_doc_id
+from pipelines.documents.splits import Split, first_line_start
 from pipelines.errors import PrepError
 from schemas.config import flag
 
@@ -54,10 +57,16 @@ class ReadConfig:
     dropped as `record_too_long` and skipped without being buffered. Ours: 64 MiB is far above any real
     document (Gopher's 100k-word cap is ~600 kB) and bounds a worker's memory against a corrupt or
     newline-free file."""
+    split_bytes: int = flag(64 << 20, metavar="N")
+    """Uncompressed .jsonl files (and .txt with --txt-mode line) larger than this are read in line-aligned byte
+    ranges of this size by several workers; Parquet files by row group. Compressed (.gz, .zst) files, and .txt
+    in document or paragraph mode, are read whole by one worker."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_record_bytes, int) or self.max_record_bytes < 1:
             raise PrepError(f"--max-record-bytes must be a positive number of bytes, got {self.max_record_bytes!r}")
+        if not isinstance(self.split_bytes, int) or self.split_bytes < 1:
+            raise PrepError(f"--split-bytes must be a positive number of bytes, got {self.split_bytes!r}")
         if self.txt_mode not in TXT_MODES:
             raise PrepError(f"--txt-mode must be one of {', '.join(TXT_MODES)}, got {self.txt_mode!r}")
         if self.invalid_utf8 not in UTF8_POLICIES:
@@ -87,17 +96,17 @@ def file_format(path: str) -> str:
     return "unknown"
 
 
-def read_file(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
-    """Every record of `path` as a RawDoc or a Drop (plus Events). See the module docstring."""
+def read_file(source: str, path: str, config: ReadConfig, split: Split | None = None) -> Iterator[RawDoc | Drop | Event]:
+    """Every record of `path` (of `split` only, if given) as a RawDoc or a Drop (plus Events). See the module docstring."""
     fmt = file_format(path)
     if fmt == "unknown":
         yield from _bad(config, Drop(path, "unsupported_format", 0, path.rsplit("/", 1)[-1]))
         return
     try:
         if fmt == "parquet":
-            yield from _read_parquet(source, path, config)
+            yield from _read_parquet(source, path, config, split)
         else:
-            yield from _read_lines(source, path, fmt, config)
+            yield from _read_lines(source, path, fmt, config, split)
     except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
         yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
 
@@ -122,9 +131,15 @@ def _open(path: str) -> Iterator[io.BufferedIOBase]:
 # -- line-oriented formats --------------------------------------------------------------------------
 
 
-def _read_lines(source: str, path: str, fmt: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+def _read_lines(source: str, path: str, fmt: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     limit = config.max_record_bytes
     with _open(path) as f:
+        if split is not None:  # planned by splits.plan: uncompressed, one record per line, not binary
+            start = first_line_start(f, split.start)
+            first = split.before + 1 + (start > split.start)  # a partial line skipped: its newline was in range
+            stream = LineStream(f, path, limit)
+            yield from _records(source, path, fmt, config, _owned(stream, start, split.end, first))
+            return
         stream = LineStream(f, path, limit)
         head = stream.head(_BINARY_PROBE)
         if b"\x00" in head:  # the file's bytes, not its first record: a PNG's first "line" has no NUL
@@ -132,20 +147,36 @@ def _read_lines(source: str, path: str, fmt: str, config: ReadConfig) -> Iterato
             return
         per_line = fmt != "txt" or config.txt_mode == "line"
         records = enumerate(stream, 1) if per_line else _joined(stream, limit, config.txt_mode == "paragraph")
-        for line, raw in records:
-            if isinstance(raw, TooLong):
-                yield from _bad(config, Drop(path, "record_too_long", line, f"{raw.size} bytes > --max-record-bytes {limit}"))
-            elif per_line and stream.tail_cut:  # the partial last line of a cut stream
-                if raw.strip():
-                    sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
-                    yield from _bad(config, Drop(path, "truncated_stream", line, sample))
-            else:
-                yield from _record(source, path, fmt, line, raw, config)
-        if stream.truncated:
-            cut = stream.lines if stream.tail_cut else stream.lines + 1
-            yield Event(path, "truncated_stream", cut)
-            if config.strict:
-                raise PrepError(f"{path}:{cut}: truncated stream (the compressed stream ends before its end marker)")
+        yield from _records(source, path, fmt, config, records, stream, per_line)
+
+
+def _owned(lines: Iterator[bytes | TooLong], start: int, end: int, first: int) -> Iterator[tuple[int, bytes | TooLong]]:
+    """(line number, line) for the lines that start in [start, end), `lines` being read from `start`."""
+    at = start
+    for number, line in enumerate(lines, first):
+        if at >= end:
+            return
+        yield number, line
+        at += (line.size if isinstance(line, TooLong) else len(line)) + 1
+
+
+def _records(source, path, fmt, config, records, stream: LineStream | None = None, per_line: bool = True):
+    """RawDoc / Drop / Event for numbered raw records; `stream` (a whole file's) reports a cut at its end."""
+    limit = config.max_record_bytes
+    for line, raw in records:
+        if isinstance(raw, TooLong):
+            yield from _bad(config, Drop(path, "record_too_long", line, f"{raw.size} bytes > --max-record-bytes {limit}"))
+        elif per_line and stream is not None and stream.tail_cut:  # the partial last line of a cut stream
+            if raw.strip():
+                sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
+                yield from _bad(config, Drop(path, "truncated_stream", line, sample))
+        else:
+            yield from _record(source, path, fmt, line, raw, config)
+    if stream is not None and stream.truncated:
+        cut = stream.lines if stream.tail_cut else stream.lines + 1
+        yield Event(path, "truncated_stream", cut)
+        if config.strict:
+            raise PrepError(f"{path}:{cut}: truncated stream (the compressed stream ends before its end marker)")
 
 
 def _joined(lines: Iterator[bytes | TooLong], limit: int, by_paragraph: bool) -> Iterator[tuple[int, bytes | TooLong]]:
@@ -220,19 +251,22 @@ def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: Rea
 # -- parquet ----------------------------------------------------------------------------------------
 
 
-def _read_parquet(source: str, path: str, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+def _read_parquet(source: str, path: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     import pyarrow.parquet as pq
 
     with _open(path) as f:
         pf = _unreadable_if_failing(lambda: pq.ParquetFile(f))
+        groups = range(pf.metadata.num_row_groups) if split is None else range(split.start, split.end)
+        first = 1 if split is None else split.before + 1
         names = pf.schema_arrow.names
         if config.text_field not in names:
-            for row in range(1, pf.metadata.num_rows + 1):
+            rows = sum(pf.metadata.row_group(g).num_rows for g in groups)
+            for row in range(first, first + rows):
                 yield from _bad(config, Drop(path, "missing_text", row, f"no column {config.text_field!r} in {names}"))
             return
         columns = [config.text_field] + ([config.id_field] if config.id_field in names else [])
-        batches = pf.iter_batches(columns=columns, batch_size=4096)
-        row = 0
+        batches = pf.iter_batches(columns=columns, batch_size=4096, row_groups=list(groups))
+        row = first - 1
         while (batch := _unreadable_if_failing(lambda: next(batches, None))) is not None:
             texts = batch.column(0).to_pylist()
             ids = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(texts)

@@ -13,7 +13,8 @@ GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [val
                     them must not be typed as producing ints (Beam infers Any from most Maps; else say
                     .with_output_types(typing.Any)).
 
-Both are _SpilledRanges: spill the input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only
+With Scratch.via_runner both are Beam's GroupByKey instead (for Dataflow, Flink, Spark; README.md), with
+the same outputs. Otherwise both are _SpilledRanges: spill the input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only
 the RunInfos through Beam (a side input), read each range back from every run (one block per run in
 memory), and remove the runs once every reader is done. Outputs do not depend on bundles or workers:
 readers merge by (pos, key), and every consumer here sorts a group before using it.
@@ -27,11 +28,13 @@ import itertools
 import pickle
 import posixpath
 import tempfile
+import typing
 from collections.abc import Callable
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from pipelines.documents import keys
 from pipelines.shuffle import runs
 
 SPILL_BYTES = 64 << 20
@@ -47,6 +50,8 @@ class Scratch:
 
     directory: str
     spill_bytes: int = SPILL_BYTES
+    via_runner: bool = False
+    """Shuffle through the runner's own GroupByKey instead of run files (--shuffle; pipelines/shuffle/README.md)."""
 
     def sub(self, name: str) -> Scratch:
         return dataclasses.replace(self, directory=posixpath.join(self.directory, name))
@@ -160,6 +165,8 @@ class GroupByKeyViaFiles(beam.PTransform):
         self.rows_per_partition = rows_per_partition
 
     def expand(self, pairs):
+        if self.scratch.via_runner:
+            return pairs | "GroupByKey" >> beam.GroupByKey() | "Lists" >> beam.MapTuple(lambda key, values: (key, list(values)))
         per_partition = self.rows_per_partition
         return (
             pairs
@@ -179,15 +186,58 @@ class GroupIntoRanges(beam.PTransform):
     def expand(self, records):
         consume = self.consume
 
-        def values_to(work, records, *sides):
-            values = (pickle.loads(payload) for _, _, payload in records)
+        def values_to(work, values, *sides):
             if consume is None:
                 yield work, list(values)
             else:
                 yield from consume(work, values, *sides)
 
+        if self.scratch.via_runner:
+            return records | "Ranges" >> _GroupedRanges(self.ranges, values_to, self.side_inputs)
+
+        def payloads_to(work, records, *sides):
+            return values_to(work, (pickle.loads(payload) for _, _, payload in records), *sides)
+
         return (
             records
             | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3]))
-            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, values_to, self.side_inputs)
+            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, payloads_to, self.side_inputs)
+        )
+
+
+class _GroupedRanges(beam.PTransform):
+    """GroupIntoRanges through Beam's GroupByKey (Scratch.via_runner): the same ranges, the same values in the
+    same order, for runners whose shuffle is disk-backed. A range's values are sorted in the worker's memory
+    (a range is one shard or one bucket: bounded by --rows-per-shard and --bucket-docs, not by the corpus)."""
+
+    def __init__(self, ranges: Callable[..., int], values_to: Callable, side_inputs=()):
+        super().__init__()
+        self.ranges, self.values_to, self.side_inputs = ranges, values_to, side_inputs
+
+    def expand(self, records):
+        ranges, values_to = self.ranges, self.values_to
+        counts = (
+            records
+            | "Sizes" >> beam.Map(lambda r: (r[0], (1, r[3])))
+            | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
+            | "Counts" >> beam.Map(lambda kv, *sides: (kv[0], ranges(kv[0], *kv[1], *sides)), *self.side_inputs)
+        )
+
+        def place(record, counts):
+            stream, pos, value, _ = record
+            count = counts[stream]
+            return (stream, keys.bucket(pos, count), count), (pos, value)
+
+        def consume(element, *sides):
+            work, placed = element
+            values = sorted((pv for pv in placed if pv is not None), key=lambda pv: pv[0])
+            return values_to(work, (value for _, value in values), *sides)
+
+        placed = records | "Place" >> beam.Map(place, beam.pvalue.AsDict(counts)).with_output_types(typing.Any)
+        every_range = counts | "EveryRange" >> beam.FlatMap(lambda kv: [((kv[0], i, kv[1]), None) for i in range(kv[1])])
+        return (
+            (placed, every_range)
+            | "WithEmpty" >> beam.Flatten()
+            | "GroupByRange" >> beam.GroupByKey()
+            | "Consume" >> beam.FlatMap(consume, *self.side_inputs)
         )

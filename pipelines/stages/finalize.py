@@ -45,7 +45,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, shards, vocab, tal
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        config={k: v for k, v in config.to_dict().items() if k != "output"},  # where it went is not what it is
+        # where it went and how it was shuffled are not what it is
+        config={k: v for k, v in config.to_dict().items() if k not in ("output", "shuffle")},
     )
     manifest.write(posixpath.join(out, "pairs"))
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())

@@ -1,11 +1,13 @@
 """LearnWordPiece (and ReuseVocab): (word, count) pairs → a WordPiece vocabulary directory under vocab/.
 
-LearnWordPiece gathers the counts on one worker (the learner is sequential by nature), sorts them, so
-the vocabulary does not depend on arrival order, and writes the directory (schemas/vocab.py). With
+LearnWordPiece gathers the counts on one worker (the learner is sequential by nature; CountWords has pruned
+them to --vocab-max-words words), sorts them, so the vocabulary does not depend on arrival order, and writes
+the directory (schemas/vocab.py). With
 `--vocab DIR`, ReuseVocab writes the given vocabulary instead.
 
 Output of both: a singleton PCollection holding the vocabulary summary dict
-{"file", "sha256", "size", "lowercase", "directory"}.
+{"file", "sha256", "size", "lowercase", "directory"}, plus LearnWordPiece's word bound (words distinct, kept,
+pruned, and the count a kept word needed).
 """
 
 from __future__ import annotations
@@ -16,26 +18,27 @@ from pipelines import wordpiece
 from schemas import vocab as vocab_files
 
 
-def _learn_and_write(word_counts: list[tuple[str, int]], config: wordpiece.VocabConfig, directory: str) -> dict:
+def _learn_and_write(word_counts: list[tuple[str, int]], config: wordpiece.VocabConfig, directory: str, bound: dict) -> dict:
     tokens = wordpiece.learn_wordpiece(sorted(word_counts), config)
     summary = wordpiece.write_vocab(directory, tokens, config)
-    return {**summary, "directory": directory}
+    return {**summary, **bound, "directory": directory}
 
 
 class LearnWordPiece(beam.PTransform):
-    """(word, count) → singleton vocabulary summary; the vocabulary is written to `directory`."""
+    """CountWords' {"counts": (word, count), "bound": singleton} → singleton vocabulary summary; the vocabulary
+    is written to `directory`."""
 
     def __init__(self, config: wordpiece.VocabConfig, directory: str):
         super().__init__()
         self.config = config
         self.directory = directory
 
-    def expand(self, word_counts):
+    def expand(self, counted):
         config, directory = self.config, self.directory
         return (
-            word_counts
+            counted["counts"]
             | "GatherCounts" >> beam.combiners.ToList()
-            | "Learn" >> beam.Map(_learn_and_write, config, directory)
+            | "Learn" >> beam.Map(_learn_and_write, config, directory, beam.pvalue.AsSingleton(counted["bound"]))
         )
 
 

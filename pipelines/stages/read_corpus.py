@@ -1,10 +1,14 @@
 """ReadCorpus: named URL globs → RawDoc records (main output), Drop and Event records (tagged outputs).
 
 Globs are expanded when the pipeline is built, so a typo fails before any worker starts, with the flag
-named. Each file is read by one worker, streaming (see pipelines/documents/readers.py), and its documents go on in
-the same worker: no shuffle of whole documents here, since Beam's local runner would hold all of them in
-memory (the next stage that needs them spread, Deduplicate or WriteCleanDocs, goes through run files).
-Every record read is also tallied as a ('read', path) accounting key.
+named. Each file is planned into splits by a worker (pipelines/documents/splits.py): a large uncompressed
+line file into byte ranges of --split-bytes, whose newlines are counted in parallel so that every range
+knows its first line number, a Parquet file into row groups; compressed files and .txt documents or
+paragraphs stay whole. Each split (or whole file) is read by one worker, streaming (see
+pipelines/documents/readers.py), and its documents go on in the same worker: no shuffle of whole documents
+here, since Beam's local runner would hold all of them in memory (the next stage that needs them spread,
+Deduplicate or WriteCleanDocs, goes through prep's shuffle). The records, their ids and the report are the same
+however a file is split. Every record read is also tallied as a ('read', path) accounting key.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import fsspec
 from apache_beam.metrics import Metrics
 
 from pipelines.config import typed_input
-from pipelines.documents.readers import Event, ReadConfig, read_file
+from pipelines.documents import splits
+from pipelines.documents.readers import Event, ReadConfig, file_format, read_file
 from pipelines.documents.records import Drop
 from pipelines.errors import PrepError
 from pipelines.stages.accounting import NAMESPACE
@@ -40,16 +45,43 @@ def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return files
 
 
+class PlanSplitsFn(beam.DoFn):
+    """(source, path) → (source, path, None) to read whole, (source, path, Split) for a row group, or, tagged
+    `ranges`, (source, path, Split) for a byte range whose first line number is still to be counted."""
+
+    def __init__(self, config: ReadConfig):
+        self.config = config
+
+    def process(self, element: tuple[str, str]):
+        source, path = element
+        fmt = file_format(path)
+        planned = splits.plan(path, fmt, self.config.split_bytes, self.config.txt_mode)
+        if planned is None:
+            yield source, path, None
+            return
+        for split in planned:
+            if fmt == "parquet":
+                yield source, path, split
+            else:
+                yield beam.pvalue.TaggedOutput("ranges", (source, path, split))
+
+
+def _numbered(grouped):
+    (source, path), counted = grouped
+    return [(source, path, split) for split in splits.number_ranges(counted)]
+
+
 class ReadFileFn(beam.DoFn):
     def __init__(self, config: ReadConfig):
         self.config = config
         self.files = Metrics.counter(NAMESPACE, "files_read")
         self.records = Metrics.counter(NAMESPACE, "records_read")
 
-    def process(self, element: tuple[str, str]):
-        source, path = element
-        self.files.inc()
-        for item in read_file(source, path, self.config):
+    def process(self, element: tuple[str, str, splits.Split | None]):
+        source, path, split = element
+        if split is None or split.start == 0:
+            self.files.inc()
+        for item in read_file(source, path, self.config, split):
             if isinstance(item, Event):
                 Metrics.counter(NAMESPACE, f"event_{item.kind}").inc()
                 yield beam.pvalue.TaggedOutput("accounting", (item.path, f"event:{item.kind}"))
@@ -71,10 +103,23 @@ class ReadCorpus(beam.PTransform):
         self.config = config
 
     def expand(self, pbegin):
-        read = (
+        planned = (
             pbegin
             | "ListFiles" >> beam.Create(self.files)
             | "SpreadFiles" >> beam.Reshuffle()
+            | "PlanSplits" >> beam.ParDo(PlanSplitsFn(self.config)).with_outputs("ranges", main="parts")
+        )
+        numbered = (
+            planned.ranges
+            | "SpreadRanges" >> beam.Reshuffle()
+            | "CountNewlines" >> beam.Map(lambda r: ((r[0], r[1]), (r[2], splits.count_newlines(r[1], r[2]))))
+            | "RangesPerFile" >> beam.GroupByKey()
+            | "NumberRanges" >> beam.FlatMap(_numbered)
+        )
+        read = (
+            (planned.parts, numbered)
+            | "AllParts" >> beam.Flatten()
+            | "SpreadParts" >> beam.Reshuffle()
             | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config)).with_outputs("drops", "accounting", main="docs")
         )
         return {"docs": read.docs, "drops": read.drops, "accounting": read.accounting}

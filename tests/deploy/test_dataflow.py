@@ -249,6 +249,25 @@ print(json.dumps({"dofns": dofns, "combinefns": combinefns, "modules": mods}))
 """
 
 
+def transform_names(proto) -> set[str]:
+    return {t.unique_name for t in proto.components.transforms.values()}
+
+
+def test_job_shuffles_through_dataflow_and_splits_its_reads(job, submit_argv):
+    """On Dataflow (--shuffle auto) every shuffle is Beam's GroupByKey and no step writes run files; large
+    files are read in ranges; the word counts are summed and pruned before the learner; and --shuffle files
+    still builds (run files on gs://)."""
+    names = transform_names(job.proto_pipeline)
+    for step in ("ReadCorpus/PlanSplits", "ReadCorpus/CountNewlines", "ReadCorpus/RangesPerFile", "CountWords/SumCounts",
+                 "CountWords/Histogram", "CountWords/Prune", "MakeNspPairs", "WriteShards"):
+        assert any(n == step or n.startswith(step + "/") for n in names), step
+    assert any(n.endswith("/GroupByRange") for n in names)  # GroupIntoRanges on GroupByKey (buckets, shards)
+    assert not [n for n in names if "/Spill" in n], "run files on a runner with a disk-backed shuffle"
+    files_job = build_job([*submit_argv, "--shuffle", "files"], use_real_apiclient=False)
+    names = transform_names(files_job.proto_pipeline)
+    assert any(n.startswith("CountWords/SpillCounts") for n in names) and not any(n.endswith("/GroupByRange") for n in names)
+
+
 @pytest.mark.skipif(not real_apiclient_available(), reason="apache-beam[gcp] client libraries not installed")
 def test_real_dataflow_dry_run(submit_argv):
     job = build_job(submit_argv, use_real_apiclient=True)

@@ -1,0 +1,110 @@
+"""Splits: the parts of one input file that separate workers read, so that parallelism follows bytes, not files.
+
+In:  a file URL and a ReadConfig (`split_bytes`, the text mode).
+Out: `plan(path, config)`: None (read the file whole) or its Splits. An uncompressed line file (.jsonl, or
+     .txt with --txt-mode line) over `split_bytes` is cut into byte ranges of that size; a record belongs to
+     the range where its first byte lies, so a reader skips the partial line it starts in and reads past
+     its end to finish its last line. A Parquet file with several row groups is cut into its row groups.
+     Whole, by nature of the format: .gz / .zst / .zstd streams (they cannot be entered mid-way), .txt in
+     document or paragraph mode (a record spans lines), small files, and files the binary probe rejects.
+
+Line numbers stay those of the whole file (documents/keys and doc ids are derived from them, and errors
+name them): a range's first line number comes from the newlines before it, which `count_newlines` counts
+range by range, in parallel, before the ranges are read (`number_ranges`); a Parquet row group's first row
+comes from the file's footer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import fsspec
+
+_SCAN = 1 << 20
+_BINARY_PROBE = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Bytes [start, end) of a line file, or row groups [start, end) of a Parquet file; `before` lines (or
+    rows) of the file precede it (for a byte range: the newlines before `start`, 0 until numbered)."""
+
+    start: int
+    end: int
+    before: int = 0
+
+
+def _is_compressed(path: str) -> bool:
+    return path.lower().endswith((".gz", ".zst", ".zstd"))
+
+
+def plan(path: str, fmt: str, split_bytes: int, txt_mode: str) -> list[Split] | None:
+    """The Splits of `path` (format `fmt`, as readers.file_format gives it), or None to read it whole."""
+    if _is_compressed(path) or fmt == "unknown" or (fmt == "txt" and txt_mode != "line"):
+        return None
+    try:
+        if fmt == "parquet":
+            return _row_groups(path)
+        fs, local = fsspec.core.url_to_fs(path)
+        size = fs.size(local)
+        if size <= split_bytes:
+            return None
+        with fs.open(local, "rb") as f:
+            if b"\x00" in f.read(_BINARY_PROBE):  # the whole-file reader makes it one binary_file drop
+                return None
+    except Exception:  # noqa: BLE001 - unreadable here is unreadable for the whole-file reader, which says why
+        return None
+    return [Split(start, min(start + split_bytes, size)) for start in range(0, size, split_bytes)]
+
+
+def _row_groups(path: str) -> list[Split] | None:
+    import pyarrow.parquet as pq
+
+    with fsspec.open(path, "rb") as f:
+        metadata = pq.ParquetFile(f).metadata
+    if metadata.num_row_groups < 2:
+        return None
+    splits, before = [], 0
+    for index in range(metadata.num_row_groups):
+        splits.append(Split(index, index + 1, before))
+        before += metadata.row_group(index).num_rows
+    return splits
+
+
+def count_newlines(path: str, split: Split) -> int:
+    """Newline bytes in [split.start, split.end) of `path`."""
+    fs, local = fsspec.core.url_to_fs(path)
+    count, at = 0, split.start
+    with fs.open(local, "rb") as f:
+        f.seek(at)
+        while at < split.end and (block := f.read(min(_SCAN, split.end - at))):
+            count += block.count(b"\n")
+            at += len(block)
+    return count
+
+
+def number_ranges(counted: Iterable[tuple[Split, int]]) -> list[Split]:
+    """One file's byte ranges with their newline counts → the ranges with `before` set, in file order."""
+    numbered, before = [], 0
+    for split, newlines in sorted(counted, key=lambda sc: sc[0].start):
+        numbered.append(dataclasses.replace(split, before=before))
+        before += newlines
+    return numbered
+
+
+def first_line_start(f, start: int) -> int:
+    """The offset of the first line that starts at or after `start` (the file's size if none); `f` is left there."""
+    if start == 0:
+        f.seek(0)
+        return 0
+    at = start - 1
+    f.seek(at)
+    while block := f.read(_SCAN):
+        newline = block.find(b"\n")
+        if newline >= 0:
+            at += newline + 1
+            f.seek(at)
+            return at
+        at += len(block)
+    return at

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -27,7 +28,7 @@ class PrepConfig(Config):
     unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell."""
     output: str = flag(metavar="DIR", convert=lambda url: absolute(url))
     """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ and report.json go under it."""
-    read: ReadConfig = ReadConfig()
+    read: ReadConfig = ReadConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     unicode_form: str = flag("NFC", choices=("NFC", "NFKC"))
     """Unicode normalization of every document: NFC (keeps compatibility characters) or NFKC."""
     html_to_text: bool = False
@@ -77,6 +78,9 @@ class PrepConfig(Config):
     with --word-cache, what bounds a worker's memory."""
     word_cache: int = flag(500_000, metavar="WORDS")
     """Words whose word pieces the encoder keeps (cleared when full)."""
+    overwrite: bool = False
+    """Replace the outputs of another run in --output (files the new run does not write are removed);
+    without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -112,6 +116,11 @@ class PrepConfig(Config):
         body = dataclasses.asdict(self)
         body["inputs"] = {name: glob for name, glob in self.inputs}
         return body
+
+    def settings(self) -> dict[str, Any]:
+        """What the outputs depend on, as JSON would give it back: not where they go, nor --overwrite."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite")}
+        return json.loads(json.dumps(body))
 
 
 def parse_input(spec: str, index: int) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from pipelines import wordpiece
 from pipelines.config import PrepConfig
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
+from pipelines.outputs.ownership import Leftovers
 from pipelines.shuffle import Scratch
 from pipelines.stages.accounting import count_drops, count_kept
 from pipelines.stages.clean_documents import CleanDocuments
@@ -35,7 +36,8 @@ from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_shards import WriteShards
 
 
-def build(p: beam.Pipeline, config: PrepConfig) -> None:
+def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None) -> None:
+    """Add prep's stages to `p`; `leftovers` (what the start of the run removed) goes into report.json."""
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20)
@@ -97,5 +99,6 @@ def build(p: beam.Pipeline, config: PrepConfig) -> None:
         | "CountTallies" >> beam.combiners.Count.PerElement()
     )
     _ = p | "Finalize" >> Finalize(
-        config, temp, shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"], token_counts=tokenized["token_counts"]
+        config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
+        token_counts=tokenized["token_counts"], clean_shards=clean_shards,
     )

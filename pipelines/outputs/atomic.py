@@ -2,7 +2,8 @@
 
 In:  a destination URL, and the bytes written to it.
 Out: the file under its name once complete: data goes to `<name>.tmp-<random>` and is renamed into place,
-     so a retried worker or a killed run never leaves half a file under a final name; the sink measures
+     so a retried worker or a killed run never leaves half a file under a final name (a failed write
+     removes its temporary; one a kill -9 leaves is removed by the next run, outputs/ownership.py); the sink measures
      and hashes what passes through it (a shard's size and sha256 go in the manifest).
 """
 
@@ -43,9 +44,14 @@ def open_atomically(url: str):
     fs, path = fsspec.core.url_to_fs(url)
     fs.makedirs(posixpath.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with fs.open(tmp, "wb") as f:
-        yield _Sink(f)
-    fs.mv(tmp, path)
+    try:
+        with fs.open(tmp, "wb") as f:
+            yield _Sink(f)
+        fs.mv(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a failed write leaves no half file under either name
+            fs.rm(tmp)
+        raise
 
 
 def put_atomically(url: str, data: bytes) -> None:

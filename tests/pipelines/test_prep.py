@@ -74,7 +74,7 @@ def digest_tree(root: str) -> dict[str, str]:
     out = {}
     for folder, _, files in os.walk(root):
         for name in files:
-            if name == "report.json":
+            if name == "report.json" or name.startswith(".clozeforge"):  # the lock names its pid
                 continue
             path = os.path.join(folder, name)
             with open(path, "rb") as f:

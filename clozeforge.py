@@ -129,7 +129,8 @@ def demo(argv: list[str] | None = None) -> int:
         print(f"   {len(files)} files under {os.path.dirname(files[0])}")
     prep, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
     _run("prep", [py, "-m", "pipelines.prep", "--input", f"docstrings={corpus}", "--output", prep,
-                  "--vocab-size", "8192", "--validation-fraction", "0.05", "--rows-per-shard", "20000"])
+                  "--vocab-size", "8192", "--validation-fraction", "0.05", "--rows-per-shard", "20000",
+                  "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     _run("train", [py, "-m", "trainer.launch", f"--nproc-per-node={args.nproc}", "--data", os.path.join(prep, "pairs"),
                    "--output", run, "--model", "tiny", "--max-steps", str(args.steps), "--batch-size", "32",
                    "--lr", "1e-3", "--warmup-steps", str(max(1, args.steps // 10)), "--log-every", "50",

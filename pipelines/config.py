@@ -63,7 +63,13 @@ class PrepConfig(Config):
     bucket_docs: int = 1000
     """Documents per random bucket; random-next segments come from other documents of the same bucket."""
     validation_fraction: float = 0.01
-    """Share of documents held out (whole documents) for the validation split."""
+    """Share of documents held out (whole documents) for the validation split; 0: no validation split."""
+    validation_min_docs: int = 100
+    """Hold out at least this many documents (a larger share than --validation-fraction on a small corpus, up
+    to 20%), so that validation pairs have other documents to draw random-next segments from."""
+    validation_min_pairs: int = 1000
+    """Fewer validation pairs than this is reported as a warning (console and report.json): an accuracy over n
+    pairs has a standard error of up to 0.5/sqrt(n)."""
     rows_per_shard: int = 100_000
     """Target pairs per Arrow shard (shards are filled by a uniform random key, so sizes vary a little)."""
     bytes_per_shard: int | None = None
@@ -99,6 +105,8 @@ class PrepConfig(Config):
             (self.dupe_factor >= 1, f"--dupe-factor must be >= 1, got {self.dupe_factor}"),
             (self.bucket_docs >= 2, f"--bucket-docs must be >= 2, got {self.bucket_docs}"),
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),
+            (self.validation_min_docs >= 0, f"--validation-min-docs must be >= 0, got {self.validation_min_docs}"),
+            (self.validation_min_pairs >= 0, f"--validation-min-pairs must be >= 0, got {self.validation_min_pairs}"),
             (self.rows_per_shard >= 1, f"--rows-per-shard must be >= 1, got {self.rows_per_shard}"),
             (self.batch_rows >= 1, f"--batch-rows must be >= 1, got {self.batch_rows}"),
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),

@@ -106,6 +106,7 @@ def summarize(report: dict, output: str) -> str:
         lines.append(f"output:  {removed.describe()}")
     if housekeeping.get("replaced_files_removed"):
         lines.append(f"output:  removed {len(housekeeping['replaced_files_removed'])} files of the run this one replaced")
+    lines.extend(f"WARNING: {warning}" for warning in report.get("warnings", []))
     lines.append(f"report:  {posixpath.join(output, 'report.json')}")
     if report["unbalanced"]:
         lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")

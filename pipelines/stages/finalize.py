@@ -20,7 +20,7 @@ from pipelines import config as prep_config
 from pipelines.outputs.atomic import put_atomically
 from pipelines.outputs.ownership import Leftovers, sweep
 from pipelines.outputs.report import build_report
-from pipelines.stages.make_nsp_pairs import merge_stats
+from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
@@ -58,6 +58,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
                *(posixpath.join("clean", posixpath.basename(url)) for url in clean_shards)]
     replaced = sweep(out, written)
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
+    report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
+                                        min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
                         "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())

@@ -285,3 +285,24 @@ def test_counters_equal_the_report(tmp_path):
     assert {k[len("dropped_"):]: v for k, v in counters.items() if k.startswith("dropped_")} == total["dropped"]
     assert {k[len("event_"):]: v for k, v in counters.items() if k.startswith("event_")} == total["events"]
     assert counters["records_kept"] == total["kept"] and counters["records_read"] == total["read"]
+
+
+def test_a_small_corpus_gets_a_validation_split_that_measures_something_and_a_warning(corpus_dir, tmp_path):
+    """part-0 holds a few dozen documents: 1% of them would be no document or one (no random-next partner)."""
+    from tests.helpers import run_cli
+
+    out = tmp_path / "small"
+    result = run_cli("prep", "--input", f"{corpus_dir}/part-0.jsonl", "--output", str(out), "--vocab-size", "500")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    held = report["pairs"]["validation"]
+    docs = report["total"]["kept"]
+    # ~20% of the documents, not 1% (each document is held out by a seeded coin: 4 standard deviations)
+    assert held["docs"] >= 2 and abs(held["docs"] - 0.2 * docs) <= 4 * (docs * 0.2 * 0.8) ** 0.5
+    for split, stats in report["pairs"].items():  # a coin per pair: 4 standard errors
+        rows = stats["random_next"] + stats["true_next"]
+        assert stats.get("no_random_partner", 0) == 0 and abs(stats["random_next"] / rows - 0.5) <= 2 / rows**0.5, split
+    assert any(w.startswith(f"validation split: {held['docs']} documents, fewer than --validation-min-docs 100")
+               for w in report["warnings"])
+    assert [line for line in result.stdout.splitlines() if line.startswith("WARNING: ")] == [
+        f"WARNING: {w}" for w in report["warnings"]]

@@ -20,7 +20,7 @@ from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.config import TrainConfig
 from trainer.data import loader, shutdown
 from trainer.data.mixture import MixtureStream
-from trainer.evaluate import evaluate, to_device
+from trainer.evaluate import describe, evaluate, to_device
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
 from trainer.resume import prepare_run_dir
 from trainer.runtime import Runtime
@@ -90,7 +90,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                 last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
                 if last:
                     log.write({"step": step, "split": "validation", **last})
-                    rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
+                    rt.log("eval " + describe(last))
             if step % config.save_every == 0 or step == config.max_steps:
                 save()
     finally:

@@ -23,7 +23,7 @@ from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
 from pipelines.outputs.ownership import Leftovers
 from pipelines.shuffle import Scratch
-from pipelines.stages.accounting import count_drops, count_kept
+from pipelines.stages.accounting import count_drops, count_kept, count_keys
 from pipelines.stages.clean_documents import CleanDocuments
 from pipelines.stages.count_words import CountWords
 from pipelines.stages.deduplicate import Deduplicate
@@ -90,15 +90,16 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         scratch=scratch.sub("pairs"),
     )
 
-    drops = (read["drops"], cleaned["drops"], deduped["drops"]) | "AllDrops" >> beam.Flatten()
     tallies = (
         (
-            read["accounting"],
-            drops | count_drops("Drops"),
+            read["accounting"] | count_keys("Read"),
+            read["drops"] | count_drops("ReadDrops"),
+            cleaned["drops"] | count_drops("CleanDrops"),
+            deduped["drops"] | count_drops("DedupDrops"),
             docs | count_kept("Kept"),
         )
         | "AllTallies" >> beam.Flatten()
-        | "CountTallies" >> beam.combiners.Count.PerElement()
+        | "SumTallies" >> beam.CombinePerKey(sum)
     )
     _ = p | "Finalize" >> Finalize(
         config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],

@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines import arguments
 from pipelines import config as prep_config
-from pipelines.errors import PrepError, prep_error_in, quiet_workers
+from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
 from pipelines.outputs import ownership
 
@@ -71,7 +71,7 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
             with beam.Pipeline(options=options) as p:
                 build(p, config, leftovers)
         except Exception as e:
-            message = prep_error_in(e)
+            message = prep_error_in(e) or os_error_in(e, config.output)
             if message is None:
                 raise
             raise PrepError(message) from None

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 import fsspec
 import zstandard
 
-from pipelines.errors import PrepError
+from pipelines.errors import PrepError, write_failed
 
 _HEADER = struct.Struct("<QII")  # pos, key length, payload length
 _BLOCK_BYTES = 1 << 20  # uncompressed bytes per block: the unit a reader holds per run
@@ -68,13 +68,16 @@ class RunWriter:
         compressor = zstandard.ZstdCompressor(level=_LEVEL)
         blocks, offset = [], 0
         fs, local = fsspec.core.url_to_fs(path)
-        fs.makedirs(posixpath.dirname(local), exist_ok=True)
-        with fs.open(local, "wb") as f:
-            for chunk in _chunks(self.records):
-                data = compressor.compress(b"".join(_HEADER.pack(p, len(k), len(v)) + k + v for p, k, v in chunk))
-                f.write(data)
-                blocks.append((chunk[0][0], chunk[-1][0], offset, len(data)))
-                offset += len(data)
+        try:
+            fs.makedirs(posixpath.dirname(local), exist_ok=True)
+            with fs.open(local, "wb") as f:
+                for chunk in _chunks(self.records):
+                    data = compressor.compress(b"".join(_HEADER.pack(p, len(k), len(v)) + k + v for p, k, v in chunk))
+                    f.write(data)
+                    blocks.append((chunk[0][0], chunk[-1][0], offset, len(data)))
+                    offset += len(data)
+        except OSError as e:  # a full disk, a permission: one line naming the file (the next run removes it)
+            raise write_failed(path, e) from None
         info = RunInfo(path=path, stream=self.stream, rows=len(self.records), size=self.size, blocks=tuple(blocks))
         self.records, self.bytes, self.size = [], 0, 0
         return info

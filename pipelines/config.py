@@ -84,6 +84,9 @@ class PrepConfig(Config):
     with --word-cache, what bounds a worker's memory."""
     word_cache: int = flag(500_000, metavar="WORDS")
     """Words whose word pieces the encoder keeps (cleared when full)."""
+    progress: str = flag("auto", choices=("auto", "always", "never"))
+    """Progress lines on stderr for a local run (stage, records, MB read, rate, ETA): auto shows them when
+    stderr is a terminal. On Dataflow, Beam's counters are the progress."""
     overwrite: bool = False
     """Replace the outputs of another run in --output (files the new run does not write are removed);
     without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
@@ -126,8 +129,8 @@ class PrepConfig(Config):
         return body
 
     def settings(self) -> dict[str, Any]:
-        """What the outputs depend on, as JSON would give it back: not where they go, nor --overwrite."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite")}
+        """What the outputs depend on, as JSON would give it back: not where they go, --overwrite or --progress."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress")}
         return json.loads(json.dumps(body))
 
 

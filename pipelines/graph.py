@@ -22,6 +22,7 @@ from pipelines.config import PrepConfig
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
 from pipelines.outputs.ownership import Leftovers
+from pipelines.outputs.progress import ProgressFn
 from pipelines.shuffle import Scratch
 from pipelines.stages.accounting import count_drops, count_kept, count_keys
 from pipelines.stages.clean_documents import CleanDocuments
@@ -36,8 +37,9 @@ from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_shards import WriteShards
 
 
-def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None) -> None:
-    """Add prep's stages to `p`; `leftovers` (what the start of the run removed) goes into report.json."""
+def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None, progress: str | None = None) -> None:
+    """Add prep's stages to `p`; `leftovers` (what the start of the run removed) goes into report.json, and
+    with `progress` (a local directory) the stages report their counts there (pipelines/outputs/progress.py)."""
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20)
@@ -101,6 +103,11 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         | "AllTallies" >> beam.Flatten()
         | "SumTallies" >> beam.CombinePerKey(sum)
     )
+    if progress:
+        _ = read["accounting"] | "ProgressRead" >> beam.ParDo(ProgressFn(progress, "read", keep=lambda kv: kv[1] == "read"))
+        _ = read["docs"] | "ProgressText" >> beam.ParDo(ProgressFn(progress, "read", count=False, measure=lambda d: len(d.text)))
+        _ = docs | "ProgressKept" >> beam.ParDo(ProgressFn(progress, "kept"))
+        _ = made["pairs"] | "ProgressPairs" >> beam.ParDo(ProgressFn(progress, "pairs"))
     _ = p | "Finalize" >> Finalize(
         config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
         token_counts=tokenized["token_counts"], clean_shards=clean_shards,

@@ -11,20 +11,28 @@ Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + man
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import posixpath
+import shutil
 import sys
+import tempfile
 import uuid
 
 import apache_beam as beam
 import fsspec
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+)
 
 from pipelines import arguments
 from pipelines import config as prep_config
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
-from pipelines.outputs import ownership
+from pipelines.outputs import ownership, progress
+from pipelines.stages.read_corpus import expand_inputs
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,6 +67,22 @@ def parse(argv: list[str] | None = None) -> tuple[prep_config.PrepConfig, list[s
     return prep_config.from_args(args), beam_args
 
 
+LOCAL_RUNNERS = ("fnapirunner", "directrunner", "direct", "bundlebaseddirectrunner", "switchingdirectrunner", "prismrunner",
+                 "prism")
+"""Runners whose workers run on this machine, so that their progress files can be read here (lower case)."""
+
+
+def input_bytes(config: prep_config.PrepConfig) -> int | None:
+    """The inputs' total size, when it measures their text (plain text and JSON lines); else None (no ETA)."""
+    total = 0
+    for _, url in expand_inputs(config.inputs):
+        if not url.lower().endswith((".txt", ".jsonl", ".json")):
+            return None
+        fs, path = fsspec.core.url_to_fs(url)
+        total += fs.size(path)
+    return total
+
+
 def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftovers: ownership.Leftovers) -> None:
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
@@ -66,15 +90,24 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
     # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
     # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
     multi_worker = options.view_as(DirectOptions).direct_running_mode in ("multi_threading", "multi_processing")
-    with quiet_workers(hold_stderr=multi_worker):
-        try:
-            with beam.Pipeline(options=options) as p:
-                build(p, config, leftovers)
-        except Exception as e:
-            message = prep_error_in(e) or os_error_in(e, config.output)
-            if message is None:
-                raise
-            raise PrepError(message) from None
+    runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1].lower()
+    show = config.progress == "always" or (config.progress == "auto" and sys.stderr.isatty())
+    progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runner in LOCAL_RUNNERS else None
+    try:
+        # the reporter writes to the terminal's stderr as it was before quiet_workers holds fd 2
+        reporter = progress.Reporter(progress_dir, input_bytes(config)) if progress_dir else contextlib.nullcontext()
+        with reporter, quiet_workers(hold_stderr=multi_worker):
+            try:
+                with beam.Pipeline(options=options) as p:
+                    build(p, config, leftovers, progress_dir)
+            except Exception as e:
+                message = prep_error_in(e) or os_error_in(e, config.output)
+                if message is None:
+                    raise
+                raise PrepError(message) from None
+    finally:
+        if progress_dir:
+            shutil.rmtree(progress_dir, ignore_errors=True)
 
 
 def run(argv: list[str] | None = None) -> dict:

@@ -336,3 +336,21 @@ def test_memory_is_flat_in_the_number_of_records(tmp_path):
         report = json.loads((out / "report.json").read_text())
         assert report["total"] == {"read": records, "kept": 0, "dropped": {"too_short": records}, "events": {}}
     assert peaks[1_000_000] <= 1.3 * peaks[100_000], peaks
+
+
+def test_progress_lines_end_with_the_run_totals(corpus_dir, tmp_path):
+    from pipelines.outputs.progress import describe
+    from tests.helpers import run_cli
+
+    out = tmp_path / "progress"
+    result = run_cli("prep", "--input", f"{corpus_dir}/part-0.jsonl", "--output", str(out), "--vocab-size", "500",
+                     "--progress", "always")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    lines = [line for line in result.stderr.splitlines() if line.startswith("prep: ")]
+    pairs = sum(stats["rows"] for stats in report["pairs"].values())
+    assert lines and lines[-1].startswith(f"prep: read {report['total']['read']:,} records, ")
+    assert lines[-1].endswith(f" | kept {report['total']['kept']:,} docs | pairs {pairs:,}") and "ETA" not in lines[-1]
+    size = os.path.getsize(f"{corpus_dir}/part-0.jsonl")
+    half_way = describe({"read": [10, size // 2]}, elapsed=2.0, input_bytes=size)
+    assert f"of {size / 1e6:,.1f} MB" in half_way and "ETA 2s" in half_way

@@ -102,20 +102,21 @@ def _relative(root: str, path: str) -> str:
 def _check_owner(output: str, settings: dict, overwrite: bool) -> None:
     fs, root = fsspec.core.url_to_fs(output)
     run_file = posixpath.join(root, RUN_FILE)
+    found = [name for name in (*AREAS, REPORT_FILE) if fs.exists(posixpath.join(root, name))]
+    if not found or overwrite:  # nothing of a run's outputs here (a run that failed at once leaves only RUN_FILE)
+        return
     if fs.exists(run_file):
         try:
             previous = json.loads(fs.cat_file(run_file))
         except ValueError:
             previous = None
-        if previous == settings or overwrite:
+        if previous == settings:
             return
         differ = sorted(k for k in set(settings) | set(previous or {}) if (previous or {}).get(k) != settings.get(k))
         raise PrepError(f"--output {output}: holds the outputs of a prep run with other settings ({', '.join(differ[:6])}"
                         f"{', ...' if len(differ) > 6 else ''}); pass --overwrite to replace them, or choose another directory")
-    found = [name for name in (*AREAS, REPORT_FILE) if fs.exists(posixpath.join(root, name))]
-    if found and not overwrite:
-        raise PrepError(f"--output {output}: holds outputs of an earlier run ({', '.join(found)}); pass --overwrite "
-                        "to replace them, or choose another directory")
+    raise PrepError(f"--output {output}: holds outputs of an earlier run ({', '.join(found)}); pass --overwrite "
+                    "to replace them, or choose another directory")
 
 
 def is_leftover(relative: str) -> bool:

@@ -41,9 +41,13 @@ def test_an_object_store_directory_is_locked_by_a_lock_object():
 def test_other_settings_or_unknown_outputs_are_refused_without_overwrite(tmp_path):
     with ownership.owned(str(tmp_path), SETTINGS, overwrite=False):
         pass
+    other = {**SETTINGS, "seed": 2}
+    with ownership.owned(str(tmp_path), other, overwrite=False):  # a run that failed at once left no output
+        pass
+    with ownership.owned(str(tmp_path), SETTINGS, overwrite=False):
+        (tmp_path / "pairs").mkdir()
     with ownership.owned(str(tmp_path), SETTINGS, overwrite=False):  # the same settings: a rerun
         pass
-    other = {**SETTINGS, "seed": 2}
     with pytest.raises(PrepError, match=r"other settings \(seed\); pass --overwrite"), \
             ownership.owned(str(tmp_path), other, overwrite=False):
         pass

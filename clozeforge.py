@@ -137,7 +137,8 @@ def demo(argv: list[str] | None = None) -> int:
         print(f"   {len(files)} files under {os.path.dirname(files[0])}")
     prep, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
     _run("prep", [py, "-m", "pipelines.prep", "--input", f"docstrings={corpus}", "--output", prep,
-                  "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000"])
+                  "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000",
+                  "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     pairs = os.path.join(prep, "pairs")
     train = [py, "-m", "trainer.launch", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "2e-3"]
     _run("train", [*train, f"--nproc-per-node={args.nproc}", "--output", run, "--max-steps", str(args.steps),

@@ -21,6 +21,8 @@ Out: one dict of figures. Per corpus and side: wall seconds, CPU seconds of the 
      `rss_growth` = peak RSS(largest) / peak RSS(S) (streaming stays near 1, holding everything near the size
      ratio) and `rss_mb_per_corpus_mb` = the extra peak RSS per extra MB of text, from S to the largest and
      between the two largest; `ratio_marginal` = ours / peer in marginal MB/s per core.
+     `tiny_records`: ours alone on 100,000 and 1,000,000 records of a few bytes (20,000 and 200,000 with
+     `quick`), all dropped as too_short: peak RSS and CPU per record count; memory must not grow with records.
 
 NOTE: with Beam's own GroupByKey between stages, the FnApiRunner held every shuffled PCollection in memory
 and ours' peak RSS grew 269 -> 425 MB from 2 to 8 MB of text (2026-11-24); that is why prep's shuffles go
@@ -85,7 +87,7 @@ def _build_corpora(corpus: str | None, small: int, copies: tuple[int, ...], dire
     return paths, sizes
 
 
-def _measure(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
+def _measure(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> tuple[dict, str]:
     """Run `argv` from the repository root; its wall time, process-tree CPU time and peak RSS, and its stdout."""
     started = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -98,7 +100,7 @@ def _measure(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if child.returncode != 0:
+    if child.returncode not in ok:
         raise SystemExit(f"bench prep: {' '.join(argv[:4])} ... exited {child.returncode}:\n{stderr[-3000:]}")
     cpu = usage.ru_utime + usage.ru_stime
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": usage.ru_maxrss / 1024}, stdout  # ru_maxrss is KiB on Linux
@@ -165,6 +167,7 @@ def main(corpus: str | None, quick: bool, scale: bool = False) -> dict:
     for side in sides.values():
         side.update(_growth(side, labels))
     ours, peer = sides["ours"], sides["peer"]
+    tiny = _tiny_records((20_000, 200_000) if quick else (100_000, 1_000_000), env)
     return {
         "corpus": corpus or "built-in docstrings",
         "sizes_mb": [round(s / 1e6, 3) for s in sizes],
@@ -175,7 +178,25 @@ def main(corpus: str | None, quick: bool, scale: bool = False) -> dict:
         "peak_rss_mb": {"ours": [ours[k]["peak_rss_mb"] for k in labels], "peer": [peer[k]["peak_rss_mb"] for k in labels]},
         "ours": ours,
         "in_memory_reference": peer,
+        "tiny_records": tiny,
     }
+
+
+def _tiny_records(counts: tuple[int, int], env: dict[str, str]) -> dict:
+    """Prep over `counts` records of a few bytes each, every one dropped as too_short: its peak RSS per record
+    count, and `rss_growth` = peak RSS(larger) / peak RSS(smaller), ~1 when nothing is held per record."""
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="bench-prep-tiny-") as tmp:
+        for records in counts:
+            corpus, out = Path(tmp) / f"tiny-{records}.jsonl", Path(tmp) / f"out-{records}"
+            with corpus.open("w") as f:
+                f.writelines(f'{{"text": "tiny {i}"}}\n' for i in range(records))
+            measured, _ = _measure([sys.executable, "-m", "pipelines.prep", "--input", str(corpus), "--output", str(out)],
+                                   env, ok=(1,))  # exit 1: nothing to train on
+            figures[str(records)] = {"peak_rss_mb": round(measured["peak_rss_mb"], 1), "cpu_s": round(measured["cpu_s"], 2),
+                                     "records_per_cpu_s": round(records / measured["cpu_s"])}
+    small, large = (figures[str(c)] for c in counts)
+    return {**figures, "rss_growth": round(large["peak_rss_mb"] / small["peak_rss_mb"], 2)}
 
 
 # ---- the peer: runs in its own process (`python -m bench.prep reference IN.jsonl OUT.arrow`) ----

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -28,7 +29,7 @@ class PrepConfig(Config):
     unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell."""
     output: str = flag(metavar="DIR", convert=lambda url: absolute(url))
     """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ and report.json go under it."""
-    read: ReadConfig = ReadConfig()
+    read: ReadConfig = ReadConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     unicode_form: str = flag("NFC", choices=("NFC", "NFKC"))
     """Unicode normalization of every document: NFC (keeps compatibility characters) or NFKC."""
     html_to_text: bool = False
@@ -67,7 +68,13 @@ class PrepConfig(Config):
     bucket_docs: int = 1000
     """Documents per random bucket; random-next segments come from other documents of the same bucket."""
     validation_fraction: float = 0.01
-    """Share of documents held out (whole documents) for the validation split."""
+    """Share of documents held out (whole documents) for the validation split; 0: no validation split."""
+    validation_min_docs: int = 100
+    """Hold out at least this many documents (a larger share than --validation-fraction on a small corpus, up
+    to 20%), so that validation pairs have other documents to draw random-next segments from."""
+    validation_min_pairs: int = 1000
+    """Fewer validation pairs than this is reported as a warning (console and report.json): an accuracy over n
+    pairs has a standard error of up to 0.5/sqrt(n)."""
     rows_per_shard: int = 100_000
     """Target pairs per Arrow shard (shards are filled by a uniform random key, so sizes vary a little)."""
     bytes_per_shard: int | None = None
@@ -86,6 +93,12 @@ class PrepConfig(Config):
     """How prep's shuffles move data: 'runner' (Beam's GroupByKey: for Dataflow, Flink and Spark, whose shuffle
     is disk-backed), 'files' (sorted run files under --output: for the local runners, whose shuffle is in
     memory) or 'auto' (by --runner). pipelines/shuffle/README.md has the costs behind it."""
+    progress: str = flag("auto", choices=("auto", "always", "never"))
+    """Progress lines on stderr for a local run (stage, records, MB read, rate, ETA): auto shows them when
+    stderr is a terminal. On Dataflow, Beam's counters are the progress."""
+    overwrite: bool = False
+    """Replace the outputs of another run in --output (files the new run does not write are removed);
+    without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -104,6 +117,8 @@ class PrepConfig(Config):
             (self.dupe_factor >= 1, f"--dupe-factor must be >= 1, got {self.dupe_factor}"),
             (self.bucket_docs >= 2, f"--bucket-docs must be >= 2, got {self.bucket_docs}"),
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),
+            (self.validation_min_docs >= 0, f"--validation-min-docs must be >= 0, got {self.validation_min_docs}"),
+            (self.validation_min_pairs >= 0, f"--validation-min-pairs must be >= 0, got {self.validation_min_pairs}"),
             (self.rows_per_shard >= 1, f"--rows-per-shard must be >= 1, got {self.rows_per_shard}"),
             (self.batch_rows >= 1, f"--batch-rows must be >= 1, got {self.batch_rows}"),
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
@@ -123,6 +138,12 @@ class PrepConfig(Config):
         body = dataclasses.asdict(self)
         body["inputs"] = {name: glob for name, glob in self.inputs}
         return body
+
+    def settings(self) -> dict[str, Any]:
+        """What the outputs depend on, as JSON would give it back: not where they go, how they were shuffled,
+        --overwrite or --progress."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle")}
+        return json.loads(json.dumps(body))
 
 
 def parse_input(spec: str, index: int) -> tuple[str, str]:

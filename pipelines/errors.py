@@ -10,6 +10,7 @@ to stderr, from a subprocess under multi_processing) off the terminal, so --stri
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -42,6 +43,32 @@ def prep_error_in(e: BaseException) -> str | None:
     return found.group(1) if found else None
 
 
+def write_failed(url: str, e: OSError) -> PrepError:
+    """The one-line error for an OSError while writing `url`: `URL: cannot write (no space left on device, ENOSPC)`."""
+    cause = (e.strerror or str(e) or type(e).__name__).rstrip(".")
+    code = f", {errno.errorcode[e.errno]}" if isinstance(e.errno, int) and e.errno in errno.errorcode else ""
+    return PrepError(f"{url}: cannot write ({cause[:1].lower() + cause[1:]}{code})")
+
+
+_OS_ERROR_RE = re.compile(r"(\w*Error): (\[Errno (\d+)\] [^\n\[]*?)\s*(?:\[while running '([^']*)'\])?$", re.MULTILINE)
+
+
+def os_error_in(e: BaseException, output: str) -> str | None:
+    """A one-line message for an I/O error behind `e` that no write site named (an object store's client error,
+    a read-only or full disk met outside our writers): the error itself, or quoted in a worker's traceback."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, OSError):
+            where = getattr(seen, "filename", None) or f"--output {output}"
+            return str(write_failed(where, seen))
+        seen = seen.__cause__ or seen.__context__
+    found = _OS_ERROR_RE.search(str(e))
+    if found is None:
+        return None
+    step = f" in step {found.group(4)}" if found.group(4) else ""
+    return f"--output {output}: I/O error{step}: {found.group(2).strip()}"
+
+
 @contextlib.contextmanager
 def quiet_workers(hold_stderr: bool) -> Iterator[None]:
     """Quiet the Beam worker loggers; with `hold_stderr`, also send file descriptor 2 (inherited by worker
@@ -52,7 +79,7 @@ def quiet_workers(hold_stderr: bool) -> Iterator[None]:
     held, saved = None, None
     if hold_stderr:
         sys.stderr.flush()
-        held, saved = tempfile.TemporaryFile(), os.dup(2)
+        held, saved = tempfile.TemporaryFile(), os.dup(2)  # noqa: SIM115  (closed in the finally below)
         os.dup2(held.fileno(), 2)
     discard = False
     try:

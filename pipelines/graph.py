@@ -23,8 +23,10 @@ from pipelines import wordpiece
 from pipelines.config import PrepConfig
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
+from pipelines.outputs.ownership import Leftovers
+from pipelines.outputs.progress import ProgressFn
 from pipelines.shuffle import Scratch, shuffle_via_runner
-from pipelines.stages.accounting import count_drops, count_kept
+from pipelines.stages.accounting import count_drops, count_kept, count_keys
 from pipelines.stages.clean_documents import CleanDocuments
 from pipelines.stages.count_words import CountWords
 from pipelines.stages.deduplicate import Deduplicate
@@ -37,7 +39,9 @@ from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_shards import WriteShards
 
 
-def build(p: beam.Pipeline, config: PrepConfig) -> None:
+def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None, progress: str | None = None) -> None:
+    """Add prep's stages to `p`; `leftovers` (what the start of the run removed) goes into report.json, and
+    with `progress` (a local directory) the stages report their counts there (pipelines/outputs/progress.py)."""
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
@@ -75,6 +79,8 @@ def build(p: beam.Pipeline, config: PrepConfig) -> None:
         dupe_factor=config.dupe_factor,
         bucket_docs=config.bucket_docs,
         validation_fraction=config.validation_fraction,
+        validation_min_docs=config.validation_min_docs,
+        doc_count=docs | "CountDocs" >> beam.combiners.Count.Globally(),
         seed=config.seed,
         vocab=vocab,
         scratch=scratch.sub("buckets"),
@@ -88,16 +94,23 @@ def build(p: beam.Pipeline, config: PrepConfig) -> None:
         scratch=scratch.sub("pairs"),
     )
 
-    drops = (read["drops"], cleaned["drops"], deduped["drops"]) | "AllDrops" >> beam.Flatten()
     tallies = (
         (
-            read["accounting"],
-            drops | count_drops("Drops"),
+            read["accounting"] | count_keys("Read"),
+            read["drops"] | count_drops("ReadDrops"),
+            cleaned["drops"] | count_drops("CleanDrops"),
+            deduped["drops"] | count_drops("DedupDrops"),
             docs | count_kept("Kept"),
         )
         | "AllTallies" >> beam.Flatten()
-        | "CountTallies" >> beam.combiners.Count.PerElement()
+        | "SumTallies" >> beam.CombinePerKey(sum)
     )
+    if progress:
+        _ = read["accounting"] | "ProgressRead" >> beam.ParDo(ProgressFn(progress, "read", keep=lambda kv: kv[1] == "read"))
+        _ = read["docs"] | "ProgressText" >> beam.ParDo(ProgressFn(progress, "read", count=False, measure=lambda d: len(d.text)))
+        _ = docs | "ProgressKept" >> beam.ParDo(ProgressFn(progress, "kept"))
+        _ = made["pairs"] | "ProgressPairs" >> beam.ParDo(ProgressFn(progress, "pairs"))
     _ = p | "Finalize" >> Finalize(
-        config, temp, shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"], token_counts=tokenized["token_counts"]
+        config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
+        token_counts=tokenized["token_counts"], clean_shards=clean_shards,
     )

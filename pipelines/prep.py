@@ -1,8 +1,8 @@
 """`clozeforge prep` / `python -m pipelines.prep`: raw corpora → clean/, vocab/, pairs/ and report.json.
 
 In:  --input [NAME=]GLOB (repeatable), --output DIR, the project's flags (pipelines/config.py) and any
-     Beam pipeline options (--runner, --direct_num_workers, Dataflow's --project, ...), split apart with
-     parse_known_args.
+     Beam pipeline options (--runner, --direct_num_workers, Dataflow's --project, ...), told apart by
+     pipelines/arguments.py: any other argument is a one-line error.
 Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + manifest.json, DIR/report.json;
      the stages between them are pipelines/graph.py's. Without --runner, Beam's FnApiRunner is used (the
      DirectRunner's engine, minus the attempt to fetch the Prism binary).
@@ -11,25 +11,37 @@ Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + man
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import posixpath
+import shutil
 import sys
+import tempfile
 import uuid
 
 import apache_beam as beam
 import fsspec
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+)
 
+from pipelines import arguments
 from pipelines import config as prep_config
-from pipelines.errors import PrepError, prep_error_in, quiet_workers
+from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
+from pipelines.outputs import ownership, progress
+from pipelines.stages.read_corpus import expand_inputs
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = arguments.PrepArgumentParser(
         prog="clozeforge prep",
+        allow_abbrev=False,  # a prefix of a flag is not that flag: it could be a Beam option's
         description="Clean, deduplicate and split corpora, learn a WordPiece vocabulary and write NSP pair shards. "
-        "Unrecognised flags are passed to Apache Beam (e.g. --runner, --direct_num_workers).",
+        "Apache Beam's pipeline options are accepted too (e.g. --runner, --direct_num_workers, Dataflow's "
+        "--project); any other argument is an error.",
     )
     prep_config.add_arguments(ap)
     return ap
@@ -45,30 +57,65 @@ def check_output(output: str) -> None:
         with fs.open(probe, "wb") as f:
             f.write(b"probe")
         fs.rm(probe)
-    except Exception as e:  # OSError locally; each object store's client has its own errors
+    except Exception as e:  # OSError locally; each object store's client has its own errors  # noqa: BLE001
         raise PrepError(f"--output {output}: cannot write there ({type(e).__name__}: {e})") from None
 
 
-def run(argv: list[str] | None = None) -> dict:
-    """Run prep; returns the report. Raises PrepError for user errors."""
-    args, beam_args = parser().parse_known_args(argv)
-    config = prep_config.from_args(args)
-    check_output(config.output)
+def parse(argv: list[str] | None = None) -> tuple[prep_config.PrepConfig, list[str]]:
+    """(the PrepConfig, Beam's options) from argv; PrepError for a bad or unknown argument."""
+    args, beam_args = arguments.parse(parser(), argv)
+    return prep_config.from_args(args), beam_args
+
+
+LOCAL_RUNNERS = ("fnapirunner", "directrunner", "direct", "bundlebaseddirectrunner", "switchingdirectrunner", "prismrunner",
+                 "prism")
+"""Runners whose workers run on this machine, so that their progress files can be read here (lower case)."""
+
+
+def input_bytes(config: prep_config.PrepConfig) -> int | None:
+    """The inputs' total size, when it measures their text (plain text and JSON lines); else None (no ETA)."""
+    total = 0
+    for _, url in expand_inputs(config.inputs):
+        if not url.lower().endswith((".txt", ".jsonl", ".json")):
+            return None
+        fs, path = fsspec.core.url_to_fs(url)
+        total += fs.size(path)
+    return total
+
+
+def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftovers: ownership.Leftovers) -> None:
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
     options = PipelineOptions(beam_args, save_main_session=False)
     # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
     # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
     multi_worker = options.view_as(DirectOptions).direct_running_mode in ("multi_threading", "multi_processing")
-    with quiet_workers(hold_stderr=multi_worker):
-        try:
-            with beam.Pipeline(options=options) as p:
-                build(p, config)
-        except Exception as e:
-            message = prep_error_in(e)
-            if message is None:
-                raise
-            raise PrepError(message) from None
+    runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1].lower()
+    show = config.progress == "always" or (config.progress == "auto" and sys.stderr.isatty())
+    progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runner in LOCAL_RUNNERS else None
+    try:
+        # the reporter writes to the terminal's stderr as it was before quiet_workers holds fd 2
+        reporter = progress.Reporter(progress_dir, input_bytes(config)) if progress_dir else contextlib.nullcontext()
+        with reporter, quiet_workers(hold_stderr=multi_worker):
+            try:
+                with beam.Pipeline(options=options) as p:
+                    build(p, config, leftovers, progress_dir)
+            except Exception as e:
+                message = prep_error_in(e) or os_error_in(e, config.output)
+                if message is None:
+                    raise
+                raise PrepError(message) from None
+    finally:
+        if progress_dir:
+            shutil.rmtree(progress_dir, ignore_errors=True)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Run prep; returns the report. Raises PrepError for user errors."""
+    config, beam_args = parse(argv)
+    check_output(config.output)
+    with ownership.owned(config.output, config.settings(), overwrite=config.overwrite) as leftovers:
+        _run_pipeline(config, beam_args, leftovers)
     with fsspec.open(posixpath.join(config.output, "report.json"), "r") as f:
         return json.load(f)
 
@@ -86,6 +133,13 @@ def summarize(report: dict, output: str) -> str:
         lines.append(f"pairs:   {split}: {rows} in {stats.get('shards', 0)} shards, random-next {rnd / max(rows, 1):.3f}")
     if t["events"]:
         lines.append("events:  " + ", ".join(f"{k} {v}" for k, v in sorted(t["events"].items(), key=lambda kv: -kv[1])))
+    housekeeping = report.get("output", {})
+    if housekeeping.get("leftovers_removed"):
+        removed = ownership.Leftovers(tuple(housekeeping["leftovers_removed"]), housekeeping.get("leftover_bytes", 0))
+        lines.append(f"output:  {removed.describe()}")
+    if housekeeping.get("replaced_files_removed"):
+        lines.append(f"output:  removed {len(housekeeping['replaced_files_removed'])} files of the run this one replaced")
+    lines.extend(f"WARNING: {warning}" for warning in report.get("warnings", []))
     lines.append(f"report:  {posixpath.join(output, 'report.json')}")
     if report["unbalanced"]:
         lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")
@@ -98,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     except PrepError as e:
         print(f"clozeforge prep: error: {e}", file=sys.stderr)
         return 2
-    output = prep_config.from_args(parser().parse_known_args(argv)[0]).output
+    output = parse(argv)[0].output
     print(summarize(report, output))
     if report["unbalanced"]:
         return 1

@@ -1,10 +1,15 @@
 """Evaluation on the validation split: mean losses and accuracies of every head, summed over ranks.
 
 In:  the engine, the validation stream (fixed masks: the same batches every time), how many batches.
-Out: {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", ("sbo_loss", "sbo_acc")} over all ranks' batches.
+Out: {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", ("sbo_loss", "sbo_acc")} over all ranks' batches, with
+     each accuracy's count (`nsp_n`: pairs, `mlm_n`: masked tokens) and binomial standard error
+     (`nsp_acc_se` = sqrt(acc (1 - acc) / n)), so that an accuracy over 44 pairs reads as what it is. For MLM
+     the masked tokens of one sequence are not independent draws, so its standard error is a lower bound.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -31,13 +36,31 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
                 for key, value in ((f"{head}_loss_sum", out[f"{head}_loss"] * n), (f"{head}_correct", out[f"{head}_correct"].float()), (f"{head}_count", n)):
                     sums[key] = sums.get(key, 0.0) + float(value)
     engine.train()
-    totals = rt.all_reduce_sum(sums)
+    return from_totals(rt.all_reduce_sum(sums))
+
+
+def from_totals(totals: dict[str, float]) -> dict[str, float]:
+    """Per head: mean loss, accuracy, its count and its binomial standard error, from summed losses and counts."""
     result = {}
     for head in ("mlm", "nsp", "sbo"):
         n = totals.get(f"{head}_count", 0.0)
         if n:
+            acc = totals[f"{head}_correct"] / n
             result[f"{head}_loss"] = totals[f"{head}_loss_sum"] / n
-            result[f"{head}_acc"] = totals[f"{head}_correct"] / n
+            result[f"{head}_acc"] = acc
+            result[f"{head}_acc_se"] = math.sqrt(acc * (1.0 - acc) / n)
+            result[f"{head}_n"] = int(n)
     return result
+
+
+def describe(result: dict[str, float]) -> str:
+    """One console line: `mlm_loss 5.2800 mlm_acc 0.1450 ± 0.0030 (n 41,200) nsp_loss ...`."""
+    parts = []
+    for head in ("mlm", "nsp", "sbo"):
+        if f"{head}_loss" in result:
+            parts.append(f"{head}_loss {result[f'{head}_loss']:.4f}")
+        if f"{head}_acc" in result:
+            parts.append(f"{head}_acc {result[f'{head}_acc']:.4f} ± {result[f'{head}_acc_se']:.4f} (n {result[f'{head}_n']:,})")
+    return " ".join(parts)
 
 

@@ -21,7 +21,7 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
 from trainer.data.audit import RowAudit
 from trainer.data.mixture import MixtureStream
-from trainer.evaluate import evaluate, to_device
+from trainer.evaluate import describe, evaluate, to_device
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
 from trainer.resume import prepare_run_dir
 from trainer.runtime import Runtime
@@ -109,7 +109,7 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
                 last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
                 if last:
                     log.write({"step": step, "split": "validation", **last})
-                    rt.log("eval " + " ".join(f"{k} {v:.4f}" for k, v in last.items()))
+                    rt.log("eval " + describe(last))
             if step % config.save_every == 0 or step == config.max_steps:
                 save()
     finally:

@@ -1,7 +1,8 @@
 """Sorted run files: how prep's shuffles move records through storage instead of the runner's memory.
 
 In:  records (pos, key, payload): `pos` a uniform 64-bit int that orders and places the record, `key` the
-     bytes that group it (b"" when only the order matters), `payload` its pickled value.
+     bytes that group it (b"" when only the order matters), `payload` its value's bytes
+     (pipelines/shuffle/payload.py: msgpack of known record types, never pickle).
 Out: run files under a temporary directory (local or any fsspec URL), each sorted by (pos, key) and cut
      into zstd blocks, described by a RunInfo (path, rows, and the pos range and byte range of every
      block); and, back from a set of runs, the records whose pos lies in [lo, hi), merged in order.
@@ -25,6 +26,8 @@ from collections.abc import Iterable, Iterator
 
 import fsspec
 import zstandard
+
+from pipelines.errors import PrepError, write_failed
 
 _HEADER = struct.Struct("<QII")  # pos, key length, payload length
 _BLOCK_BYTES = 1 << 20  # uncompressed bytes per block: the unit a reader holds per run
@@ -65,13 +68,16 @@ class RunWriter:
         compressor = zstandard.ZstdCompressor(level=_LEVEL)
         blocks, offset = [], 0
         fs, local = fsspec.core.url_to_fs(path)
-        fs.makedirs(posixpath.dirname(local), exist_ok=True)
-        with fs.open(local, "wb") as f:
-            for chunk in _chunks(self.records):
-                data = compressor.compress(b"".join(_HEADER.pack(p, len(k), len(v)) + k + v for p, k, v in chunk))
-                f.write(data)
-                blocks.append((chunk[0][0], chunk[-1][0], offset, len(data)))
-                offset += len(data)
+        try:
+            fs.makedirs(posixpath.dirname(local), exist_ok=True)
+            with fs.open(local, "wb") as f:
+                for chunk in _chunks(self.records):
+                    data = compressor.compress(b"".join(_HEADER.pack(p, len(k), len(v)) + k + v for p, k, v in chunk))
+                    f.write(data)
+                    blocks.append((chunk[0][0], chunk[-1][0], offset, len(data)))
+                    offset += len(data)
+        except OSError as e:  # a full disk, a permission: one line naming the file (the next run removes it)
+            raise write_failed(path, e) from None
         info = RunInfo(path=path, stream=self.stream, rows=len(self.records), size=self.size, blocks=tuple(blocks))
         self.records, self.bytes, self.size = [], 0, 0
         return info
@@ -96,9 +102,15 @@ def read_range(run: RunInfo, lo: int, hi: int) -> Iterator[tuple[int, bytes, byt
     for first, last, offset, length in run.blocks:
         if last < lo or first >= hi:
             continue
-        data = decompressor.decompress(fs.cat_file(path, start=offset, end=offset + length))
+        try:
+            data = decompressor.decompress(fs.cat_file(path, start=offset, end=offset + length))
+        except zstandard.ZstdError as e:
+            raise PrepError(f"{run.path}: shuffle run file damaged at byte {offset} ({e}); was it changed by another "
+                            "program? Remove the run's .tmp-* directory and run again") from None
         view, at = memoryview(data), 0
         while at < len(data):
+            if at + _HEADER.size > len(data):
+                raise PrepError(f"{run.path}: shuffle run file damaged at byte {offset} (a record cut short)")
             pos, klen, vlen = _HEADER.unpack_from(data, at)
             at += _HEADER.size
             if lo <= pos < hi:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-import pickle
 import posixpath
 import tempfile
 import typing
@@ -35,7 +34,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.documents import keys
-from pipelines.shuffle import runs
+from pipelines.shuffle import payload, runs
 
 SPILL_BYTES = 64 << 20
 """Records a spilling bundle buffers before it writes a run (the writer's share of prep's memory)."""
@@ -77,7 +76,7 @@ class SpillFn(beam.DoFn):
         writer = self.writers.get(stream)
         if writer is None:
             writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
-        writer.add(pos, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), size)
+        writer.add(pos, key, payload.encode(value), size)
         if sum(w.bytes for w in self.writers.values()) >= self.spill_bytes:  # the cap is for the bundle, all streams
             yield from self.finish_bundle()
 
@@ -146,18 +145,18 @@ class _SpilledRanges(beam.PTransform):
 
 def _with_pos(element):
     key, value = element
-    key_bytes = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+    key_bytes = payload.encode(key)
     pos = int.from_bytes(hashlib.blake2b(key_bytes, digest_size=8).digest(), "big")
     return "", pos, key_bytes, value, 0
 
 
 def _groups(_work, records):
     for (_, key), group in itertools.groupby(records, key=lambda r: (r[0], r[1])):
-        yield pickle.loads(key), [pickle.loads(payload) for _, _, payload in group]
+        yield payload.decode(key), [payload.decode(value) for _, _, value in group]
 
 
 class GroupByKeyViaFiles(beam.PTransform):
-    """(key, value) → (key, [values]); keys must pickle the same in every process (str, bytes, int, tuples)."""
+    """(key, value) → (key, [values]); keys are str, bytes, int or tuples of them (pipelines/shuffle/payload.py)."""
 
     def __init__(self, scratch: Scratch | None = None, *, rows_per_partition: int = ROWS_PER_PARTITION):
         super().__init__()
@@ -196,7 +195,7 @@ class GroupIntoRanges(beam.PTransform):
             return records | "Ranges" >> _GroupedRanges(self.ranges, values_to, self.side_inputs)
 
         def payloads_to(work, records, *sides):
-            return values_to(work, (pickle.loads(payload) for _, _, payload in records), *sides)
+            return values_to(work, (payload.decode(value) for _, _, value in records), *sides)
 
         return (
             records

@@ -1,15 +1,23 @@
 """The accounting of prep: every record read is kept or dropped with a reason, and each shows as a Beam counter.
 
-In:  Drops (from ReadCorpus, CleanDocuments, Deduplicate) and kept Docs.
-Out: (path, "dropped:<reason>") and (path, "kept") tally keys, which prep counts per file into report.json
-     (pipelines/outputs/report.py); the `dropped_<reason>` and `records_kept` counters are bumped here and
-     nowhere else, so Beam's counters equal the report's totals.
+In:  Drops (from ReadCorpus, CleanDocuments, Deduplicate), kept Docs and ReadCorpus' (path, key) tally keys.
+Out: ((path, key), count) sums, key 'read', 'kept', 'dropped:<reason>' or 'event:<kind>', which prep adds up
+     per file into report.json (pipelines/outputs/report.py); the `dropped_<reason>` and `records_kept`
+     counters are bumped here and nowhere else, so Beam's counters equal the report's totals.
+
+Each tally step counts its bundle's records in a dict and emits one sum per distinct key when the bundle
+ends: what crosses from stage to stage is a few sums per file, not an element per record (Beam's local
+runner holds an element per record between stages, ~0.8 KB each, so a million dropped records cost 800 MB).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
 
 from pipelines.documents.records import Drop
 
@@ -17,22 +25,45 @@ NAMESPACE = "clozeforge"
 """The Beam metrics namespace of every clozeforge counter."""
 
 
+class TallyFn(beam.DoFn):
+    """Records → ((path, key), count) per distinct key of a bundle, at the bundle's end."""
+
+    def __init__(self, key_of: Callable[[object], tuple[str, str]]):
+        self.key_of = key_of
+
+    def start_bundle(self):
+        self.counts: Counter = Counter()
+
+    def process(self, element):
+        self.counts[self.key_of(element)] += 1
+
+    def finish_bundle(self):
+        for key, count in self.counts.items():
+            yield GlobalWindows.windowed_value((key, count))
+        self.counts = Counter()
+
+
+def _drop_key(drop: Drop) -> tuple[str, str]:
+    Metrics.counter(NAMESPACE, f"dropped_{drop.reason}").inc()
+    return drop.path, f"dropped:{drop.reason}"
+
+
+def _kept_key(doc) -> tuple[str, str]:
+    Metrics.counter(NAMESPACE, "records_kept").inc()
+    return doc.path, "kept"
+
+
 def count_drops(label_prefix: str):
-    """A Map that bumps the `dropped_<reason>` counter and turns a Drop into its accounting key.
-    The only place a drop is counted, so the counters equal report.json's totals."""
-
-    def tally(drop: Drop) -> tuple[str, str]:
-        Metrics.counter(NAMESPACE, f"dropped_{drop.reason}").inc()
-        return drop.path, f"dropped:{drop.reason}"
-
-    return f"{label_prefix}Tally" >> beam.Map(tally)
+    """Drops → their ((path, 'dropped:<reason>'), count) sums; bumps `dropped_<reason>`. The only place a drop
+    is counted, so the counters equal report.json's totals."""
+    return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(_drop_key))
 
 
 def count_kept(label_prefix: str):
-    """A Map that bumps the `records_kept` counter and turns a kept document into its accounting key."""
+    """Kept documents → their ((path, 'kept'), count) sums; bumps `records_kept`."""
+    return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(_kept_key))
 
-    def tally(doc) -> tuple[str, str]:
-        Metrics.counter(NAMESPACE, "records_kept").inc()
-        return doc.path, "kept"
 
-    return f"{label_prefix}Tally" >> beam.Map(tally)
+def count_keys(label_prefix: str):
+    """(path, key) tally keys (ReadCorpus' 'read' and 'event:<kind>') → their ((path, key), count) sums."""
+    return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(tuple))

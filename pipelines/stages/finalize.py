@@ -1,9 +1,11 @@
 """Finalize: the last step of prep, once every shard is written: token counts, the manifest, the report.
 
-In:  the ShardInfo of every pair shard, the vocabulary summary, the accounting tallies, the pair statistics
-     and the summed token counts (all side inputs), and the run's PrepConfig.
+In:  the ShardInfo of every pair shard, the clean/ shards' URLs, the vocabulary summary, the accounting
+     tallies, the pair statistics and the summed token counts (all side inputs), the run's PrepConfig and
+     the leftovers its start removed (pipelines/outputs/ownership.py).
 Out: (run once, on one worker) vocab/token_counts.txt, pairs/manifest.json (written last among the pair files: its presence marks
-     pairs/ complete) and report.json; the shuffles' temporary directory is removed.
+     pairs/ complete) and report.json; the shuffles' temporary directory is removed, and so is every file
+     under clean/, vocab/ and pairs/ that this run did not write.
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ import fsspec
 
 from pipelines import config as prep_config
 from pipelines.outputs.atomic import put_atomically
+from pipelines.outputs.ownership import Leftovers, sweep
 from pipelines.outputs.report import build_report
-from pipelines.stages.make_nsp_pairs import merge_stats
+from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from schemas import Manifest
 from schemas import vocab as vocab_files
+from schemas.manifest import MANIFEST_NAME
 
 
-def finalize(_, *, config: prep_config.PrepConfig, temp: str, shards, vocab, tallies, stats, token_counts) -> dict:
+def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
+             token_counts, clean_shards) -> dict:
     """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report; remove
-    the shuffles' temporary directory (its run files are gone already, directories may remain)."""
+    the shuffles' temporary directory (its run files are gone already, directories may remain) and every
+    file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under --overwrite)."""
     out = config.output
     fs, temp_path = fsspec.core.url_to_fs(temp)
     if fs.exists(temp_path):
@@ -45,11 +51,17 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, shards, vocab, tal
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        # where it went and how it was shuffled are not what it is
-        config={k: v for k, v in config.to_dict().items() if k not in ("output", "shuffle")},
+        config=config.settings(),  # where it went and how it was shuffled are not what it is
     )
     manifest.write(posixpath.join(out, "pairs"))
+    written = [posixpath.join("pairs", MANIFEST_NAME), *(posixpath.join("pairs", s.path) for s in shards),
+               *(posixpath.join("clean", posixpath.basename(url)) for url in clean_shards)]
+    replaced = sweep(out, written)
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
+    report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
+                                        min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
+    report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
+                        "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())
     return report
 
@@ -57,22 +69,25 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, shards, vocab, tal
 class Finalize(beam.PTransform):
     """PBegin → the report (a singleton), once every input below is complete."""
 
-    def __init__(self, config: prep_config.PrepConfig, temp: str, *, shards, vocab, tallies, stats, token_counts):
+    def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
+                 token_counts, clean_shards):
         super().__init__()
-        self.config, self.temp = config, temp
-        self.inputs = dict(shards=shards, vocab=vocab, tallies=tallies, stats=stats, token_counts=token_counts)
+        self.config, self.temp, self.leftovers = config, temp, leftovers
+        self.inputs = {"shards": shards, "vocab": vocab, "tallies": tallies, "stats": stats, "token_counts": token_counts,
+                           "clean_shards": clean_shards}
 
     def expand(self, pbegin):
-        config, temp, inputs = self.config, self.temp, self.inputs
+        config, temp, leftovers, inputs = self.config, self.temp, self.leftovers, self.inputs
         return (
             pbegin
             | "Trigger" >> beam.Create([None])
             | "Write" >> beam.Map(
-                lambda _, **kw: finalize(_, config=config, temp=temp, **kw),
+                lambda _, **kw: finalize(_, config=config, temp=temp, leftovers=leftovers, **kw),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 vocab=beam.pvalue.AsSingleton(inputs["vocab"]),
                 tallies=beam.pvalue.AsList(inputs["tallies"]),
                 stats=beam.pvalue.AsList(inputs["stats"]),
                 token_counts=beam.pvalue.AsSingleton(inputs["token_counts"]),
+                clean_shards=beam.pvalue.AsList(inputs["clean_shards"]),
             )
         )

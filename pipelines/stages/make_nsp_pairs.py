@@ -1,7 +1,9 @@
 """MakeNspPairs: TokenizedDoc → NSP pair rows, with random-next partners from buckets.
 
 MakeNspPairs assigns each document to a split (validation by a seeded per-document coin, so a document
-is wholly in one split) and to one of ceil(docs / bucket_docs) seeded random buckets of its split. A
+is wholly in one split; the coin's odds are --validation-fraction, raised on a small corpus so that the
+validation split holds --validation-min-docs documents to draw random-next partners from, see
+validation_share) and to one of ceil(docs / bucket_docs) seeded random buckets of its split. A
 bucket is the unit of memory: its documents are grouped on one worker (through run files,
 pipelines/shuffle, so the split's document count is known without holding the documents), sorted by
 doc_id (so the result does not depend on arrival order), and each is turned into pairs by
@@ -53,6 +55,7 @@ class MakePairsFn(beam.DoFn):
         (split, _, _), docs = element
         dtype = ids_dtype(vocab["size"])
         docs = sorted(docs, key=lambda d: d.doc_id)
+        yield beam.pvalue.TaggedOutput("stats", ((split, "docs"), len(docs)))
         for k, doc in enumerate(docs):
             partners = _Partners(docs, k)
             if len(doc.sentences) == 1:  # makes no pair (nsp.py); counted once per document, not per dupe round
@@ -81,26 +84,72 @@ class MakePairsFn(beam.DoFn):
                     }
 
 
+VALIDATION_MAX_SHARE = 0.2
+"""--validation-min-docs never takes more than this share of the documents (unless --validation-fraction asks)."""
+
+
+def validation_share(fraction: float, min_docs: int, docs: int) -> float:
+    """The share of documents held out: `fraction`, raised so that about `min_docs` documents are held out on
+    a small corpus, but never above max(fraction, VALIDATION_MAX_SHARE); 0 when `fraction` is 0."""
+    if fraction <= 0.0:
+        return 0.0
+    return min(max(fraction, min_docs / max(docs, 1)), max(fraction, VALIDATION_MAX_SHARE))
+
+
 def split_of(doc_id: str, seed: int, validation_fraction: float) -> str:
     return "validation" if keys.unit(seed, "split", doc_id) < validation_fraction else "train"
+
+
+def split_warnings(pairs: dict[str, dict[str, int]], *, fraction: float, min_docs: int, min_pairs: int) -> list[str]:
+    """What makes a split's figures mean little: too few validation documents or pairs, a random-next share
+    far from 1/2 (more than 0.1, or 3 standard errors on a small split)."""
+    warnings = []
+    if fraction > 0.0:
+        held = pairs.get("validation", {})
+        docs, rows = held.get("docs", 0), held.get("rows", 0)
+        if docs < min_docs:
+            warnings.append(f"validation split: {docs} documents, fewer than --validation-min-docs {min_docs} (at most "
+                            f"{VALIDATION_MAX_SHARE:.0%} of the corpus is held out): the corpus is too small for a "
+                            "validation split that measures much")
+        if rows < min_pairs:
+            se = f"; an accuracy on it has a standard error up to {0.5 / math.sqrt(rows):.3f}" if rows else ""
+            warnings.append(f"validation split: {rows} pairs, fewer than --validation-min-pairs {min_pairs}{se}")
+    for split, stats in sorted(pairs.items()):
+        rows = stats.get("random_next", 0) + stats.get("true_next", 0)
+        if not rows:
+            continue
+        share = stats.get("random_next", 0) / rows
+        if abs(share - 0.5) > max(0.1, 1.5 / math.sqrt(rows)):
+            warnings.append(f"{split} split: random-next share {share:.3f} over {rows} pairs, far from 0.5 "
+                            f"({stats.get('no_random_partner', 0)} chunks had no other document to draw from)")
+    return warnings
 
 
 class MakeNspPairs(beam.PTransform):
     """TokenizedDoc → pair rows (main) and ((split, stat), count) tallies (`stats`)."""
 
     def __init__(self, *, max_seq_len, short_seq_prob, dupe_factor, bucket_docs, validation_fraction, seed, vocab,
-                 scratch: Scratch | None = None):
+                 scratch: Scratch | None = None, validation_min_docs: int = 0, doc_count=None):
         super().__init__()
         self.scratch = scratch
+        # singleton PCollection of the corpus' document count, for validation_share(); None: the fraction alone
+        self.doc_count, self.validation_min_docs = doc_count, validation_min_docs
         self.vocab = vocab  # singleton PCollection of the vocabulary summary (its size fixes the id type)
         self.max_seq_len, self.short_seq_prob, self.dupe_factor = max_seq_len, short_seq_prob, dupe_factor
         self.bucket_docs, self.validation_fraction, self.seed = bucket_docs, validation_fraction, seed
 
     def expand(self, tokenized):
-        seed, fraction, per_bucket = self.seed, self.validation_fraction, self.bucket_docs
+        seed, fraction, per_bucket, min_docs = self.seed, self.validation_fraction, self.bucket_docs, self.validation_min_docs
+        p = tokenized.pipeline
+        doc_count = self.doc_count if self.doc_count is not None else p | "NoDocCount" >> beam.Create([0])
+
+        def assign(d, docs):
+            share = validation_share(fraction, min_docs, docs)
+            return split_of(d.doc_id, seed, share), keys.key64(seed, "bucket", d.doc_id), d, 1
+
         made = (
             tokenized
-            | "AssignSplit" >> beam.Map(lambda d: (split_of(d.doc_id, seed, fraction), keys.key64(seed, "bucket", d.doc_id), d, 1))
+            | "AssignSplit" >> beam.Map(assign, beam.pvalue.AsSingleton(doc_count))
             | "GroupBuckets" >> GroupIntoRanges(self.scratch, lambda split, docs, _: max(1, math.ceil(docs / per_bucket)))
             | "PairsPerBucket"
             >> beam.ParDo(

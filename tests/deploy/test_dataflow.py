@@ -34,15 +34,19 @@ import pytest
 beam = pytest.importorskip("apache_beam")
 fsspec = pytest.importorskip("fsspec")
 
-from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, WorkerOptions  # noqa: E402
-from apache_beam.portability import common_urns  # noqa: E402
-from apache_beam.portability.api import beam_runner_api_pb2  # noqa: E402
-from packaging.requirements import Requirement  # noqa: E402
-from packaging.utils import canonicalize_name  # noqa: E402
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    WorkerOptions,
+)
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from pipelines import config as prep_config  # noqa: E402
-from pipelines import prep  # noqa: E402
-from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
+from pipelines import prep
+from pipelines.documents.builtin_corpus import iter_documents
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -60,7 +64,7 @@ APICLIENT = "apache_beam.runners.dataflow.internal.apiclient"
 def launch_dry_run(args: list[str], **env: str) -> subprocess.CompletedProcess:
     base = {**os.environ, "PROJECT": PROJECT, "REGION": "us-central1", "BUCKET": f"gs://{PROJECT}/dataflow",
             "IMAGE": IMAGE, "PYTHON": sys.executable, "DRY_RUN": "1"}
-    return subprocess.run(["bash", str(DATAFLOW / "launch.sh"), *args], env={**base, **env},
+    return subprocess.run(["bash", str(DATAFLOW / "launch.sh"), *args], check=False, env={**base, **env},
                           capture_output=True, text=True, timeout=60)
 
 
@@ -117,8 +121,7 @@ def real_apiclient_available() -> bool:
 def corpus(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("corpus")
     with open(directory / "part-0.jsonl", "w", encoding="utf-8") as f:
-        for doc in iter_documents(20_000):
-            f.write(json.dumps(doc) + "\n")
+        f.writelines(json.dumps(doc) + "\n" for doc in iter_documents(20_000))
     return directory
 
 
@@ -134,7 +137,7 @@ def submit_argv(corpus) -> list[str]:
 
 def build_job(argv: list[str], use_real_apiclient: bool):
     """Build prep's graph the way `prep.run` does, under DataflowRunner with --dry_run=True; return its Job."""
-    import apache_beam.runners.dataflow.internal as internal
+    from apache_beam.runners.dataflow import internal
 
     touched: list[str] = []
     with pytest.MonkeyPatch.context() as mp:
@@ -145,8 +148,7 @@ def build_job(argv: list[str], use_real_apiclient: bool):
             stub = offline_apiclient()
             mp.setitem(sys.modules, APICLIENT, stub)
             mp.setattr(internal, "apiclient", stub, raising=False)
-        args, beam_args = prep.parser().parse_known_args([*argv, "--dry_run=True"])
-        config = prep_config.from_args(args)
+        config, beam_args = prep.parse([*argv, "--dry_run=True"])  # every launch-script flag is known
         pipeline = beam.Pipeline(options=PipelineOptions(beam_args, save_main_session=False))
         prep.build(pipeline, config)
         result = pipeline.run()
@@ -211,7 +213,7 @@ def test_job_proto_round_trips_and_loads_on_a_torchless_worker(job, tmp_path):
     path = tmp_path / "pipeline.pb"
     path.write_bytes(data)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-c", UNPICKLE_ON_A_WORKER, str(path)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", UNPICKLE_ON_A_WORKER, str(path)], check=False, capture_output=True, text=True,
                           timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath})
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
@@ -313,7 +315,7 @@ def test_worker_image_is_beam_sdk_with_prep_extra_and_no_torch():
 def test_build_image_script_matches_the_submitting_python(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "DRY_RUN": "1"}
     image = "us-central1-docker.pkg.dev/p/clozeforge/prep:1"
-    done = subprocess.run(["bash", str(DATAFLOW / "build_image.sh"), image], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    done = subprocess.run(["bash", str(DATAFLOW / "build_image.sh"), image], env=env, check=False, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     build, push = (shlex.split(line) for line in done.stdout.strip().splitlines())
     assert build[:2] == ["docker", "build"] and build[-1] == str(ROOT) and build[build.index("--tag") + 1] == image

@@ -137,3 +137,28 @@ def test_shard_infos_describe_the_files(tmp_path):
         assert not list(tmp_path.glob("*.tmp-*"))
 
     assert_that(infos | beam.combiners.ToList(), lambda lists: check(lists[0]))
+
+
+def test_validation_share_holds_out_enough_documents_of_a_small_corpus():
+    from pipelines.stages.make_nsp_pairs import VALIDATION_MAX_SHARE, validation_share
+
+    assert validation_share(0.01, 100, 1_000_000) == 0.01  # a large corpus: the fraction alone
+    assert validation_share(0.01, 100, 2000) == 100 / 2000  # raised to min_docs documents
+    assert validation_share(0.01, 100, 300) == VALIDATION_MAX_SHARE  # but never past the cap
+    assert validation_share(0.3, 100, 300) == 0.3  # unless the fraction itself asks for more
+    assert validation_share(0.0, 100, 300) == 0.0  # 0: no validation split
+
+
+def test_split_warnings_name_what_is_too_small():
+    from pipelines.stages.make_nsp_pairs import split_warnings
+
+    pairs = {"train": {"docs": 400, "random_next": 5000, "true_next": 5000},
+             "validation": {"docs": 1, "rows": 44, "random_next": 0, "true_next": 44, "no_random_partner": 20}}
+    warnings = split_warnings(pairs, fraction=0.01, min_docs=100, min_pairs=1000)
+    assert [w.split(":")[0] for w in warnings] == ["validation split"] * 3
+    assert "1 documents, fewer than --validation-min-docs 100" in warnings[0]
+    assert "44 pairs, fewer than --validation-min-pairs 1000; an accuracy on it has a standard error up to 0.075" in warnings[1]
+    assert "random-next share 0.000 over 44 pairs" in warnings[2] and "20 chunks had no other document" in warnings[2]
+    fine = {"train": {"random_next": 5000, "true_next": 5000}, "validation": {"docs": 100, "rows": 2000, "random_next": 990,
+                                                                             "true_next": 1010}}
+    assert split_warnings(fine, fraction=0.01, min_docs=100, min_pairs=1000) == []

@@ -14,7 +14,14 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.documents import keys
-from pipelines.shuffle import GroupByKeyViaFiles, GroupIntoRanges, Scratch, runs
+from pipelines.errors import PrepError
+from pipelines.shuffle import (
+    GroupByKeyViaFiles,
+    GroupIntoRanges,
+    Scratch,
+    payload,
+    runs,
+)
 
 
 @pytest.fixture
@@ -24,8 +31,8 @@ def small_blocks(monkeypatch):
 
 def write_run(directory: str, records: list[tuple[int, bytes, bytes]], stream: str = "s") -> runs.RunInfo:
     writer = runs.RunWriter(directory, stream)
-    for pos, key, payload in records:
-        writer.add(pos, key, payload, size=len(payload))
+    for pos, key, value in records:
+        writer.add(pos, key, value, size=len(value))
     return writer.flush()
 
 
@@ -113,3 +120,43 @@ def test_group_into_ranges_streams_to_a_consumer_with_side_inputs(tmp_path):
             Scratch(str(tmp_path)), lambda *_: 2, beam.pvalue.AsSingleton(suffix), consume=consume)
         halves = [sum(k for _, pos, k, _ in records if keys.bucket(pos, 2) == i) for i in range(2)]
         assert_that(out, equal_to([f"0/2:{halves[0]}!", f"1/2:{halves[1]}!"]))
+
+
+def test_payloads_round_trip_every_record_type():
+    import numpy as np
+
+    from pipelines.documents.records import Doc, Drop, RawDoc, TokenizedDoc
+
+    values = [Doc("s", "p", "id", ("One.", "Two.")), TokenizedDoc("s", "p", "id", ((1, 2), (3,))), RawDoc("s", "p", 3, "id", "t"),
+              Drop("p", "too_short", 2, "x"), {"tokens_a": b"\x01\x00", "is_random_next": True, "num_tokens": 4, "doc_id": "d"},
+              ("t", 1), "near", b"raw", 2**64 - 1, None, 1.5]
+    for value in values:
+        assert payload.decode(payload.encode(value)) == value
+    doc_id, signature = payload.decode(payload.encode(("d", np.arange(4, dtype=np.uint64))))
+    assert doc_id == "d" and signature.dtype == np.uint64 and signature.tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError, match="cannot carry a object"):
+        payload.encode(object())
+
+
+class _RunsCode:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))  # what a crafted pickle would do: touch the marker file
+
+
+def test_a_tampered_run_file_is_a_one_line_error_and_runs_no_code(tmp_path):
+    import pickle
+
+    marker = tmp_path / "executed"
+    run = write_run(str(tmp_path), [(5, b"", pickle.dumps(_RunsCode(str(marker))))])
+    [(_, _, crafted)] = runs.read_range(run, 0, 1 << 64)
+    with pytest.raises(PrepError) as err:
+        payload.decode(crafted)
+    assert "\n" not in str(err.value) and "not a record this version of prep wrote" in str(err.value)
+    assert not marker.exists()
+    with open(run.path, "r+b") as f:  # garbage over the compressed block
+        f.write(b"\x00" * 8)
+    with pytest.raises(PrepError, match=rf"^{run.path}: shuffle run file damaged at byte 0 "):
+        list(runs.read_range(run, 0, 1 << 64))

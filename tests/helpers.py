@@ -11,7 +11,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_cli(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+HANG_S = 3600
+"""How long a child process may run before a test calls it hung: a guard against hangs, never a speed
+limit (a busy machine makes everything slower, and no test may fail for that)."""
+
+
+def run_cli(*args: str, timeout: int = HANG_S, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `python -m clozeforge ARGS` the way a user would; the output is kept for assertions."""
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run([sys.executable, "-m", "clozeforge", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import HANG_S, run_cli
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -22,7 +22,7 @@ def test_demo_runs_end_to_end_without_dev_packages(tmp_path):
     (shadow / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
     work = tmp_path / "demo"
     result = run_cli("demo", "--workdir", str(work), "--corpus-mb", "0.4", "--steps", "12", "--ranks-check-steps", "4",
-                     env={"PYTHONPATH": str(shadow)}, timeout=900)
+                     env={"PYTHONPATH": str(shadow)}, timeout=HANG_S)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "transformers is not installed" in result.stdout
     assert "[MASK] 1:" in result.stdout  # the fill-mask example ran on the export

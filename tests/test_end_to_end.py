@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import ROOT, free_port, run_cli
+from tests.helpers import HANG_S, ROOT, free_port, run_cli
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -38,7 +38,7 @@ def test_deepspeed_two_ranks_then_transformers_loads_the_export(prepped, tmp_pat
         "--zero-stage", str(stage), "--max-steps", "6", "--batch-size", "8", "--log-every", "2",
         "--eval-every", "6", "--eval-batches", "2", "--save-every", "3", "--num-workers", "0",
     ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     with open(os.path.join(run, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import HANG_S, ROOT
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -22,7 +22,7 @@ print("LEAKED", leaked)
 
 def probe(argv: list[str], forbidden: str) -> str:
     code = PROBE.format(argv=argv, forbidden=forbidden)
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return result.stdout.strip().splitlines()[-1]
 
@@ -44,6 +44,6 @@ def test_schemas_import_only_pyarrow_and_the_standard_library():
         "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
         "print(sorted(m for m in new if m not in sys.stdlib_module_names and m not in ('schemas', 'pyarrow', 'numpy', 'cython_runtime') and not m.startswith('_cython')))"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

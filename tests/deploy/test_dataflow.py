@@ -47,6 +47,7 @@ from packaging.utils import canonicalize_name
 
 from pipelines import prep
 from pipelines.documents.builtin_corpus import iter_documents
+from tests.helpers import HANG_S
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -214,7 +215,7 @@ def test_job_proto_round_trips_and_loads_on_a_torchless_worker(job, tmp_path):
     path.write_bytes(data)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-c", UNPICKLE_ON_A_WORKER, str(path)], check=False, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath})
+                          timeout=HANG_S, cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath})
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded["dofns"] >= len(STAGES) and loaded["combinefns"] >= 1

@@ -33,6 +33,7 @@ from torch.distributed.run import get_args_parser as torchrun_parser  # noqa: E4
 from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
 from trainer import config as train_config  # noqa: E402
 from trainer.pretrain import parser as trainer_parser  # noqa: E402
+from tests.helpers import HANG_S  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -80,7 +81,7 @@ def pairs(tmp_path_factory) -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "pipelines.prep", "--input", str(corpus), "--output", str(root / "out"),
          "--vocab-size", "500", "--validation-fraction", "0.1"],
-        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=180,
+        cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=HANG_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (root / "out" / "pairs" / "manifest.json").is_file()
@@ -95,7 +96,7 @@ def test_launch_script_trains_two_cpu_ranks_to_a_checkpoint(pairs, tmp_path):
         ["--num-gpus", "2", "--master-port", str(free_port()), "--",
          "--data", str(pairs), "--output", str(run), "--max-steps", str(steps), "--batch-size", "8", "--num-workers", "0",
          "--deepspeed-config", str(DEEPSPEED / "configs" / "cpu-fp32.json")],
-        timeout=300,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     tag = f"step_{steps:08d}"

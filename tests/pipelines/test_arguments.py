@@ -6,7 +6,7 @@ import pytest
 
 from pipelines import prep
 from pipelines.errors import PrepError
-from tests.helpers import run_cli
+from tests.helpers import HANG_S, run_cli
 
 BASE = ["--input", "data/a.jsonl", "--output", "out"]
 
@@ -57,13 +57,13 @@ def test_cli_unquoted_glob_exits_2_with_one_line_and_reads_nothing(tmp_path):
         path.write_text('{"text": "A sentence. Another one."}\n')
         files.append(str(path))
     out = tmp_path / "out"
-    done = run_cli("prep", "--input", *files, "--output", str(out), timeout=300)
+    done = run_cli("prep", "--input", *files, "--output", str(out), timeout=HANG_S)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         (f"clozeforge prep: error: unexpected argument '{files[1]}': each --input takes one file or glob; if the shell "
         "expanded a glob, quote it (--input 'data/*.jsonl') or repeat --input for each file")]
     assert not out.exists()
-    typo = run_cli("prep", "--input", files[0], "--output", str(out), "--vocabsize", "5000", timeout=300)
+    typo = run_cli("prep", "--input", files[0], "--output", str(out), "--vocabsize", "5000", timeout=HANG_S)
     assert typo.returncode == 2 and typo.stderr.strip().splitlines() == [
         ("clozeforge prep: error: unknown flag --vocabsize (did you mean --vocab-size?) (not a prep flag nor a Beam "
         "pipeline option; see clozeforge prep --help)")]

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 from schemas import Manifest
-from tests.helpers import ROOT, free_port, run_cli
+from tests.helpers import HANG_S, ROOT, free_port, run_cli
 from trainer.data.audit import pair_digest
 
 pytestmark = pytest.mark.integration  # starts DeepSpeed ranks
@@ -41,7 +41,7 @@ def train(run: str, ranks: int, *flags: str) -> str:
     else:
         command = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(ranks), "--master_port", str(free_port()),
                    "--module", "trainer.pretrain", *args]
-    result = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    result = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 

@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import HANG_S, ROOT, free_port
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -45,13 +45,13 @@ def start(launcher: str, data: str, run: str, *extra: str) -> tuple[subprocess.P
 
 
 def finish(proc: subprocess.Popen, log: str) -> tuple[int, str, str]:
-    rc = proc.wait(timeout=600)
+    rc = proc.wait(timeout=HANG_S)
     with open(log + ".out") as out, open(log + ".err") as err:
         return rc, out.read(), err.read()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], check=False, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, *args], check=False, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=HANG_S)
 
 
 def run_to_end(launcher: str, data: str, run: str, *extra: str) -> tuple[int, str, str]:

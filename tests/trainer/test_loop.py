@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import HANG_S, ROOT, run_cli
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -78,7 +78,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(prepped, tmp_path):
             break
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=240)
+    out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err[-2000:]
     last = max(r["step"] for r in metrics(run))
     with open(os.path.join(run, "checkpoints", "latest")) as f:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import HANG_S, ROOT, free_port
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -25,7 +25,7 @@ def train(prepped: str, run: str, *extra: str) -> None:
         "--max-steps", "8", *extra, "--batch-size", "8", "--log-every", "1", "--eval-every", "0", "--save-every", "100",
         "--num-workers", "1", "--warmup-steps", "2", "--lr", "2e-3",
     ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 

@@ -1,5 +1,5 @@
 """What several test modules share: the repository root, the CLI as a user runs it, a free port, the default
-masker for a manifest, and the identity of a batch's rows. Fixtures live in conftest.py; helpers here."""
+masker for a manifest, the training pairs of a prep output, and the identity of a batch's rows. Fixtures live in conftest.py; helpers here."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,3 +44,22 @@ def row_keys(batch: dict) -> list[tuple]:
         keep = batch["mlm_labels"][row] != -100
         ids[row, batch["mlm_positions"][row][keep]] = batch["mlm_labels"][row][keep]
     return [tuple(r[m.bool()].tolist()) for r, m in zip(ids, batch["attention_mask"])]
+
+
+def train_rows(url: str, source: str | None = None) -> Counter:
+    """The training pairs of the prep output at `url` (of one named source, or all) as the rows the trainer
+    feeds the model ([CLS] A [SEP] B [SEP]), counted."""
+    import fsspec
+    import pyarrow as pa
+
+    from schemas import Manifest
+
+    manifest, rows = Manifest.read(url), Counter()
+    s = manifest.special_tokens
+    for shard in manifest.split_shards("train"):
+        with fsspec.open(manifest.resolve(shard.path), "rb") as f:
+            table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
+        for a, b, src in zip(*(table.column(n).to_pylist() for n in ("tokens_a", "tokens_b", "source"))):
+            if source is None or src == source:
+                rows[(s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"])] += 1
+    return rows

@@ -19,12 +19,10 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 
-import fsspec
-import pyarrow as pa
 import pytest
 
 from schemas import Manifest
-from tests.helpers import HANG_S, ROOT, free_port, run_cli
+from tests.helpers import HANG_S, ROOT, free_port, run_cli, train_rows
 from trainer.data.audit import pair_digest
 
 pytestmark = pytest.mark.integration  # starts DeepSpeed ranks
@@ -67,14 +65,9 @@ def drawn(run: str) -> dict[int, Counter]:
 
 
 def train_digests(url: str, source: str | None = None) -> Counter:
-    manifest, out = Manifest.read(url), Counter()
-    s = manifest.special_tokens
-    for shard in manifest.split_shards("train"):
-        with fsspec.open(manifest.resolve(shard.path), "rb") as f:
-            table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
-        for a, b, src in zip(*(table.column(n).to_pylist() for n in ("tokens_a", "tokens_b", "source"))):
-            if source is None or src == source:
-                out[pair_digest([s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"]])] += 1
+    out = Counter()
+    for row, n in train_rows(url, source).items():
+        out[pair_digest(list(row))] += n
     return out
 
 

@@ -6,14 +6,12 @@ import json
 import math
 from collections import Counter
 
-import fsspec
 import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 
 from schemas import ContractError, Manifest
-from tests.helpers import masker_for, row_keys, run_cli
+from tests.helpers import masker_for, row_keys, run_cli, train_rows
 from trainer.data import ShardStream, loader
 from trainer.data.choice import CHOICE_CHUNK, ChoiceSequence
 from trainer.data.mixture import MixtureStream, component_seed
@@ -105,18 +103,6 @@ def runs(tmp_path_factory) -> dict[str, str]:
     return {"ab": f"{root}/ab/pairs", "c": f"{root}/c/pairs"}
 
 
-def rows_of(url: str, source: str | None = None) -> Counter:
-    manifest, rows = Manifest.read(url), Counter()
-    s = manifest.special_tokens
-    for shard in manifest.split_shards("train"):
-        with fsspec.open(manifest.resolve(shard.path), "rb") as f:
-            table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all()
-        for a, b, src in zip(*(table.column(n).to_pylist() for n in ("tokens_a", "tokens_b", "source"))):
-            if source is None or src == source:
-                rows[(s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"])] += 1
-    return rows
-
-
 def mixture(runs, *, alpha=None, weights=None, seed=11, **kwargs) -> MixtureStream:
     specs = [ComponentSpec(data=runs["c"], name="c"), ComponentSpec(data=runs["ab"], source="a"), ComponentSpec(data=runs["ab"], source="b")]
     if weights:
@@ -151,9 +137,9 @@ def test_end_to_end_components_follow_their_own_streams(runs):
     a_stream = stream.components[1]
     assert len(per[1]) >= a_stream.batches_per_epoch
     seen = Counter(k for b in per[1][: a_stream.batches_per_epoch] for k in row_keys(b))
-    expected = rows_of(runs["ab"], "a")
+    expected = train_rows(runs["ab"], "a")
     assert set(seen) == set(expected) and sum(seen.values()) - sum(expected.values()) == a_stream.padding
-    assert all(set(row_keys(b)) <= set(rows_of(runs["ab"], "b")) for b in per[2])
+    assert all(set(row_keys(b)) <= set(train_rows(runs["ab"], "b")) for b in per[2])
 
 
 def test_source_component_reads_each_row_once_across_ranks(runs):
@@ -170,7 +156,7 @@ def test_source_component_reads_each_row_once_across_ranks(runs):
         assert all(b["input_ids"].shape[0] == BATCH for b in batches)  # full batches although blocks mix sources
         counts.append(len(batches))
         seen.update(k for b in batches for k in row_keys(b))
-    expected = rows_of(runs["ab"], "b")
+    expected = train_rows(runs["ab"], "b")
     assert counts[0] == counts[1] and set(seen) == set(expected)  # nothing of source a, every row of b
     assert sum(seen.values()) - sum(expected.values()) == b_stream.padding < 2 * BATCH
 

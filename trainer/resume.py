@@ -48,11 +48,17 @@ def check_resumable(config: TrainConfig, manifest: Manifest, rt: Runtime) -> Non
 
 def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
     check_resumable(config, manifest, rt)
+    if rt.world_size > 1:  # every rank has read the earlier train_config.json (here and in elastic.resolve)
+        import torch.distributed as dist
+
+        dist.barrier()
     if rt.rank == 0:
         os.makedirs(config.output, exist_ok=True)
         vocab_files.copy_directory(manifest.vocab_directory, os.path.join(config.output, "vocab"),
                                    sha256=manifest.vocab["sha256"], size=manifest.vocab["size"])
-        with open(os.path.join(config.output, "train_config.json"), "w") as f:
+        path = os.path.join(config.output, "train_config.json")
+        with open(path + ".tmp", "w") as f:  # replaced whole: a reader never sees half of it
             json.dump({**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}, f, indent=2)
+        os.replace(path + ".tmp", path)
 
 

@@ -3,7 +3,9 @@ masker for a manifest, the training pairs of a prep output, and the identity of 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -63,3 +65,21 @@ def train_rows(url: str, source: str | None = None) -> Counter:
             if source is None or src == source:
                 rows[(s["[CLS]"], *a, s["[SEP]"], *b, s["[SEP]"])] += 1
     return rows
+
+
+@contextlib.contextmanager
+def tmpfs(path, size: str):
+    """A tmpfs of `size` (mount's spelling: 1m, 16m) mounted at the existing directory `path` for the block, to
+    fill as a full disk; the test is skipped, with the reason, where one cannot be mounted (needs root or
+    CAP_SYS_ADMIN)."""
+    import pytest
+
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not root'}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import errno
-import shutil
-import subprocess
 
 import pytest
 
 from pipelines.errors import os_error_in, write_failed
 from pipelines.outputs.atomic import put_atomically
-from tests.helpers import run_cli
+from tests.helpers import run_cli, tmpfs
 
 
 def test_write_failed_names_the_file_and_the_cause():
@@ -43,17 +41,9 @@ def full_disk(tmp_path):
     """A 1 MiB tmpfs with about 32 KiB left; skipped where tmpfs cannot be mounted (needs root or CAP_SYS_ADMIN)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(disk, "1m"):
         (disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 32 * 1024))
         yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
 
 
 @pytest.mark.integration  # runs the CLI

@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 
-from tests.helpers import HANG_S, ROOT, free_port
+from tests.helpers import HANG_S, ROOT, free_port, tmpfs
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -313,11 +313,8 @@ def test_broken_data_fails_at_start_in_one_line(pairs_copy, breakage, message, t
 def small_disk(tmp_path):
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=False, capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here to fill ({done.stderr.strip() or 'not root'})")
-    yield str(mount)
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with tmpfs(mount, "16m"):
+        yield str(mount)
 
 
 def test_full_disk_while_checkpointing_is_one_line_and_leaves_latest_intact(small_disk, pairs):

@@ -24,9 +24,11 @@ from trainer.model import BertForPretraining, ModelConfig
 from trainer.runtime import Runtime
 
 
-def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str]) -> Masker:
-    counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
-    return Masker.for_vocabulary(config.masking, tokens, manifest.special_tokens["[MASK]"], unigram_counts=counts)
+def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str], *, validation: bool = False) -> Masker:
+    """The training masker, or (`validation`) the same masking at --eval-mask-prob."""
+    masking = dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob) if validation else config.masking
+    counts = manifest.read_token_counts() if masking.random_token_dist == "unigram" else None
+    return Masker.for_vocabulary(masking, tokens, manifest.special_tokens["[MASK]"], unigram_counts=counts)
 
 
 def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
@@ -108,7 +110,8 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         raise TrainError(f"{manifest.url}: phase {number} data uses another vocabulary than --data (sha256 differs)")
     if manifest.max_seq_len > model.config.max_position_embeddings:
         raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
-    masker = build_masker(config, manifest, manifest.read_vocab_tokens())
+    tokens = manifest.read_vocab_tokens()
+    masker = build_masker(config, manifest, tokens)
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
@@ -127,7 +130,8 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common, **batching)
     valid = None
     if manifest.split_shards("validation"):
-        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **common)
+        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1,
+                            **{**common, "masker": build_masker(config, manifest, tokens, validation=True)})
     cfg = model.config
     flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
     if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:

@@ -62,25 +62,34 @@ def scratch_or_local(scratch: Scratch | None) -> Scratch:
 
 
 class SpillFn(beam.DoFn):
-    """(stream, pos, key bytes, value, size) → RunInfo per run written (at `spill_bytes` and at bundle end)."""
+    """(stream, pos, key bytes, value, size), or with keyed=False (stream, pos, value, size) and key b"", → RunInfo
+    per run written (at `spill_bytes` and at bundle end)."""
 
-    def __init__(self, directory: str, spill_bytes: int):
+    def __init__(self, directory: str, spill_bytes: int, keyed: bool = True):
         self.directory = directory
         self.spill_bytes = spill_bytes
+        self.keyed = keyed
 
     def start_bundle(self):
         self.writers: dict[str, runs.RunWriter] = {}
+        self.buffered = 0  # bytes held by all the bundle's writers: the cap is for the bundle, all streams
 
     def process(self, element):
-        stream, pos, key, value, size = element
+        if self.keyed:
+            stream, pos, key, value, size = element
+        else:
+            (stream, pos, value, size), key = element, b""
         writer = self.writers.get(stream)
         if writer is None:
             writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
+        before = writer.bytes
         writer.add(pos, key, payload.encode(value), size)
-        if sum(w.bytes for w in self.writers.values()) >= self.spill_bytes:  # the cap is for the bundle, all streams
+        self.buffered += writer.bytes - before
+        if self.buffered >= self.spill_bytes:
             yield from self.finish_bundle()
 
     def finish_bundle(self):
+        self.buffered = 0
         for writer in self.writers.values():
             info = writer.flush()
             if info is not None:
@@ -112,9 +121,10 @@ class _SpilledRanges(beam.PTransform):
     work = (stream, index, count), count = ranges(stream, rows, size, *side_inputs): the core of both
     transforms below. The runs are removed once every range has been read."""
 
-    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=()):
+    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=(), keyed: bool = True):
         super().__init__()
         self.scratch, self.ranges, self.consume, self.side_inputs = scratch, ranges, consume, side_inputs
+        self.keyed = keyed  # False: the records are (stream, pos, value, size), all with key b""
 
     def expand(self, records):
         ranges = self.ranges
@@ -124,7 +134,7 @@ class _SpilledRanges(beam.PTransform):
             count = ranges(stream, rows, size, *sides)
             return [(stream, index, count) for index in range(count)]
 
-        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes))
+        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes, self.keyed))
         read = (
             spilled
             | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
@@ -197,11 +207,7 @@ class GroupIntoRanges(beam.PTransform):
         def payloads_to(work, records, *sides):
             return values_to(work, (payload.decode(value) for _, _, value in records), *sides)
 
-        return (
-            records
-            | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3]))
-            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, payloads_to, self.side_inputs)
-        )
+        return records | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, payloads_to, self.side_inputs, keyed=False)
 
 
 class _GroupedRanges(beam.PTransform):

@@ -4,7 +4,7 @@ In:  a tokenized document (sentences of word-piece ids), the other documents of 
      pool that random-next segments are drawn from), the target length and a seeded numpy Generator.
 Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened in this pass
      (with dupe_factor > 1 a document makes several passes; counts of the document itself, such as
-     `single_sentence_docs`, are MakePairsFn's).
+     `single_sentence_docs`, are BucketPairs' in stages/make_nsp_pairs.py).
 
 This follows create_instances_from_document in google-research/bert's create_pretraining_data.py:
 fill a chunk of whole sentences up to a target length, cut it at a random sentence boundary into A,

@@ -57,7 +57,7 @@ def write_pairs(sink, rows: Iterable[tuple], vocab_size: int, batch_rows: int) -
     holding one batch at a time; returns the row count and the rows per source.
 
     A row is a tuple of the schema's columns in order; its tokens_a / tokens_b are its ids packed as bytes of
-    the schema's id type (see MakePairsFn)."""
+    the schema's id type (see BucketPairs in stages/make_nsp_pairs.py)."""
     schema = pairs_schema(vocab_size)
     id_type = token_type(vocab_size)
     count, sources = 0, Counter()

@@ -4,7 +4,7 @@ In:  a tokenized document (sentences of word-piece ids), the other documents of 
      pool that random-next segments are drawn from), the target length and a seeded numpy Generator.
 Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened in this pass
      (with dupe_factor > 1 a document makes several passes; counts of the document itself, such as
-     `single_sentence_docs`, are MakePairsFn's).
+     `single_sentence_docs`, are BucketPairs' in stages/make_nsp_pairs.py).
 
 This follows create_instances_from_document in google-research/bert's create_pretraining_data.py:
 fill a chunk of whole sentences up to a target length, cut it at a random sentence boundary into A,
@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -51,23 +52,27 @@ def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: np.random.Ge
     """Trim the longer segment, from its front or back at random, until both fit (in place).
 
     One token at a time as BERT's truncate_seq_pair does (the same coin per token, so the same result), but
-    counted first and cut with two slices per segment instead of a `del longer[0]` per token."""
+    the steps are worked out from the lengths and cut with two slices per segment instead of a `del
+    longer[0]` per token: the longer side loses a token at each step (B on a tie), so the steps are a run on
+    one side until the two are level, then alternate."""
     excess = len(a) + len(b) - max_tokens
     if excess <= 0:
         return
-    coins = rng.random(excess) < 0.5  # True: from the front
+    coins = (rng.random(excess) < 0.5).tolist()  # True: from the front
     la, lb = len(a), len(b)
-    cut = {"a": [0, 0], "b": [0, 0]}  # [front, back]
-    for front in coins.tolist():
-        side = "a" if la > lb else "b"
-        if side == "a":
-            la -= 1
-        else:
-            lb -= 1
-        cut[side][0 if front else 1] += 1
-    for segment, (front, back) in ((a, cut["a"]), (b, cut["b"])):
-        del segment[len(segment) - back :]
-        del segment[:front]
+    if la > lb:
+        run = min(excess, la - lb)  # steps 0..run-1 trim A, then B, A, B, ...
+        a_coins = coins[:run] + coins[run + 1 :: 2]
+    else:
+        run = min(excess, lb - la + 1)  # steps 0..run-1 trim B, then A, B, A, ...
+        a_coins = coins[run::2]
+    a_front = sum(a_coins)
+    b_front = sum(coins) - a_front
+    a_back, b_back = len(a_coins) - a_front, excess - len(a_coins) - b_front
+    del a[la - a_back :]
+    del a[:a_front]
+    del b[lb - b_back :]
+    del b[:b_front]
 
 
 def _target_length(max_tokens: int, short_seq_prob: float, rng: np.random.Generator) -> tuple[int, bool]:
@@ -88,9 +93,9 @@ def make_pairs(
     max_tokens = max_seq_len - 3
     stats: Counter = Counter()
     pairs: list[Pair] = []
-    sentences = [list(s) for s in document if len(s)]
+    sentences = [s for s in document if len(s)]
     target, short = _target_length(max_tokens, short_seq_prob, rng)
-    chunk: list[list[int]] = []
+    chunk: list[Sentence] = []
     length = 0
     i = 0
     while i < len(sentences):
@@ -110,12 +115,12 @@ def make_pairs(
                 i += 1
                 chunk.append(sentences[i])
             a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
-            tokens_a = [t for s in chunk[:a_end] for t in s]
+            tokens_a = list(chain.from_iterable(chunk[:a_end]))
             if random_next:
                 tokens_b = _random_segment(partners, max(1, target - len(tokens_a)), rng)
                 i -= len(chunk) - a_end  # put the unused sentences back
             else:
-                tokens_b = [t for s in chunk[a_end:] for t in s]
+                tokens_b = list(chain.from_iterable(chunk[a_end:]))
             truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             pairs.append(Pair(tokens_a, tokens_b, random_next, short))
             stats["random_next" if random_next else "true_next"] += 1
@@ -127,12 +132,16 @@ def make_pairs(
 
 
 def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np.random.Generator) -> list[int]:
-    other = [s for s in partners[int(rng.integers(len(partners)))] if len(s)]
+    other = _non_empty(partners[int(rng.integers(len(partners)))])
     while not other:  # partners are pre-filtered to non-empty documents; this guards a caller that did not
-        other = [s for s in partners[int(rng.integers(len(partners)))] if len(s)]
+        other = _non_empty(partners[int(rng.integers(len(partners)))])
     segment: list[int] = []
-    for sentence in other[int(rng.integers(len(other))):]:
-        segment.extend(sentence)
+    for k in range(int(rng.integers(len(other))), len(other)):
+        segment.extend(other[k])
         if len(segment) >= target:
             break
     return segment
+
+
+def _non_empty(document: Sequence[Sentence]) -> Sequence[Sentence]:
+    return document if all(map(len, document)) else [s for s in document if len(s)]

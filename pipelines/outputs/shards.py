@@ -1,6 +1,6 @@
 """Shard files, no Beam: names, how many per split, and the encoding of pair (Arrow IPC) and clean (Parquet) shards.
 
-In:  pair rows (dicts with the pair schema's columns, ids packed as bytes of the schema's id type) or Docs.
+In:  pair rows (tuples of the pair schema's columns in order, ids packed as bytes of the schema's id type) or Docs.
 Out: `write_pairs` streams rows into an Arrow IPC file of record batches (zstd); `write_clean_docs` streams
      documents into a Parquet file of the CLEAN_DOC schema; `read_clean_shard` reads one back a row group
      at a time. Shard names are deterministic: `train-00003-of-00008.arrow`.
@@ -52,18 +52,19 @@ def _ids_column(packed: list[bytes], id_type: pa.DataType) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.Array.from_buffers(id_type, int(offsets[-1]), [None, values]))
 
 
-def write_pairs(sink, rows: Iterable[dict], vocab_size: int, batch_rows: int) -> tuple[int, dict[str, int]]:
+def write_pairs(sink, rows: Iterable[tuple], vocab_size: int, batch_rows: int) -> tuple[int, dict[str, int]]:
     """Write `rows` to `sink` as an Arrow IPC file (zstd-compressed buffers) in record batches of `batch_rows`,
     holding one batch at a time; returns the row count and the rows per source.
 
-    A row's tokens_a / tokens_b are its ids packed as bytes of the schema's id type (see MakePairsFn)."""
+    A row is a tuple of the schema's columns in order; its tokens_a / tokens_b are its ids packed as bytes of
+    the schema's id type (see BucketPairs in stages/make_nsp_pairs.py)."""
     schema = pairs_schema(vocab_size)
     id_type = token_type(vocab_size)
     count, sources = 0, Counter()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
         for chunk in _batched(rows, batch_rows):
-            columns = {name: [r[name] for r in chunk] for name in schema.names}
+            columns = dict(zip(schema.names, map(list, zip(*chunk))))
             for name in ("tokens_a", "tokens_b"):
                 columns[name] = _ids_column(columns[name], id_type)
             writer.write_batch(pa.record_batch(columns, schema=schema))
@@ -88,15 +89,18 @@ def write_clean_docs(sink, docs: Iterable[Doc]) -> None:
     schema = clean_doc_schema()
     with pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, compression="zstd") as writer:
         for chunk in _batched(docs, CLEAN_ROW_GROUP):
-            rows = [{"doc_id": d.doc_id, "source": d.source, "path": d.path, "sentences": list(d.sentences)} for d in chunk]
-            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            # column by column: the same table as from row dicts, without a dict per document
+            columns = {"doc_id": [d.doc_id for d in chunk], "source": [d.source for d in chunk],
+                       "path": [d.path for d in chunk], "sentences": [d.sentences for d in chunk]}
+            writer.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema))
 
 
 def read_clean_shard(url: str) -> Iterator[Doc]:
     """The documents of one clean/ Parquet shard, a row group at a time."""
     with fsspec.open(url, "rb") as f:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=CLEAN_ROW_GROUP):
-            for row in batch.to_pylist():
-                yield Doc(source=row["source"], path=row["path"], doc_id=row["doc_id"], sentences=tuple(row["sentences"]))
+            columns = [batch.column(name).to_pylist() for name in ("source", "path", "doc_id", "sentences")]
+            for source, path, doc_id, sentences in zip(*columns):
+                yield Doc(source=source, path=path, doc_id=doc_id, sentences=tuple(sentences))
 
 

@@ -8,7 +8,10 @@ GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [val
                     keys.bucket(pos, count), so a uniform 64-bit pos gives a uniform random split, and the
                     count can depend on how much data there is without anything waiting in memory for it.
                     With `consume`, a range's values are streamed to consume((stream, index, count),
-                    values, *side inputs) instead, which yields the outputs: a shard writer holds one batch.
+                    values, *side inputs) instead, which yields the outputs: a shard writer holds one batch,
+                    and no range becomes one Beam element (Beam estimates an element's size by encoding
+                    it, pickling every record of a list of records). With `tags`, consume may also yield
+                    TaggedOutput(tag, x), and the transform returns {"main": outputs, tag: x's, ...}.
                     NOTE: positions run up to 2**64, past Beam's int coder (signed 64-bit): a step that makes
                     them must not be typed as producing ints (Beam infers Any from most Maps; else say
                     .with_output_types(typing.Any)).
@@ -62,25 +65,34 @@ def scratch_or_local(scratch: Scratch | None) -> Scratch:
 
 
 class SpillFn(beam.DoFn):
-    """(stream, pos, key bytes, value, size) → RunInfo per run written (at `spill_bytes` and at bundle end)."""
+    """(stream, pos, key bytes, value, size), or with keyed=False (stream, pos, value, size) and key b"", → RunInfo
+    per run written (at `spill_bytes` and at bundle end)."""
 
-    def __init__(self, directory: str, spill_bytes: int):
+    def __init__(self, directory: str, spill_bytes: int, keyed: bool = True):
         self.directory = directory
         self.spill_bytes = spill_bytes
+        self.keyed = keyed
 
     def start_bundle(self):
         self.writers: dict[str, runs.RunWriter] = {}
+        self.buffered = 0  # bytes held by all the bundle's writers: the cap is for the bundle, all streams
 
     def process(self, element):
-        stream, pos, key, value, size = element
+        if self.keyed:
+            stream, pos, key, value, size = element
+        else:
+            (stream, pos, value, size), key = element, b""
         writer = self.writers.get(stream)
         if writer is None:
             writer = self.writers[stream] = runs.RunWriter(self.directory, stream)
+        before = writer.bytes
         writer.add(pos, key, payload.encode(value), size)
-        if sum(w.bytes for w in self.writers.values()) >= self.spill_bytes:  # the cap is for the bundle, all streams
+        self.buffered += writer.bytes - before
+        if self.buffered >= self.spill_bytes:
             yield from self.finish_bundle()
 
     def finish_bundle(self):
+        self.buffered = 0
         for writer in self.writers.values():
             info = writer.flush()
             if info is not None:
@@ -112,9 +124,12 @@ class _SpilledRanges(beam.PTransform):
     work = (stream, index, count), count = ranges(stream, rows, size, *side_inputs): the core of both
     transforms below. The runs are removed once every range has been read."""
 
-    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=()):
+    def __init__(self, scratch: Scratch, ranges: Callable[..., int], consume: Callable, side_inputs=(), keyed: bool = True,
+                 tags: tuple[str, ...] = ()):
         super().__init__()
         self.scratch, self.ranges, self.consume, self.side_inputs = scratch, ranges, consume, side_inputs
+        self.keyed = keyed  # False: the records are (stream, pos, value, size), all with key b""
+        self.tags = tags  # further outputs of consume: the result is then {"main": ..., tag: ...}
 
     def expand(self, records):
         ranges = self.ranges
@@ -124,7 +139,7 @@ class _SpilledRanges(beam.PTransform):
             count = ranges(stream, rows, size, *sides)
             return [(stream, index, count) for index in range(count)]
 
-        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes))
+        spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes, self.keyed))
         read = (
             spilled
             | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
@@ -132,7 +147,7 @@ class _SpilledRanges(beam.PTransform):
             | "Ranges" >> beam.FlatMap(per_stream, *self.side_inputs)
             | "Spread" >> beam.Reshuffle()
             | "Read" >> beam.ParDo(_ReadRangeFn(self.consume), beam.pvalue.AsList(spilled), *self.side_inputs)
-            .with_outputs("done", main="out")
+            .with_outputs("done", *self.tags, main="out")
         )
         _ = (
             records.pipeline
@@ -140,7 +155,7 @@ class _SpilledRanges(beam.PTransform):
             | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
                                     beam.pvalue.AsList(spilled))
         )
-        return read.out
+        return {"main": read.out, **{tag: read[tag] for tag in self.tags}} if self.tags else read.out
 
 
 def _with_pos(element):
@@ -177,10 +192,11 @@ class GroupByKeyViaFiles(beam.PTransform):
 class GroupIntoRanges(beam.PTransform):
     """(stream, pos, value, size) → ((stream, index, count), [values in pos order]); see the module docstring."""
 
-    def __init__(self, scratch: Scratch | None, ranges: Callable[..., int], *side_inputs, consume: Callable | None = None):
+    def __init__(self, scratch: Scratch | None, ranges: Callable[..., int], *side_inputs, consume: Callable | None = None,
+                 tags: tuple[str, ...] = ()):
         super().__init__()
         self.scratch = scratch_or_local(scratch)
-        self.ranges, self.side_inputs, self.consume = ranges, side_inputs, consume
+        self.ranges, self.side_inputs, self.consume, self.tags = ranges, side_inputs, consume, tags
 
     def expand(self, records):
         consume = self.consume
@@ -192,16 +208,13 @@ class GroupIntoRanges(beam.PTransform):
                 yield from consume(work, values, *sides)
 
         if self.scratch.via_runner:
-            return records | "Ranges" >> _GroupedRanges(self.ranges, values_to, self.side_inputs)
+            return records | "Ranges" >> _GroupedRanges(self.ranges, values_to, self.side_inputs, self.tags)
 
         def payloads_to(work, records, *sides):
             return values_to(work, (payload.decode(value) for _, _, value in records), *sides)
 
-        return (
-            records
-            | "NoKey" >> beam.Map(lambda r: (r[0], r[1], b"", r[2], r[3]))
-            | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, payloads_to, self.side_inputs)
-        )
+        return records | "Ranges" >> _SpilledRanges(self.scratch, self.ranges, payloads_to, self.side_inputs, keyed=False,
+                                                    tags=self.tags)
 
 
 class _GroupedRanges(beam.PTransform):
@@ -209,9 +222,9 @@ class _GroupedRanges(beam.PTransform):
     same order, for runners whose shuffle is disk-backed. A range's values are sorted in the worker's memory
     (a range is one shard or one bucket: bounded by --rows-per-shard and --bucket-docs, not by the corpus)."""
 
-    def __init__(self, ranges: Callable[..., int], values_to: Callable, side_inputs=()):
+    def __init__(self, ranges: Callable[..., int], values_to: Callable, side_inputs=(), tags: tuple[str, ...] = ()):
         super().__init__()
-        self.ranges, self.values_to, self.side_inputs = ranges, values_to, side_inputs
+        self.ranges, self.values_to, self.side_inputs, self.tags = ranges, values_to, side_inputs, tags
 
     def expand(self, records):
         ranges, values_to = self.ranges, self.values_to
@@ -234,9 +247,10 @@ class _GroupedRanges(beam.PTransform):
 
         placed = records | "Place" >> beam.Map(place, beam.pvalue.AsDict(counts)).with_output_types(typing.Any)
         every_range = counts | "EveryRange" >> beam.FlatMap(lambda kv: [((kv[0], i, kv[1]), None) for i in range(kv[1])])
-        return (
+        consumed = (
             (placed, every_range)
             | "WithEmpty" >> beam.Flatten()
             | "GroupByRange" >> beam.GroupByKey()
-            | "Consume" >> beam.FlatMap(consume, *self.side_inputs)
+            | "Consume" >> beam.FlatMap(consume, *self.side_inputs).with_outputs(*self.tags, main="main")
         )
+        return {"main": consumed.main, **{tag: consumed[tag] for tag in self.tags}} if self.tags else consumed.main

@@ -10,13 +10,17 @@ doc_id (so the result does not depend on arrival order), and each is turned into
 pipelines/documents/nsp.py with the bucket's *other* documents as random-next partners. Memory is bounded by the
 bucket size, not by the corpus.
 
-Row dicts carry the pair schema's columns (token ids as packed bytes of the schema's id type) plus `split`
-and a 64-bit `shuffle_key`.
+The pairs are made as the bucket is read back (BucketPairs, GroupIntoRanges' consumer), so a bucket never
+travels as one Beam element. Its pair rows come out placed for WriteShards' global shuffle: (split,
+shuffle_key, row, tokens), where `row` is a tuple of the pair schema's columns in order (token ids as packed
+bytes of the schema's id type), `shuffle_key` a seeded 64-bit int and `tokens` the row's word pieces
+(len(A) + len(B)). The counts of what happened are summed per bucket and sent on `stats`.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 
@@ -44,44 +48,47 @@ class _Partners(Sequence):
         return self.docs[i + (i >= self.skip)].sentences
 
 
-class MakePairsFn(beam.DoFn):
+class BucketPairs:
+    """GroupBuckets' consumer: (split, index, count) and the bucket's TokenizedDocs → placed pair rows
+    (split, shuffle_key, row, tokens), then the bucket's ((split, stat), count) sums, tagged `stats`."""
+
     def __init__(self, *, max_seq_len: int, short_seq_prob: float, dupe_factor: int, seed: int):
         self.max_seq_len = max_seq_len
         self.short_seq_prob = short_seq_prob
         self.dupe_factor = dupe_factor
         self.seed = seed
 
-    def process(self, element, vocab: dict):
-        (split, _, _), docs = element
-        dtype = ids_dtype(vocab["size"])
+    def __call__(self, work: tuple[str, int, int], docs, vocab: dict):
+        split = work[0]
+        typecode = _typecode(ids_dtype(vocab["size"]))
         docs = sorted(docs, key=lambda d: d.doc_id)
-        yield beam.pvalue.TaggedOutput("stats", ((split, "docs"), len(docs)))
+        stats = Counter({"docs": len(docs)})
         for k, doc in enumerate(docs):
             partners = _Partners(docs, k)
             if len(doc.sentences) == 1:  # makes no pair (nsp.py); counted once per document, not per dupe round
-                Metrics.counter(NAMESPACE, "pairs_single_sentence_docs").inc()
-                yield beam.pvalue.TaggedOutput("stats", ((split, "single_sentence_docs"), 1))
+                stats["single_sentence_docs"] += 1
             for round_ in range(self.dupe_factor):
                 rng = np.random.default_rng([self.seed, round_, keys.key64(self.seed, "pairs", doc.doc_id)])
-                pairs, stats = nsp.make_pairs(
+                pairs, made = nsp.make_pairs(
                     doc.sentences, partners, max_seq_len=self.max_seq_len, short_seq_prob=self.short_seq_prob, rng=rng
                 )
-                for name, count in stats.items():
-                    Metrics.counter(NAMESPACE, f"pairs_{name}").inc(count)
-                    yield beam.pvalue.TaggedOutput("stats", ((split, name), count))
+                stats.update(made)
                 for i, pair in enumerate(pairs):
-                    yield {
-                        # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the
-                        # shuffle and in WriteShards' memory, against ~36 for a list of Python ints
-                        "tokens_a": np.asarray(pair.tokens_a, dtype).tobytes(),
-                        "tokens_b": np.asarray(pair.tokens_b, dtype).tobytes(),
-                        "is_random_next": pair.is_random_next,
-                        "num_tokens": pair.num_tokens,
-                        "source": doc.source,
-                        "doc_id": doc.doc_id,
-                        "split": split,
-                        "shuffle_key": keys.key64(self.seed, "shuffle", f"{doc.doc_id}:{round_}:{i}"),
-                    }
+                    # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the
+                    # shuffle and in WriteShards' memory, against ~36 for a list of Python ints
+                    row = (array(typecode, pair.tokens_a).tobytes(), array(typecode, pair.tokens_b).tobytes(),
+                           pair.is_random_next, pair.num_tokens, doc.source, doc.doc_id)
+                    key = keys.key64(self.seed, "shuffle", f"{doc.doc_id}:{round_}:{i}")
+                    yield split, key, row, pair.num_tokens - 3
+        for name, count in stats.items():
+            if name != "docs":
+                Metrics.counter(NAMESPACE, f"pairs_{name}").inc(count)
+            yield beam.pvalue.TaggedOutput("stats", ((split, name), count))
+
+
+def _typecode(dtype: np.dtype) -> str:
+    """The array module's code for the unsigned id dtype (same width and byte order as numpy's)."""
+    return next(c for c in "HIL" if array(c).itemsize == dtype.itemsize)
 
 
 VALIDATION_MAX_SHARE = 0.2
@@ -126,7 +133,7 @@ def split_warnings(pairs: dict[str, dict[str, int]], *, fraction: float, min_doc
 
 
 class MakeNspPairs(beam.PTransform):
-    """TokenizedDoc → pair rows (main) and ((split, stat), count) tallies (`stats`)."""
+    """TokenizedDoc → placed pair rows (main; see the module docstring) and ((split, stat), count) sums (`stats`)."""
 
     def __init__(self, *, max_seq_len, short_seq_prob, dupe_factor, bucket_docs, validation_fraction, seed, vocab,
                  scratch: Scratch | None = None, validation_min_docs: int = 0, doc_count=None):
@@ -147,23 +154,17 @@ class MakeNspPairs(beam.PTransform):
             share = validation_share(fraction, min_docs, docs)
             return split_of(d.doc_id, seed, share), keys.key64(seed, "bucket", d.doc_id), d, 1
 
+        pairs = BucketPairs(max_seq_len=self.max_seq_len, short_seq_prob=self.short_seq_prob,
+                            dupe_factor=self.dupe_factor, seed=seed)
         made = (
             tokenized
             | "AssignSplit" >> beam.Map(assign, beam.pvalue.AsSingleton(doc_count))
-            | "GroupBuckets" >> GroupIntoRanges(self.scratch, lambda split, docs, _: max(1, math.ceil(docs / per_bucket)))
-            | "PairsPerBucket"
-            >> beam.ParDo(
-                MakePairsFn(
-                    max_seq_len=self.max_seq_len,
-                    short_seq_prob=self.short_seq_prob,
-                    dupe_factor=self.dupe_factor,
-                    seed=seed,
-                ),
-                beam.pvalue.AsSingleton(self.vocab),
-            ).with_outputs("stats", main="pairs")
+            | "GroupBuckets" >> GroupIntoRanges(
+                self.scratch, lambda split, docs, _, __: max(1, math.ceil(docs / per_bucket)),
+                beam.pvalue.AsSingleton(self.vocab), consume=pairs, tags=("stats",))
         )
-        stats = made.stats | "SumPairStats" >> beam.CombinePerKey(sum)
-        return {"pairs": made.pairs, "stats": stats}
+        stats = made["stats"] | "SumPairStats" >> beam.CombinePerKey(sum)
+        return {"pairs": made["main"], "stats": stats}
 
 
 def merge_stats(items: list[tuple[tuple[str, str], int]]) -> dict[str, dict[str, int]]:

@@ -11,6 +11,7 @@ Outputs: `docs` (TokenizedDoc) and `token_counts` (one int64 array of vocabulary
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 
 import apache_beam as beam
 import numpy as np
@@ -38,8 +39,9 @@ class TokenizeFn(beam.DoFn):
             self._loaded_from = vocab["sha256"]
             self.size = vocab["size"]
         sentences = tuple(tuple(ids) for ids in self._encoder.encode_batch(list(doc.sentences)) if ids)
-        for ids in sentences:
-            self.tally.update(ids)  # NOTE: a bincount per sentence allocated a vocab-sized array each time (1/5 of prep's CPU)
+        # NOTE: one update per document: a bincount per sentence allocated a vocab-sized array each time (1/5 of
+        # prep's CPU), and a Counter.update per sentence pays its Python prologue ~13 times a document
+        self.tally.update(chain.from_iterable(sentences))
         if not sentences:
             Metrics.counter(NAMESPACE, "pairs_doc_without_tokens").inc()
             return

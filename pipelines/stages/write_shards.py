@@ -1,5 +1,6 @@
 """WriteShards (with the global shuffle): pair rows → Arrow IPC shards (zstd) under pairs/ + their ShardInfo.
 
+In:  rows placed by MakeNspPairs: (split, shuffle_key, row tuple in the pair schema's column order, tokens).
 Every row carries a seeded 64-bit shuffle key. The number of shards per split is ceil(rows /
 rows_per_shard), or ceil(token bytes / bytes_per_shard) with --bytes-per-shard (uncompressed ids, 2 or 4
 bytes each), known only once the rows are counted: the rows wait in sorted run files for it
@@ -23,7 +24,7 @@ from pipelines.shuffle import GroupIntoRanges, Scratch
 from schemas import ShardInfo
 
 
-def write_shard(work: tuple[str, int, int], rows: Iterable[dict], vocab: dict, *, directory: str, batch_rows: int):
+def write_shard(work: tuple[str, int, int], rows: Iterable[tuple], vocab: dict, *, directory: str, batch_rows: int):
     """GroupIntoRanges' consumer: one pairs shard, streamed from its rows in shuffle-key order → its ShardInfo."""
     split, index, count = work
     name = shard_name(split, index, count)
@@ -33,14 +34,8 @@ def write_shard(work: tuple[str, int, int], rows: Iterable[dict], vocab: dict, *
                     source_rows=sources)
 
 
-def _placed(row: dict) -> tuple[str, int, dict, int]:
-    row = dict(row)
-    key, split = row.pop("shuffle_key"), row.pop("split")
-    return split, key, row, row["num_tokens"] - 3
-
-
 class WriteShards(beam.PTransform):
-    """Pair rows → ShardInfo per written shard (GlobalShuffle included)."""
+    """Placed pair rows (split, shuffle_key, row, tokens) → ShardInfo per written shard (GlobalShuffle included)."""
 
     def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int, vocab, bytes_per_shard: int | None = None,
                  scratch: Scratch | None = None):
@@ -61,7 +56,6 @@ class WriteShards(beam.PTransform):
         consume = functools.partial(write_shard, directory=self.directory, batch_rows=self.batch_rows)
         return (
             rows
-            | "PlaceRows" >> beam.Map(_placed)
             | "GlobalShuffle" >> GroupIntoRanges(self.scratch, shards, beam.pvalue.AsSingleton(self.vocab), consume=consume)
         )
 

@@ -83,3 +83,26 @@ def test_truncate_pair_trims_the_longer_side():
     a, b = list(range(50)), list(range(10))
     truncate_pair(a, b, 40, np.random.default_rng(0))
     assert len(a) == 30 and len(b) == 10
+
+
+def _truncate_one_token_at_a_time(a: list[int], b: list[int], max_tokens: int, rng: np.random.Generator) -> None:
+    """google-research/bert's truncate_seq_pair, with the coins drawn up front as truncate_pair draws them."""
+    excess = len(a) + len(b) - max_tokens
+    coins = rng.random(max(excess, 0)) < 0.5
+    for front in coins:
+        longer = a if len(a) > len(b) else b
+        if front:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def test_truncate_pair_cuts_what_one_token_at_a_time_cuts():
+    lengths = np.random.default_rng(1)
+    for case in range(3000):
+        la, lb, max_tokens = (int(n) for n in lengths.integers([0, 0, 1], [70, 70, 130]))
+        a, b = list(range(la)), list(range(100, 100 + lb))
+        expected_a, expected_b = a[:], b[:]
+        truncate_pair(a, b, max_tokens, np.random.default_rng(case))
+        _truncate_one_token_at_a_time(expected_a, expected_b, max_tokens, np.random.default_rng(case))
+        assert (a, b) == (expected_a, expected_b), (la, lb, max_tokens)

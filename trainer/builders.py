@@ -43,6 +43,8 @@ def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
             sbo_weight=config.sbo_weight,
             use_sbo=span,
             pre_layernorm=config.pre_layernorm,
+            hidden_dropout=config.dropout,
+            attention_dropout=config.dropout,
             sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
         )
     except ValueError as e:  # e.g. every loss weight zero

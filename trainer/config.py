@@ -35,6 +35,9 @@ class TrainConfig(Config):
     model: str = flag("tiny", choices=PRESET_NAMES)
     """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
     pre_layernorm: bool = flag(doc_from=(ModelConfig, "pre_layernorm"))
+    dropout: float = 0.1
+    """Dropout on embeddings, sub-layer outputs and attention probabilities (BERT's 0.1). 0 suits a short run of
+    a small model that underfits its data (the demo): every step then learns from the whole network."""
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
@@ -132,6 +135,7 @@ class TrainConfig(Config):
     def __post_init__(self) -> None:
         checks = [
             (self.model in PRESET_NAMES, f"--model must be one of {', '.join(PRESET_NAMES)}, got {self.model!r}"),
+            (0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}"),
             (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),

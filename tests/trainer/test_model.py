@@ -263,3 +263,22 @@ def test_hf_config_refuses_pre_layernorm():
     with pytest.raises(ValueError, match="pre-LayerNorm"):
         _config(pre_layernorm=True).to_hf_config()
 
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_dropout_flag_reaches_every_dropout_of_the_model(prepped, tmp_path, dropout):
+    """--dropout 0 (the demo's) makes training-mode forwards deterministic; 0.1 (BERT's) does not."""
+    import os
+
+    from schemas import Manifest
+    from trainer.builders import build_model
+    from trainer.config import TrainConfig
+
+    url = os.path.join(prepped, "pairs")
+    model = build_model(TrainConfig(data=url, output=str(tmp_path), dropout=dropout), Manifest.read(url)).train()
+    assert (model.config.hidden_dropout, model.config.attention_dropout) == (dropout, dropout)
+    b = _batch()
+    b["input_ids"] = b["input_ids"] % model.config.vocab_size
+    b["mlm_labels"] = torch.where(b["mlm_labels"] >= 0, b["mlm_labels"] % model.config.vocab_size, b["mlm_labels"])
+    first, second = model(**b)["loss"], model(**b)["loss"]
+    assert torch.equal(first, second) == (dropout == 0.0)

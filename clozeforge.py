@@ -87,8 +87,10 @@ Each stage runs as its own process, exactly the command a user would type, so pr
 interpreter with torch and train never with Beam. The defaults suit a small corpus on a small machine: a
 4,096-piece vocabulary and 64-token pairs (docstring sentences are short), the `tiny` model in one process
 with every core (on a 2-core box, faster than 2 ranks of one thread: see `python bench/run.py train`), bf16
-where the CPU has it (`--precision auto`), a learning rate of 2e-3 with 6% warm-up and linear decay, and the
-run bounded by steps. A short 2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data.
+where the CPU has it (`--precision auto`), and a recipe for a short run of a small model that underfits: 30% of
+tokens masked (validation still masks 15%), no dropout, a learning rate of 3e-3 with 6% warm-up and linear
+decay, the run bounded by steps (`python bench/run.py quality` measures what each of these buys). A short
+2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data.
 """
 
 EXAMPLES = [
@@ -113,7 +115,7 @@ def demo_parser() -> argparse.ArgumentParser:
     ap.add_argument("--workdir", default="clozeforge-demo", help="where everything goes (default: %(default)s)")
     ap.add_argument("--corpus", default=None, help="your own files (URL glob) instead of the built-in corpus")
     ap.add_argument("--corpus-mb", type=float, default=6.0, help="size of the built-in corpus (default: %(default)s)")
-    ap.add_argument("--steps", type=int, default=4000, help="training steps of 32 pairs (default: %(default)s)")
+    ap.add_argument("--steps", type=int, default=5000, help="training steps of 32 pairs (default: %(default)s)")
     ap.add_argument("--nproc", type=int, default=1, help="training ranks; one rank uses every core (default: %(default)s)")
     ap.add_argument("--ranks-check-steps", type=int, default=20,
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")
@@ -140,7 +142,8 @@ def demo(argv: list[str] | None = None) -> int:
                   "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                   "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     pairs = os.path.join(prep, "pairs")
-    train = [py, "-m", "trainer.launch", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "2e-3"]
+    train = [py, "-m", "trainer.launch", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
+             "--mask-prob", "0.3", "--dropout", "0"]
     _run("train", [*train, f"--nproc-per-node={args.nproc}", "--output", run, "--max-steps", str(args.steps),
                    "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
                    "--save-every", str(args.steps)])

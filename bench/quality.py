@@ -10,7 +10,8 @@ Out: one row per variant (the last JSON line's `table`): validation MLM loss and
 
 Variants: `bert-15` (BERT's recipe, the reference), `bert-30` (30% masking, as MosaicBERT and ModernBERT),
 `bert-15-no-nsp` (NSP loss weight 0, RoBERTa-style), `wwm-15` (whole-word masking), `span-15` (SpanBERT spans
-with the span-boundary objective). Each trains the `tiny` model from the same initial weights with the
+with the span-boundary objective), and `demo` (what `clozeforge demo` trains with: 30% masking, no dropout,
+lr 3e-3, against 0.1 and 2e-3 for the others). Each trains the `tiny` model from the same initial weights with the
 trainer's own pieces (ShardStream, Masker, BertForPretraining, AdamW and the linear schedule of
 trainer.builders, bf16 autocast where the CPU has it) in one process, without DeepSpeed: the objective is
 what differs, not the engine. `delta_mlm_acc` is each row's accuracy minus bert-15's.
@@ -19,6 +20,7 @@ what differs, not the engine. `delta_mlm_acc` is each row's accuracy minus bert-
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 
@@ -32,15 +34,25 @@ from trainer.masking import Masker, MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.precision import cpu_bf16_instructions
 
-VARIANTS = {  # name: (masking, nsp weight)
-    "bert-15": (MaskingConfig(strategy="bert", mask_prob=0.15), 1.0),
-    "bert-30": (MaskingConfig(strategy="bert", mask_prob=0.30), 1.0),
-    "bert-15-no-nsp": (MaskingConfig(strategy="bert", mask_prob=0.15), 0.0),
-    "wwm-15": (MaskingConfig(strategy="wwm", mask_prob=0.15), 1.0),
-    "span-15": (MaskingConfig(strategy="span", mask_prob=0.15), 1.0),
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    masking: MaskingConfig
+    nsp_weight: float = 1.0
+    dropout: float = 0.1
+    lr: float = 2e-3
+
+
+VARIANTS = {
+    "bert-15": Variant(MaskingConfig(strategy="bert", mask_prob=0.15)),
+    "bert-30": Variant(MaskingConfig(strategy="bert", mask_prob=0.30)),
+    "bert-15-no-nsp": Variant(MaskingConfig(strategy="bert", mask_prob=0.15), nsp_weight=0.0),
+    "wwm-15": Variant(MaskingConfig(strategy="wwm", mask_prob=0.15)),
+    "span-15": Variant(MaskingConfig(strategy="span", mask_prob=0.15)),
+    "demo": Variant(MaskingConfig(strategy="bert", mask_prob=0.30), dropout=0.0, lr=3e-3),  # clozeforge demo's recipe
 }
 EVAL_MASKING = MaskingConfig(strategy="bert", mask_prob=0.15)
-BATCH, LR, SEED = 32, 2e-3, 0
+BATCH, SEED = 32, 0
 
 
 def _prep(corpus: str | None, quick: bool, work: str) -> Manifest:
@@ -80,15 +92,17 @@ def _evaluate(model: BertForPretraining, batches: list[dict], autocast) -> dict[
 
 
 def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: list[dict], autocast) -> dict:
-    masking, nsp_weight = VARIANTS[name]
+    variant = VARIANTS[name]
+    masking, lr = variant.masking, variant.lr
     cfg = ModelConfig.preset("tiny", vocab_size=manifest.vocab["size"], pad_token_id=manifest.special_tokens["[PAD]"],
-                             nsp_weight=nsp_weight, use_sbo=masking.strategy == "span")
+                             nsp_weight=variant.nsp_weight, use_sbo=masking.strategy == "span",
+                             hidden_dropout=variant.dropout, attention_dropout=variant.dropout)
     model = BertForPretraining(cfg, seed=SEED).train()
     decay = [p for n, p in model.named_parameters() if not (n.endswith(".bias") or "LayerNorm" in n)]
     no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=LR, betas=(0.9, 0.999), eps=1e-6)
-    schedule = lr_lambda(TrainConfig(data="-", output="-", max_steps=steps, lr=LR))
+                                  lr=lr, betas=(0.9, 0.999), eps=1e-6)
+    schedule = lr_lambda(TrainConfig(data="-", output="-", max_steps=steps, lr=lr))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     stream = ShardStream(manifest, split="train", batch_size=BATCH, masker=_masker(masking, manifest, tokens), seed=SEED)
     tokens_seen = predictions = 0
@@ -104,7 +118,7 @@ def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: 
         scheduler.step()
         tokens_seen += int(batch["attention_mask"].sum())
         predictions += int((batch["mlm_labels"] != -100).sum())
-    return {"variant": name, **{k: round(v, 4) for k, v in _evaluate(model, valid, autocast).items()},
+    return {"variant": name, "lr": lr, "dropout": variant.dropout, **{k: round(v, 4) for k, v in _evaluate(model, valid, autocast).items()},
             "train_tokens": tokens_seen, "train_predictions": predictions}
 
 
@@ -128,7 +142,7 @@ def main(corpus: str | None, quick: bool) -> dict:
         raise RuntimeError("the variants did not see the same tokens")
     return {
         "model": "tiny (2 layers, hidden 128)", "vocab_size": manifest.vocab["size"], "seq_len": manifest.max_seq_len,
-        "steps": steps, "batch": BATCH, "lr": LR, "train_pairs": train_pairs, "epochs": round(steps * BATCH / train_pairs, 2),
+        "steps": steps, "batch": BATCH, "train_pairs": train_pairs, "epochs": round(steps * BATCH / train_pairs, 2),
         "tokens_each": rows[0]["train_tokens"], "eval_pairs": sum(int(b["input_ids"].shape[0]) for b in valid),
         "eval_masking": "bert 15% (80/10/10), the same masks for every variant",
         "precision": "bf16 autocast" if bf16 else "fp32", "threads": torch.get_num_threads(),

@@ -27,7 +27,7 @@ import tempfile
 import torch
 
 from schemas import Manifest
-from trainer.builders import lr_lambda
+from trainer.builders import lr_lambda, parameter_groups
 from trainer.config import TrainConfig
 from trainer.data import ShardStream
 from trainer.masking import Masker, MaskingConfig
@@ -98,10 +98,7 @@ def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: 
                              nsp_weight=variant.nsp_weight, use_sbo=masking.strategy == "span",
                              hidden_dropout=variant.dropout, attention_dropout=variant.dropout)
     model = BertForPretraining(cfg, seed=SEED).train()
-    decay = [p for n, p in model.named_parameters() if not (n.endswith(".bias") or "LayerNorm" in n)]
-    no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=lr, betas=(0.9, 0.999), eps=1e-6)
+    optimizer = torch.optim.AdamW(parameter_groups(model, 0.01), lr=lr, betas=(0.9, 0.999), eps=1e-6)
     schedule = lr_lambda(TrainConfig(data="-", output="-", max_steps=steps, lr=lr))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     stream = ShardStream(manifest, split="train", batch_size=BATCH, masker=_masker(masking, manifest, tokens), seed=SEED)

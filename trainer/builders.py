@@ -24,11 +24,20 @@ from trainer.model import BertForPretraining, ModelConfig
 from trainer.runtime import Runtime
 
 
-def build_masker(config: TrainConfig, manifest: Manifest, tokens: list[str], *, validation: bool = False) -> Masker:
-    """The training masker, or (`validation`) the same masking at --eval-mask-prob."""
-    masking = dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob) if validation else config.masking
-    counts = manifest.read_token_counts() if masking.random_token_dist == "unigram" else None
-    return Masker.for_vocabulary(masking, tokens, manifest.special_tokens["[MASK]"], unigram_counts=counts)
+def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Masker]:
+    """The training masker, and the validation one: the same masking at --eval-mask-prob."""
+    tokens, mask_id = manifest.read_vocab_tokens(), manifest.special_tokens["[MASK]"]
+    counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
+    return tuple(Masker.for_vocabulary(masking, tokens, mask_id, unigram_counts=counts)
+                 for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's two groups, as in BERT: weight decay on every weight but the biases and LayerNorms."""
+    exempt = [n.endswith(".bias") or "LayerNorm" in n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+    return [{"params": [p for p, e in zip(params, exempt) if not e], "weight_decay": weight_decay},
+            {"params": [p for p, e in zip(params, exempt) if e], "weight_decay": 0.0}]
 
 
 def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
@@ -73,9 +82,7 @@ def lr_lambda(config: TrainConfig):
 def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
     import deepspeed
 
-    no_decay = [p for n, p in model.named_parameters() if n.endswith(".bias") or "LayerNorm" in n]
-    decay = [p for n, p in model.named_parameters() if not (n.endswith(".bias") or "LayerNorm" in n)]
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = parameter_groups(model, config.weight_decay)
     if config.optimizer == "lamb":
         if not rt.on_gpu:
             raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
@@ -112,8 +119,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         raise TrainError(f"{manifest.url}: phase {number} data uses another vocabulary than --data (sha256 differs)")
     if manifest.max_seq_len > model.config.max_position_embeddings:
         raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
-    tokens = manifest.read_vocab_tokens()
-    masker = build_masker(config, manifest, tokens)
+    masker, valid_masker = build_maskers(config, manifest)
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
@@ -132,8 +138,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         train_stream = ShardStream(manifest, split="train", seed=config.seed + 100 * (number - 1), **common, **batching)
     valid = None
     if manifest.split_shards("validation"):
-        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1,
-                            **{**common, "masker": build_masker(config, manifest, tokens, validation=True)})
+        valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **{**common, "masker": valid_masker})
     cfg = model.config
     flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
     if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:

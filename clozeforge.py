@@ -168,5 +168,14 @@ def demo(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli() -> None:
+    """The console script (and `python -m clozeforge`): main(), then exit with its status, which a signal that
+    arrives while the process exits does not change (see trainer.launch.exit_with)."""
+    # trainer.launch imports the standard library only: prep on a worker without torch can use it
+    from trainer.launch import exit_with
+
+    exit_with(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -14,7 +14,7 @@ CLEAN_FORMAT_VERSION = 1
 def clean_doc_schema() -> pa.Schema:
     return pa.schema(
         [
-            pa.field("doc_id", pa.string(), nullable=False),  # stable id: sha1 of (input path, record index)
+            pa.field("doc_id", pa.string(), nullable=False),  # stable id: sha1 of (input name/path under its folder, record)
             pa.field("source", pa.string(), nullable=False),  # name of the --input it came from
             pa.field("path", pa.string(), nullable=False),  # the file it was read from
             pa.field("sentences", pa.list_(pa.string()), nullable=False),

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import NoReturn
 
 GRACE_SECONDS = 120.0
 """How long the ranks have, after a forwarded signal or a failed rank, to checkpoint and exit before SIGKILL."""
@@ -28,6 +29,18 @@ GRACE_SECONDS = 120.0
 SETTLE_SECONDS = 10.0
 """After one rank fails, how long the others have to exit on their own (a user error ends every rank) before
 they are asked to stop."""
+
+
+def exit_with(status: int) -> NoReturn:
+    """Exit this process with `status`, also when a SIGTERM/SIGINT arrives while it exits.
+
+    Schedulers and launchers signal a job as it ends (a time limit reached in the last step, a launcher passing
+    its own signal on after the run completed). By then the command has finished and the signal has nothing
+    left to stop, but Python puts the default handlers back while the interpreter shuts down, so the process
+    would die of the signal: status 143 for a complete run, which a scheduler reports as a failure."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(status)
 
 
 def _free_port() -> int:

@@ -77,4 +77,6 @@ def one_line(error: Exception) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainer.launch import exit_with
+
+    exit_with(main())

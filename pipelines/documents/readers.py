@@ -85,8 +85,7 @@ class Event:
 def file_format(path: str) -> str:
     name = path.lower()
     for suffix in (".gz", ".zst", ".zstd"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+        name = name.removesuffix(suffix)
     if name.endswith(".parquet"):
         return "parquet"
     if name.endswith(JSONL_SUFFIXES):
@@ -96,17 +95,20 @@ def file_format(path: str) -> str:
     return "unknown"
 
 
-def read_file(source: str, path: str, config: ReadConfig, split: Split | None = None) -> Iterator[RawDoc | Drop | Event]:
-    """Every record of `path` (of `split` only, if given) as a RawDoc or a Drop (plus Events). See the module docstring."""
+def read_file(source: str, path: str, config: ReadConfig, split: Split | None = None,
+              name: str | None = None) -> Iterator[RawDoc | Drop | Event]:
+    """Every record of `path` (of `split` only, if given) as a RawDoc or a Drop (plus Events). See the module
+    docstring. Document ids are made from `name` (default: `source` and the path), see make_doc_id."""
+    ids = f"{source}/{path}" if name is None else name
     fmt = file_format(path)
     if fmt == "unknown":
         yield from _bad(config, Drop(path, "unsupported_format", 0, path.rsplit("/", 1)[-1]))
         return
     try:
         if fmt == "parquet":
-            yield from _read_parquet(source, path, config, split)
+            yield from _read_parquet(source, path, ids, config, split)
         else:
-            yield from _read_lines(source, path, fmt, config, split)
+            yield from _read_lines(source, path, ids, fmt, config, split)
     except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
         yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
 
@@ -131,14 +133,14 @@ def _open(path: str) -> Iterator[io.BufferedIOBase]:
 # -- line-oriented formats --------------------------------------------------------------------------
 
 
-def _read_lines(source: str, path: str, fmt: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
+def _read_lines(source: str, path: str, ids: str, fmt: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     limit = config.max_record_bytes
     with _open(path) as f:
         if split is not None:  # planned by splits.plan: uncompressed, one record per line, not binary
             start = first_line_start(f, split.start)
             first = split.before + 1 + (start > split.start)  # a partial line skipped: its newline was in range
             stream = LineStream(f, path, limit)
-            yield from _records(source, path, fmt, config, _owned(stream, start, split.end, first))
+            yield from _records(source, path, ids, fmt, config, _owned(stream, start, split.end, first))
             return
         stream = LineStream(f, path, limit)
         head = stream.head(_BINARY_PROBE)
@@ -147,7 +149,7 @@ def _read_lines(source: str, path: str, fmt: str, config: ReadConfig, split: Spl
             return
         per_line = fmt != "txt" or config.txt_mode == "line"
         records = enumerate(stream, 1) if per_line else _joined(stream, limit, config.txt_mode == "paragraph")
-        yield from _records(source, path, fmt, config, records, stream, per_line)
+        yield from _records(source, path, ids, fmt, config, records, stream, per_line)
 
 
 def _owned(lines: Iterator[bytes | TooLong], start: int, end: int, first: int) -> Iterator[tuple[int, bytes | TooLong]]:
@@ -160,7 +162,7 @@ def _owned(lines: Iterator[bytes | TooLong], start: int, end: int, first: int) -
         at += (line.size if isinstance(line, TooLong) else len(line)) + 1
 
 
-def _records(source, path, fmt, config, records, stream: LineStream | None = None, per_line: bool = True):
+def _records(source, path, ids, fmt, config, records, stream: LineStream | None = None, per_line: bool = True):
     """RawDoc / Drop / Event for numbered raw records; `stream` (a whole file's) reports a cut at its end."""
     limit = config.max_record_bytes
     for line, raw in records:
@@ -171,7 +173,7 @@ def _records(source, path, fmt, config, records, stream: LineStream | None = Non
                 sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
                 yield from _bad(config, Drop(path, "truncated_stream", line, sample))
         else:
-            yield from _record(source, path, fmt, line, raw, config)
+            yield from _record(source, path, ids, fmt, line, raw, config)
     if stream is not None and stream.truncated:
         cut = stream.lines if stream.tail_cut else stream.lines + 1
         yield Event(path, "truncated_stream", cut)
@@ -210,7 +212,7 @@ def _decode(path: str, line: int, raw: bytes, config: ReadConfig) -> tuple[str |
         return raw.decode("utf-8", "replace"), [Event(path, "invalid_utf8_replaced", line)]
 
 
-def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
+def _record(source: str, path: str, ids: str, fmt: str, line: int, raw: bytes, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:
     if fmt == "jsonl" and not raw.strip():
         return  # blank lines between JSON records are not records
     text, notes = _decode(path, line, raw, config)
@@ -245,13 +247,13 @@ def _record(source: str, path: str, fmt: str, line: int, raw: bytes, config: Rea
         yield from _bad(config, Drop(path, "empty_text", line, text[:_SAMPLE_CHARS]))
         return
     key = f"{line}:{user_id}" if user_id is not None else line
-    yield RawDoc(source=source, path=path, line=line, doc_id=make_doc_id(path, key), text=text)
+    yield RawDoc(source=source, path=path, line=line, doc_id=make_doc_id(ids, key), text=text)
 
 
 # -- parquet ----------------------------------------------------------------------------------------
 
 
-def _read_parquet(source: str, path: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
+def _read_parquet(source: str, path: str, ids: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     import pyarrow.parquet as pq
 
     with _open(path) as f:
@@ -269,8 +271,8 @@ def _read_parquet(source: str, path: str, config: ReadConfig, split: Split | Non
         row = first - 1
         while (batch := _unreadable_if_failing(lambda: next(batches, None))) is not None:
             texts = batch.column(0).to_pylist()
-            ids = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(texts)
-            for text, user_id in zip(texts, ids):
+            user_ids = batch.column(1).to_pylist() if batch.num_columns > 1 else [None] * len(texts)
+            for text, user_id in zip(texts, user_ids):
                 row += 1
                 if text is None:
                     yield from _bad(config, Drop(path, "null_text", row))
@@ -280,7 +282,7 @@ def _read_parquet(source: str, path: str, config: ReadConfig, split: Split | Non
                     yield from _bad(config, Drop(path, "empty_text", row))
                 else:
                     key = f"{row}:{user_id}" if user_id is not None else row
-                    yield RawDoc(source=source, path=path, line=row, doc_id=make_doc_id(path, key), text=text)
+                    yield RawDoc(source=source, path=path, line=row, doc_id=make_doc_id(ids, key), text=text)
 
 
 def _unreadable_if_failing(step):

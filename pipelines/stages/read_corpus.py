@@ -13,6 +13,7 @@ however a file is split. Every record read is also tallied as a ('read', path) a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import apache_beam as beam
@@ -29,20 +30,38 @@ from pipelines.stages.accounting import NAMESPACE
 
 def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
-    files: list[tuple[str, str]] = []
+    return [(name, url) for name, url, _ in matched_files(inputs)]
+
+
+def matched_files(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """[(name, file URL, root)] for every file the globs match, sorted. `root` is the prefix of the URL that
+    the input's folder takes (the glob's folder before its first wildcard; a directory itself; a plain file's
+    folder): document ids are made from the input's name and the rest of the URL, so that they do not change
+    when the same corpus is read from another folder or bucket."""
+    files: list[tuple[str, str, str]] = []
     for index, (name, pattern) in enumerate(inputs):
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
             fs, _ = fsspec.core.url_to_fs(pattern)
+            folder = _folder(pattern)
             if fs.isdir(pattern):
-                pattern = pattern.rstrip("/") + "/**"
+                folder, pattern = pattern, pattern.rstrip("/") + "/**"
             matches = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
         except (ImportError, ValueError) as e:
             raise PrepError(f"{flag}: {e}") from None
         if not matches:
             raise PrepError(f"{flag}: no file matches")
-        files.extend((name, fs.unstrip_protocol(p) if "://" in pattern else p) for p in matches)
+        root = fs._strip_protocol(folder).rstrip("/") + "/"
+        url = fs.unstrip_protocol if "://" in pattern else str
+        files.extend((name, url(p), url(root) if p.startswith(root) else "") for p in matches)
     return files
+
+
+def _folder(pattern: str) -> str:
+    """The folder a glob's matches lie under: the part before its first wildcard, up to its last '/'."""
+    wild = re.search(r"[*?[]", pattern)
+    head = pattern[: wild.start()] if wild else pattern
+    return head.rsplit("/", 1)[0] if "/" in head else "."
 
 
 class PlanSplitsFn(beam.DoFn):
@@ -72,8 +91,8 @@ def _numbered(grouped):
 
 
 class ReadFileFn(beam.DoFn):
-    def __init__(self, config: ReadConfig):
-        self.config = config
+    def __init__(self, config: ReadConfig, roots: dict[str, str]):
+        self.config, self.roots = config, roots  # {input name: its root}, see matched_files
         self.files = Metrics.counter(NAMESPACE, "files_read")
         self.records = Metrics.counter(NAMESPACE, "records_read")
 
@@ -81,7 +100,8 @@ class ReadFileFn(beam.DoFn):
         source, path, split = element
         if split is None or split.start == 0:
             self.files.inc()
-        for item in read_file(source, path, self.config, split):
+        name = f"{source}/{path.removeprefix(self.roots[source])}"
+        for item in read_file(source, path, self.config, split, name=name):
             if isinstance(item, Event):
                 Metrics.counter(NAMESPACE, f"event_{item.kind}").inc()
                 yield beam.pvalue.TaggedOutput("accounting", (item.path, f"event:{item.kind}"))
@@ -99,7 +119,9 @@ class ReadCorpus(beam.PTransform):
 
     def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig):
         super().__init__()
-        self.files = expand_inputs(inputs)
+        matched = matched_files(inputs)
+        self.files = [(name, url) for name, url, _ in matched]
+        self.roots = {name: root for name, _, root in matched}
         self.config = config
 
     def expand(self, pbegin):
@@ -120,6 +142,6 @@ class ReadCorpus(beam.PTransform):
             (planned.parts, numbered)
             | "AllParts" >> beam.Flatten()
             | "SpreadParts" >> beam.Reshuffle()
-            | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config)).with_outputs("drops", "accounting", main="docs")
+            | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config, self.roots)).with_outputs("drops", "accounting", main="docs")
         )
         return {"docs": read.docs, "drops": read.drops, "accounting": read.accounting}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import apache_beam as beam
 import pyarrow as pa
@@ -102,6 +103,23 @@ def test_one_worker_and_two_give_identical_bytes(two_runs):
     assert one == two
     for out in two_runs.values():  # the shuffles' run files and their directory are gone
         assert not [name for name in os.listdir(out) if name.startswith(".tmp")]
+
+
+def test_the_same_corpus_elsewhere_gives_identical_bytes(corpus_dir, tmp_path):
+    """Document ids come from the input's name and the path under its folder, not from where the folder lies:
+    the validation split, the buckets and the pairs stay put when a corpus is copied (to a bucket, to CI)."""
+    outs = []
+    for folder in (tmp_path / "here", tmp_path / "somewhere" / "else"):
+        folder.mkdir(parents=True)
+        for name in ("part-0.jsonl", "part-1.jsonl"):
+            (folder / name).write_bytes((Path(corpus_dir) / name).read_bytes())
+        out = str(tmp_path / f"out-{len(outs)}")
+        prep.run(["--input", f"docs={folder}/part-*.jsonl", "--output", out, "--vocab-size", "500",
+                  "--validation-fraction", "0.1"])
+        # clean/ records each document's path and the manifest the input globs: those differ, as they should
+        outs.append({k: v for k, v in digest_tree(out).items() if k.endswith(".arrow") or k.startswith("vocab/")})
+    assert any(k.startswith("pairs/validation-") for k in outs[0])
+    assert outs[0] == outs[1]
 
 
 def test_validation_and_train_share_no_document(two_runs):

@@ -65,7 +65,7 @@ def train_losses(run: str) -> dict[int, float]:
 
 def wait_for_steps(run: str, proc: subprocess.Popen, n: int = 2) -> None:
     path = os.path.join(run, "metrics.jsonl")
-    deadline = time.time() + 300
+    deadline = time.time() + HANG_S
     while not (os.path.exists(path) and len(train_losses(run)) >= n):
         assert proc.poll() is None and time.time() < deadline, "the run ended or hung before its first steps"
         time.sleep(0.2)
@@ -176,7 +176,8 @@ def test_the_launcher_signalled_or_killed_leaves_a_checkpoint_and_no_orphans(lau
 
 def test_a_second_trainer_on_the_same_output_is_refused(pairs, tmp_path):
     run = str(tmp_path / "run")
-    first, log = start("clozeforge", pairs, run, "--save-every", "1000")
+    # far more steps than it can take while the second one starts and is refused: still training when signalled
+    first, log = start("clozeforge", pairs, run, "--save-every", "1000", "--max-steps", "100000")
     wait_for_steps(run, first)
     rc, _, err = run_to_end("clozeforge", pairs, run)
     assert rc == 2 and "Traceback" not in err
@@ -188,6 +189,21 @@ def test_a_second_trainer_on_the_same_output_is_refused(pairs, tmp_path):
     with open(os.path.join(run, "metrics.jsonl")) as f:
         steps = [r["step"] for r in map(json.loads, f) if "split" not in r]
     assert steps == sorted(set(steps))  # one writer: each step once, in order
+
+
+@pytest.mark.parametrize(("entry", "args", "status"), [("clozeforge", ["--version"], 0),
+                                                   ("trainer.pretrain", ["--data", "/nonexistent", "--output", "x"], 2)])
+def test_a_signal_while_the_process_exits_leaves_its_status_alone(entry, args, status, tmp_path):
+    """A launcher or scheduler may signal a run just as it completes. Python disables its own handlers while the
+    interpreter shuts down (before it clears the modules), so a plain sys.exit would die of the signal (status
+    143); the entry points exit through trainer.launch.exit_with. The signal is sent by an object that the
+    shutdown collects, in that window."""
+    program = ("import os, runpy, signal, sys\n"
+               "class Late:\n    def __del__(self): os.kill(os.getpid(), signal.SIGTERM)\n"
+               f"late = Late(); sys.argv = ['{entry}', *{args!r}]; runpy.run_module({entry!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", program], check=False, cwd=tmp_path, env={**ENV, "PYTHONPATH": ROOT},
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == status, done.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")

@@ -88,21 +88,27 @@ def make_pairs(
     max_seq_len: int,
     short_seq_prob: float,
     rng: np.random.Generator,
+    all_sentences_non_empty: bool = False,
 ) -> tuple[list[Pair], Counter]:
-    """All NSP pairs of `document`; random-next B segments come from `partners` (other documents)."""
+    """All NSP pairs of `document`; random-next B segments come from `partners` (other documents).
+    `all_sentences_non_empty`: the caller guarantees it of `document` and `partners` (TokenizedDoc's are), so
+    that they are not checked sentence by sentence for every pair."""
     max_tokens = max_seq_len - 3
     stats: Counter = Counter()
     pairs: list[Pair] = []
-    sentences = [s for s in document if len(s)]
+    sentences = document if all_sentences_non_empty else [s for s in document if len(s)]
+    pick = _pick if all_sentences_non_empty else _pick_non_empty
     target, short = _target_length(max_tokens, short_seq_prob, rng)
-    chunk: list[Sentence] = []
-    length = 0
-    i = 0
-    while i < len(sentences):
-        chunk.append(sentences[i])
-        length += len(sentences[i])
-        if i == len(sentences) - 1 or length >= target:
-            if len(chunk) == 1 and i == len(sentences) - 1:
+    # NOTE: the chunk is sentences[start : i + 1], kept as two indices, and the lengths are read once: the
+    # loop runs once per sentence, so a list append and three len() calls there were a fifth of this function
+    lengths = list(map(len, sentences))
+    last = len(sentences) - 1
+    start, length, i = 0, 0, 0
+    while i <= last:
+        length += lengths[i]
+        if i == last or length >= target:
+            size = i + 1 - start
+            if size == 1 and i == last:
                 # A lone last sentence has no true continuation; emitting it only as a random-next pair
                 # (as the reference does) would tie the label to "short A at a document's end".
                 stats["unpaired_sentence"] += 1
@@ -111,30 +117,30 @@ def make_pairs(
             if random_next and not partners:
                 stats["no_random_partner"] += 1
                 random_next = False
-            if not random_next and len(chunk) == 1:  # borrow the next sentence so A has a true continuation
+            if not random_next and size == 1:  # borrow the next sentence so A has a true continuation
                 i += 1
-                chunk.append(sentences[i])
-            a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
-            tokens_a = list(chain.from_iterable(chunk[:a_end]))
+                size = 2
+            a_end = start + (int(rng.integers(1, size)) if size >= 2 else 1)
+            tokens_a = list(chain.from_iterable(sentences[start:a_end]))
             if random_next:
-                tokens_b = _random_segment(partners, max(1, target - len(tokens_a)), rng)
-                i -= len(chunk) - a_end  # put the unused sentences back
+                tokens_b = _random_segment(partners, max(1, target - len(tokens_a)), rng, pick)
+                i = a_end - 1  # put the unused sentences back
             else:
-                tokens_b = list(chain.from_iterable(chunk[a_end:]))
+                tokens_b = list(chain.from_iterable(sentences[a_end : i + 1]))
             truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             pairs.append(Pair(tokens_a, tokens_b, random_next, short))
             stats["random_next" if random_next else "true_next"] += 1
             stats["short_target"] += short
-            chunk, length = [], 0
+            start, length = i + 1, 0
             target, short = _target_length(max_tokens, short_seq_prob, rng)
         i += 1
     return pairs, stats
 
 
-def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np.random.Generator) -> list[int]:
-    other = _non_empty(partners[int(rng.integers(len(partners)))])
+def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np.random.Generator, pick) -> list[int]:
+    other = pick(partners, rng)
     while not other:  # partners are pre-filtered to non-empty documents; this guards a caller that did not
-        other = _non_empty(partners[int(rng.integers(len(partners)))])
+        other = pick(partners, rng)
     segment: list[int] = []
     for k in range(int(rng.integers(len(other))), len(other)):
         segment.extend(other[k])
@@ -143,5 +149,10 @@ def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np
     return segment
 
 
-def _non_empty(document: Sequence[Sentence]) -> Sequence[Sentence]:
+def _pick(partners: Sequence[Sequence[Sentence]], rng: np.random.Generator) -> Sequence[Sentence]:
+    return partners[int(rng.integers(len(partners)))]
+
+
+def _pick_non_empty(partners: Sequence[Sequence[Sentence]], rng: np.random.Generator) -> Sequence[Sentence]:
+    document = partners[int(rng.integers(len(partners)))]
     return document if all(map(len, document)) else [s for s in document if len(s)]

@@ -69,9 +69,8 @@ class BucketPairs:
                 stats["single_sentence_docs"] += 1
             for round_ in range(self.dupe_factor):
                 rng = np.random.default_rng([self.seed, round_, keys.key64(self.seed, "pairs", doc.doc_id)])
-                pairs, made = nsp.make_pairs(
-                    doc.sentences, partners, max_seq_len=self.max_seq_len, short_seq_prob=self.short_seq_prob, rng=rng
-                )
+                pairs, made = nsp.make_pairs(doc.sentences, partners, max_seq_len=self.max_seq_len,
+                                             short_seq_prob=self.short_seq_prob, rng=rng, all_sentences_non_empty=True)
                 stats.update(made)
                 for i, pair in enumerate(pairs):
                     # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the

@@ -218,6 +218,21 @@ def bert_normalize(text: str, *, lowercase: bool, strip_accents: bool | None = N
     return _lower(text, _ALL) if lowercase else text
 
 
+def joined_basic_words(texts: list[str], *, lowercase: bool, unless: re.Pattern | None = None) -> list[str] | None:
+    """The basic words of every text, each text's words followed by a NUL word, in one regex pass; None unless
+    every text is ASCII with no control character (and no match of `unless`): then call basic_words per text.
+    The texts are joined by NULs, which the ASCII word pattern yields as words of their own."""
+    joined = "\0".join(texts)
+    if not joined.isascii() or (unless is not None and unless.search(joined) is not None):
+        return None
+    raw = joined.encode("ascii")
+    if len(raw.translate(None, _ASCII_CONTROLS)) != len(raw) - len(texts) + 1:  # a control besides the NULs
+        return None
+    words = _ASCII_WORDS_RE.findall(joined.lower() if lowercase else joined)
+    words.append("\0"); import os; os.environ["HIT"] = str(int(os.environ.get("HIT", "0")) + 1)
+    return words
+
+
 def basic_words(text: str, *, lowercase: bool, strip_accents: bool | None = None, handle_chinese_chars: bool = True) -> list[str]:
     """The words tokenizers' BertNormalizer + BertPreTokenizer make of `text` (strip_accents=None: same as lowercase)."""
     if text.isascii():

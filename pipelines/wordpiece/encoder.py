@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from itertools import chain
 
-from pipelines.wordpiece.basic import basic_words
+from pipelines.wordpiece.basic import basic_words, joined_basic_words
 from pipelines.wordpiece.files import read_vocab_config
 from schemas import vocab as vocab_files
 from schemas.vocab import CONTINUATION, SPECIAL_TOKENS
@@ -59,7 +59,7 @@ class WordPieceEncoder:
         self.handle_chinese_chars = handle_chinese_chars
         self.max_input_chars_per_word = max_input_chars_per_word
         self.cache_size = cache_size
-        self._cache: dict[str, tuple[int, ...]] = {}
+        self._cache: dict[str, tuple[int, ...]] = {"\0": (-1,)}  # see _encode_words
         # Longest piece worth trying at a word's start and after it, in characters.
         self._max_first = max(len(t) for t in self.tokens)
         self._max_next = max((len(t) - len(CONTINUATION) for t in self.tokens if t.startswith(CONTINUATION)), default=0)
@@ -101,11 +101,25 @@ class WordPieceEncoder:
         return self._encode_words(self.words(text))
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
+        """[encode(t) for t in texts]; one basic-tokenization pass over all of them where that gives the same
+        words (ASCII text without control characters or special tokens: most documents' sentences)."""
+        texts = texts if isinstance(texts, list) else list(texts)
+        words = joined_basic_words(texts, lowercase=self.lowercase, unless=self._special_re) if len(texts) > 1 else None
+        if words is None:
+            return [self.encode(t) for t in texts]
+        # NOTE: the NUL word after each text is id -1 in the cache: the ids of all texts come out of one
+        # chain over the cache (per-text calls cost as much as the look-ups), then are cut at the -1s
+        ids = self._encode_words(words)
+        out, start = [], 0
+        for _ in texts:
+            end = ids.index(-1, start)
+            out.append(ids[start:end])
+            start = end + 1
+        return out
 
     def __getstate__(self) -> dict:
         # Pickled into Beam workers: the word cache is rebuilt there, not shipped.
-        return {**self.__dict__, "_cache": {}}
+        return {**self.__dict__, "_cache": {"\0": (-1,)}}
 
     def _encode_words(self, words: list[str]) -> list[int]:
         cache = self._cache
@@ -115,6 +129,7 @@ class WordPieceEncoder:
             pass
         if len(cache) > self.cache_size:
             cache.clear()
+            cache["\0"] = (-1,)  # encode_batch's separator: never a word of basic_words' (a control character)
         for word in words:
             if word not in cache:
                 cache[word] = self._segment(word)

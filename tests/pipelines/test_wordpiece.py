@@ -8,6 +8,7 @@ Generator per test.
 from __future__ import annotations
 
 import collections
+import random
 import hashlib
 import json
 
@@ -153,6 +154,18 @@ def test_encoder_ids_equal_tokenizers(tmp_path, corpus, adversarial, lowercase, 
     # The word cache changes speed, never ids.
     small = WordPieceEncoder.from_directory(str(tmp_path), cache_size=10)
     assert small.encode_batch(texts[:300]) == expected[:300]
+    # A batch of ASCII texts (a document's sentences) goes through one regex pass: the same ids, whatever
+    # else the batch holds (controls, NULs, special tokens, empty texts, a non-ASCII text) and however small
+    # the cache is.
+    rng = random.Random(5)
+    pieces = ["word", "Two", " ", "\t", "\n", "\r", "\x00", "\x0b", "\x7f", "[MASK]", "[", "]", "##", ",", "é", "",
+              "12", "x" * 120]
+    batches = [corpus[i : i + 9] for i in range(0, len(corpus), 9)]
+    batches += [["".join(rng.choices(pieces, k=rng.randint(0, 12))) for _ in range(rng.randint(1, 6))] for _ in range(400)]
+    for encoder_ in (encoder, small):
+        for batch in batches:
+            want = [e.ids for e in reference.encode_batch(batch, add_special_tokens=False)]
+            assert encoder_.encode_batch(batch) == want, [ascii(t[:80]) for t in batch]
 
 
 def test_special_tokens_and_long_words(tmp_path, corpus):

@@ -194,13 +194,9 @@ def _previous_word(block: str, start: int, dot: int) -> str:
     return block[space + 1 : dot].lstrip(_OPENERS)
 
 
+_NEXT_WORD_RE = re.compile(f"[{re.escape(_OPENERS)}]*(\\S*)")  # \S: what str.isspace() is not
+
+
 def _next_word(block: str, end: int) -> str:
     """The next word, with its opening quotes and brackets skipped ('"Hello,' -> 'Hello,')."""
-    i = end
-    n = len(block)
-    while i < n and block[i] in _OPENERS:
-        i += 1
-    j = i
-    while j < n and not block[j].isspace():
-        j += 1
-    return block[i:j]
+    return _NEXT_WORD_RE.match(block, end).group(1)

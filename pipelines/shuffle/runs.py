@@ -60,10 +60,12 @@ class RunWriter:
         self.size += size
 
     def flush(self) -> RunInfo | None:
-        """Write the buffered records (sorted by pos, then key) as a new run file; None when empty."""
+        """Write the buffered records (sorted by pos, then key, then payload) as a new run file; None when empty."""
         if not self.records:
             return None
-        self.records.sort(key=lambda r: (r[0], r[1]))
+        # NOTE: the records themselves are the sort key (no key function: a lambda and a tuple per record cost
+        # more than the sort); equal (pos, key) records come out by payload, whatever order they came in
+        self.records.sort()
         path = posixpath.join(self.directory, f"{self.stream or 'run'}-{uuid.uuid4().hex}.run")
         compressor = zstandard.ZstdCompressor(level=_LEVEL)
         blocks, offset = [], 0

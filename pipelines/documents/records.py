@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from array import array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +41,10 @@ class TokenizedDoc:
     source: str
     path: str
     doc_id: str
-    sentences: tuple[tuple[int, ...], ...]
-    """Word-piece ids per sentence (empty sentences removed)."""
+    sentences: tuple[array, ...]
+    """Word-piece ids per sentence (empty sentences removed), each an array.array of the shards' id type: packed
+    ids travel through the shuffles as bytes and become pair rows without a conversion to Python ints and
+    back (pipelines/documents/nsp.py also takes lists or tuples)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,6 @@ import itertools
 import pickle
 import time
 import zlib
-from array import array
 
 import numpy as np
 
@@ -30,7 +29,7 @@ def _values(corpus: str | None, size: int) -> dict[str, list]:
         if not sentences:
             continue
         docs.append(Doc(source="docs", path="corpus.jsonl", doc_id=f"{i:020x}", sentences=sentences))
-        ids = tuple(array("H", [zlib.crc32(w.encode()) % 8192 for w in s.split()]) for s in sentences)
+        ids = tuple(tuple(zlib.crc32(w.encode()) % 8192 for w in s.split()) for s in sentences)
         tokenized.append(TokenizedDoc(source="docs", path="corpus.jsonl", doc_id=f"{i:020x}", sentences=ids))
         for a, b in itertools.pairwise(ids):
             rows.append({"tokens_a": np.asarray(a, np.uint16).tobytes(), "tokens_b": np.asarray(b, np.uint16).tobytes(),

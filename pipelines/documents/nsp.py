@@ -1,6 +1,6 @@
 """BERT's NSP instance construction, as a pure function over one document and a pool of partners.
 
-In:  a tokenized document (sentences of word-piece ids: lists, tuples or array.array), the other documents of its random bucket (the
+In:  a tokenized document (sentences of word-piece ids), the other documents of its random bucket (the
      pool that random-next segments are drawn from), the target length and a seeded numpy Generator.
 Out: Pair records (tokens_a, tokens_b, is_random_next) and the counts of what happened in this pass
      (with dupe_factor > 1 a document makes several passes; counts of the document itself, such as
@@ -27,7 +27,6 @@ Where we deliberately differ from the reference:
 from __future__ import annotations
 
 import dataclasses
-from array import array
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
@@ -39,8 +38,8 @@ Sentence = Sequence[int]
 
 @dataclasses.dataclass(frozen=True)
 class Pair:
-    tokens_a: list[int] | array  # an array when the document's sentences are arrays
-    tokens_b: list[int] | array
+    tokens_a: list[int]
+    tokens_b: list[int]
     is_random_next: bool
     short_target: bool
 
@@ -122,12 +121,12 @@ def make_pairs(
                 i += 1
                 size = 2
             a_end = start + (int(rng.integers(1, size)) if size >= 2 else 1)
-            tokens_a = _concat(sentences[start:a_end])
+            tokens_a = list(chain.from_iterable(sentences[start:a_end]))
             if random_next:
                 tokens_b = _random_segment(partners, max(1, target - len(tokens_a)), rng, pick)
                 i = a_end - 1  # put the unused sentences back
             else:
-                tokens_b = _concat(sentences[a_end : i + 1])
+                tokens_b = list(chain.from_iterable(sentences[a_end : i + 1]))
             truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             pairs.append(Pair(tokens_a, tokens_b, random_next, short))
             stats["random_next" if random_next else "true_next"] += 1
@@ -142,23 +141,12 @@ def _random_segment(partners: Sequence[Sequence[Sentence]], target: int, rng: np
     other = pick(partners, rng)
     while not other:  # partners are pre-filtered to non-empty documents; this guards a caller that did not
         other = pick(partners, rng)
-    parts, length = [], 0
+    segment: list[int] = []
     for k in range(int(rng.integers(len(other))), len(other)):
-        parts.append(other[k])
-        length += len(other[k])
-        if length >= target:
+        segment.extend(other[k])
+        if len(segment) >= target:
             break
-    return _concat(parts)
-
-
-def _concat(parts: Sequence[Sentence]) -> list[int] | array:
-    """The ids of `parts` in one segment: an array when the sentences are arrays (copied by memcpy), else a list."""
-    if parts and isinstance(parts[0], array):
-        joined = array(parts[0].typecode)
-        for part in parts:
-            joined.extend(part)  # NOTE: another typecode raises TypeError: a document's sentences share one
-        return joined
-    return list(chain.from_iterable(parts))
+    return segment
 
 
 def _pick(partners: Sequence[Sequence[Sentence]], rng: np.random.Generator) -> Sequence[Sentence]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from array import array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,10 +40,8 @@ class TokenizedDoc:
     source: str
     path: str
     doc_id: str
-    sentences: tuple[array, ...]
-    """Word-piece ids per sentence (empty sentences removed), each an array.array of the shards' id type: packed
-    ids travel through the shuffles as bytes and become pair rows without a conversion to Python ints and
-    back (pipelines/documents/nsp.py also takes lists or tuples)."""
+    sentences: tuple[tuple[int, ...], ...]
+    """Word-piece ids per sentence (empty sentences removed)."""
 
 
 @dataclasses.dataclass(frozen=True)

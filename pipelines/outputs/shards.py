@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -83,12 +82,6 @@ def _batched(items: Iterable, n: int) -> Iterator[list]:
 def ids_dtype(vocab_size: int) -> np.dtype:
     """The numpy dtype of the shards' id column for this vocabulary (uint16 when it fits)."""
     return np.dtype(np.uint16) if token_type(vocab_size) == pa.uint16() else np.dtype(np.uint32)
-
-
-def ids_typecode(vocab_size: int) -> str:
-    """The array module's code for ids_dtype (same width and byte order): ids packed as the shards hold them."""
-    itemsize = ids_dtype(vocab_size).itemsize
-    return next(c for c in "HIL" if array(c).itemsize == itemsize)
 
 
 def write_clean_docs(sink, docs: Iterable[Doc]) -> None:

@@ -2,8 +2,7 @@
 
 In:  a value a prep shuffle carries: None, bool, int, float, str, bytes, tuples/lists and dicts of them,
      the records of pipelines/documents/records.py, and numeric numpy arrays (MinHash signatures).
-Out: bytes (`encode`), and the value back (`decode`); tuples and lists both come back as tuples, and a
-     TokenizedDoc's sentences as array.array (of their own type, or unsigned longs if given as ints).
+Out: bytes (`encode`), and the value back (`decode`); tuples and lists both come back as tuples.
 
 Run files live under --output, which may be a shared bucket: whoever can write there during a run could
 hand a worker a crafted file. Decoding here builds only the types listed below, field by field, so a
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from array import array
 
 import msgpack
 import numpy as np
@@ -29,37 +27,10 @@ _DTYPES = frozenset(np.dtype(t).str for t in ("u1", "u2", "u4", "u8", "i1", "i2"
 _FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _RECORDS}
 
 
-_ID_TYPECODES = frozenset("HILQ")
-"""array.array codes a TokenizedDoc's sentences may come back as (unsigned ids)."""
-
-
-def _fields(value) -> list:
-    if type(value) is TokenizedDoc:
-        # NOTE: the ids as packed bytes (the shards' id type), one memcpy a sentence each way; msgpack spent
-        # 10 µs a document on ints, a fifth of the pair maker's time. Lists or tuples of ints are packed as
-        # unsigned longs.
-        sentences = [s if isinstance(s, array) else array("L", s) for s in value.sentences]
-        typecode = sentences[0].typecode if sentences else "L"
-        if any(s.typecode != typecode for s in sentences):
-            sentences = [array("L", s) for s in sentences]
-            typecode = "L"
-        return [value.source, value.path, value.doc_id, typecode, [s.tobytes() for s in sentences]]
-    return [getattr(value, name) for name in _FIELDS[type(value)]]
-
-
-def _record(cls, fields: tuple):
-    if cls is TokenizedDoc:
-        source, path, doc_id, typecode, blobs = fields
-        if typecode not in _ID_TYPECODES:
-            raise ValueError(f"ids of type {typecode!r}")
-        return TokenizedDoc(source, path, doc_id, tuple(array(typecode, blob) for blob in blobs))
-    return cls(*fields)
-
-
 def _default(value):
     code = _CODES.get(type(value))
     if code is not None:
-        return msgpack.ExtType(code, _packers().inner.pack(_fields(value)))
+        return msgpack.ExtType(code, _packers().inner.pack([getattr(value, name) for name in _FIELDS[type(value)]]))
     if isinstance(value, np.ndarray) and value.dtype.str in _DTYPES and value.ndim == 1:
         return msgpack.ExtType(_ARRAY, _packers().inner.pack([value.dtype.str, value.tobytes()]))
     if isinstance(value, np.generic):
@@ -75,7 +46,8 @@ def _ext(code: int, data: bytes):
         return np.frombuffer(raw, dtype=dtype).copy()
     if not 1 <= code <= len(_RECORDS):
         raise ValueError(f"unknown record type {code}")
-    return _record(_RECORDS[code - 1], msgpack.unpackb(data, use_list=False, ext_hook=_ext))
+    cls = _RECORDS[code - 1]
+    return cls(*msgpack.unpackb(data, use_list=False, ext_hook=_ext))
 
 
 def encode(value) -> bytes:

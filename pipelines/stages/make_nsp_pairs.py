@@ -30,7 +30,7 @@ from apache_beam.metrics import Metrics
 
 from pipelines.documents import keys, nsp
 from pipelines.documents.records import TokenizedDoc
-from pipelines.outputs.shards import ids_typecode
+from pipelines.outputs.shards import ids_dtype
 from pipelines.shuffle import GroupIntoRanges, Scratch
 from pipelines.stages.accounting import NAMESPACE
 
@@ -60,7 +60,7 @@ class BucketPairs:
 
     def __call__(self, work: tuple[str, int, int], docs, vocab: dict):
         split = work[0]
-        typecode = ids_typecode(vocab["size"])
+        typecode = _typecode(ids_dtype(vocab["size"]))
         docs = sorted(docs, key=lambda d: d.doc_id)
         stats = Counter({"docs": len(docs)})
         for k, doc in enumerate(docs):
@@ -75,22 +75,19 @@ class BucketPairs:
                 for i, pair in enumerate(pairs):
                     # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the
                     # shuffle and in WriteShards' memory, against ~36 for a list of Python ints
-                    tokens = pair.num_tokens
-                    row = (_packed(pair.tokens_a, typecode), _packed(pair.tokens_b, typecode), pair.is_random_next,
-                           tokens, doc.source, doc.doc_id)
+                    row = (array(typecode, pair.tokens_a).tobytes(), array(typecode, pair.tokens_b).tobytes(),
+                           pair.is_random_next, pair.num_tokens, doc.source, doc.doc_id)
                     key = keys.key64(self.seed, "shuffle", f"{doc.doc_id}:{round_}:{i}")
-                    yield split, key, row, tokens - 3
+                    yield split, key, row, pair.num_tokens - 3
         for name, count in stats.items():
             if name != "docs":
                 Metrics.counter(NAMESPACE, f"pairs_{name}").inc(count)
             yield beam.pvalue.TaggedOutput("stats", ((split, name), count))
 
 
-def _packed(tokens, typecode: str) -> bytes:
-    """The ids as bytes of the shards' id type (TokenizedDoc's arrays already are, unless made elsewhere)."""
-    if type(tokens) is array and tokens.typecode == typecode:
-        return tokens.tobytes()
-    return array(typecode, tokens).tobytes()
+def _typecode(dtype: np.dtype) -> str:
+    """The array module's code for the unsigned id dtype (same width and byte order as numpy's)."""
+    return next(c for c in "HIL" if array(c).itemsize == dtype.itemsize)
 
 
 VALIDATION_MAX_SHARE = 0.2

@@ -1,5 +1,4 @@
-"""Tokenize: clean/ shard URLs → TokenizedDoc (word-piece ids per sentence, packed as the shards hold them), and the
-corpus's token counts.
+"""Tokenize: clean/ shard URLs → TokenizedDoc (word-piece ids per sentence), and the corpus's token counts.
 
 The documents are read back from clean/ once the vocabulary exists (rather than waiting in the runner's
 memory), and every sentence is encoded with the vocabulary the same pipeline learned: a side input, so the
@@ -11,7 +10,6 @@ Outputs: `docs` (TokenizedDoc) and `token_counts` (one int64 array of vocabulary
 
 from __future__ import annotations
 
-from array import array
 from itertools import chain
 
 import apache_beam as beam
@@ -21,8 +19,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import wordpiece
 from pipelines.documents.records import Doc, TokenizedDoc
-from pipelines.outputs.shards import ids_typecode, read_clean_shard
+from pipelines.outputs.shards import read_clean_shard
 from pipelines.stages.accounting import NAMESPACE
+
 
 _TALLY_BATCH = 1 << 20
 """Ids collected before they are counted (~8 MB of list): a bincount's cost is then in the ids, not the vocabulary."""
@@ -42,13 +41,11 @@ class TokenizeFn(beam.DoFn):
         if self._loaded_from != vocab["sha256"]:
             self._encoder = wordpiece.WordPieceEncoder.from_directory(vocab["directory"], cache_size=self.cache_size)
             self._loaded_from = vocab["sha256"]
-            self.size, self.typecode = vocab["size"], ids_typecode(vocab["size"])
-        encoded = [ids for ids in self._encoder.encode_batch(list(doc.sentences)) if ids]
+            self.size = vocab["size"]
+        sentences = tuple(tuple(ids) for ids in self._encoder.encode_batch(list(doc.sentences)) if ids)
         # NOTE: ids are collected in a list and counted a million at a time, 3-4 times cheaper than a Counter's
         # dict update per id (a bincount per sentence allocated a vocab-sized array each time: 1/5 of prep's CPU)
-        self.pending.extend(chain.from_iterable(encoded))
-        typecode = self.typecode
-        sentences = tuple(array(typecode, ids) for ids in encoded)
+        self.pending.extend(chain.from_iterable(sentences))
         if len(self.pending) >= _TALLY_BATCH:
             self._count_pending()
         if not sentences:

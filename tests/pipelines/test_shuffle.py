@@ -123,21 +123,15 @@ def test_group_into_ranges_streams_to_a_consumer_with_side_inputs(tmp_path):
 
 
 def test_payloads_round_trip_every_record_type():
-    from array import array
-
     import numpy as np
 
     from pipelines.documents.records import Doc, Drop, RawDoc, TokenizedDoc
 
-    values = [Doc("s", "p", "id", ("One.", "Two.")), TokenizedDoc("s", "p", "id", (array("H", [1, 2]), array("H", [3]))),
-              TokenizedDoc("s", "p", "id", (array("I", [70_000]),)), RawDoc("s", "p", 3, "id", "t"),
+    values = [Doc("s", "p", "id", ("One.", "Two.")), TokenizedDoc("s", "p", "id", ((1, 2), (3,))), RawDoc("s", "p", 3, "id", "t"),
               Drop("p", "too_short", 2, "x"), {"tokens_a": b"\x01\x00", "is_random_next": True, "num_tokens": 4, "doc_id": "d"},
               ("t", 1), "near", b"raw", 2**64 - 1, None, 1.5]
     for value in values:
         assert payload.decode(payload.encode(value)) == value
-    # ids given as ints come back as unsigned longs
-    assert payload.decode(payload.encode(TokenizedDoc("s", "p", "id", ((1, 2), (3,))))).sentences == (
-        array("L", [1, 2]), array("L", [3]))
     doc_id, signature = payload.decode(payload.encode(("d", np.arange(4, dtype=np.uint64))))
     assert doc_id == "d" and signature.dtype == np.uint64 and signature.tolist() == [0, 1, 2, 3]
     with pytest.raises(TypeError, match="cannot carry a object"):

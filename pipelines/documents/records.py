@@ -55,7 +55,7 @@ class Drop:
 
 def make_doc_id(name: str, index: int | str) -> str:
     """A stable id from the file's name and the record's position in it: the same on every runner and worker
-    count. `name` is the input's name and the file's path under the input's root (see read_corpus.file_names),
+    count. `name` is the input's name and the file's path under the input's root (see read_corpus.matched_files),
     not where the corpus lies, so that a corpus copied elsewhere (another folder, a bucket) gets the same ids,
     and with them the same validation split, buckets and pairs."""
     return hashlib.sha1(f"{name}\0{index}".encode()).hexdigest()[:20]

@@ -30,15 +30,16 @@ from pipelines.stages.accounting import NAMESPACE
 
 def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
-    return [(name, url) for name, url, _ in matched_files(inputs)]
+    return matched_files(inputs)[0]
 
 
-def matched_files(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
-    """[(name, file URL, root)] for every file the globs match, sorted. `root` is the prefix of the URL that
-    the input's folder takes (the glob's folder before its first wildcard; a directory itself; a plain file's
-    folder): document ids are made from the input's name and the rest of the URL, so that they do not change
-    when the same corpus is read from another folder or bucket."""
-    files: list[tuple[str, str, str]] = []
+def matched_files(inputs: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """expand_inputs' files, and {input name: root}: the URL prefix of the input's folder (the glob's folder
+    before its first wildcard; a directory itself; a plain file's folder). Document ids are made from the
+    input's name and the rest of the URL, so that they do not change when the same corpus is read from
+    another folder or bucket."""
+    files: list[tuple[str, str]] = []
+    roots: dict[str, str] = {}
     for index, (name, pattern) in enumerate(inputs):
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
@@ -53,8 +54,9 @@ def matched_files(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str, str
             raise PrepError(f"{flag}: no file matches")
         root = fs._strip_protocol(folder).rstrip("/") + "/"
         url = fs.unstrip_protocol if "://" in pattern else str
-        files.extend((name, url(p), url(root) if p.startswith(root) else "") for p in matches)
-    return files
+        files.extend((name, url(p)) for p in matches)
+        roots[name] = url(root) if all(p.startswith(root) for p in matches) else ""
+    return files, roots
 
 
 def _folder(pattern: str) -> str:
@@ -119,9 +121,7 @@ class ReadCorpus(beam.PTransform):
 
     def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig):
         super().__init__()
-        matched = matched_files(inputs)
-        self.files = [(name, url) for name, url, _ in matched]
-        self.roots = {name: root for name, _, root in matched}
+        self.files, self.roots = matched_files(inputs)
         self.config = config
 
     def expand(self, pbegin):

@@ -229,7 +229,7 @@ def joined_basic_words(texts: list[str], *, lowercase: bool, unless: re.Pattern 
     if len(raw.translate(None, _ASCII_CONTROLS)) != len(raw) - len(texts) + 1:  # a control besides the NULs
         return None
     words = _ASCII_WORDS_RE.findall(joined.lower() if lowercase else joined)
-    words.append("\0"); import os; os.environ["HIT"] = str(int(os.environ.get("HIT", "0")) + 1)
+    words.append("\0")
     return words
 
 

@@ -32,6 +32,12 @@ from schemas.vocab import CONTINUATION, SPECIAL_TOKENS
 DEFAULT_CACHE_SIZE = 500_000
 
 
+def _new_cache() -> dict[str, tuple[int, ...]]:
+    """An empty word cache, but for encode_batch's separator: the NUL word is id -1 (never a word of
+    basic_words', which removes control characters)."""
+    return {"\0": (-1,)}
+
+
 class WordPieceEncoder:
     """Greedy longest-match-first WordPiece over BERT basic tokenization, with tokenizers' exact ids."""
 
@@ -59,7 +65,7 @@ class WordPieceEncoder:
         self.handle_chinese_chars = handle_chinese_chars
         self.max_input_chars_per_word = max_input_chars_per_word
         self.cache_size = cache_size
-        self._cache: dict[str, tuple[int, ...]] = {"\0": (-1,)}  # see _encode_words
+        self._cache = _new_cache()
         # Longest piece worth trying at a word's start and after it, in characters.
         self._max_first = max(len(t) for t in self.tokens)
         self._max_next = max((len(t) - len(CONTINUATION) for t in self.tokens if t.startswith(CONTINUATION)), default=0)
@@ -119,7 +125,7 @@ class WordPieceEncoder:
 
     def __getstate__(self) -> dict:
         # Pickled into Beam workers: the word cache is rebuilt there, not shipped.
-        return {**self.__dict__, "_cache": {"\0": (-1,)}}
+        return {**self.__dict__, "_cache": _new_cache()}
 
     def _encode_words(self, words: list[str]) -> list[int]:
         cache = self._cache
@@ -129,7 +135,7 @@ class WordPieceEncoder:
             pass
         if len(cache) > self.cache_size:
             cache.clear()
-            cache["\0"] = (-1,)  # encode_batch's separator: never a word of basic_words' (a control character)
+            cache.update(_new_cache())
         for word in words:
             if word not in cache:
                 cache[word] = self._segment(word)

@@ -30,7 +30,7 @@ COMMANDS = {
     "prep": ("pipelines.prep", "main"),
     "tokenize": ("pipelines.commands.tokenize", "main"),
     "inspect": ("pipelines.commands.inspect", "main"),
-    "train": ("trainer.launch", "main"),
+    "train": ("trainer.pretrain", "main"),
     "export": ("trainer.downstream.export", "export_main"),
     "fill-mask": ("trainer.downstream.fill_mask", "fill_mask_main"),
     "embed": ("trainer.downstream.embed", "embed_main"),
@@ -142,7 +142,7 @@ def demo(argv: list[str] | None = None) -> int:
                   "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                   "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     pairs = os.path.join(prep, "pairs")
-    train = [py, "-m", "trainer.launch", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
+    train = [py, "-m", "trainer.pretrain", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
              "--mask-prob", "0.3", "--dropout", "0"]
     _run("train", [*train, f"--nproc-per-node={args.nproc}", "--output", run, "--max-steps", str(args.steps),
                    "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
@@ -170,9 +170,8 @@ def demo(argv: list[str] | None = None) -> int:
 
 def cli() -> None:
     """The console script (and `python -m clozeforge`): main(), then exit with its status, which a signal that
-    arrives while the process exits does not change (see trainer.launch.exit_with)."""
-    # trainer.launch imports the standard library only: prep on a worker without torch can use it
-    from trainer.launch import exit_with
+    arrives while the process exits does not change (see schemas/exits.py)."""
+    from schemas.exits import exit_with  # the standard library only: prep on a worker without torch uses it too
 
     exit_with(main())
 

@@ -32,7 +32,7 @@ from trainer.config import TrainConfig
 from trainer.data import ShardStream
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
-from trainer.precision import cpu_bf16_instructions
+from trainer.run.precision import cpu_bf16_instructions
 
 
 @dataclasses.dataclass(frozen=True)

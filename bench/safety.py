@@ -3,7 +3,7 @@
 In:  nothing (no corpus: `--corpus` is ignored).
 Out: stop_allreduce_us (one int32 all-reduce MAX over gloo, 2 ranks on this host, what every step adds),
      grad_allreduce_ms (an all-reduce of the tiny model's 625k fp32 gradients, which every step already
-     does) and their ratio; record_s (trainer/integrity.py: write_record + problem on a saved checkpoint of
+     does) and their ratio; record_s (trainer/checkpoint/integrity.py: write_record + problem on a saved checkpoint of
      that size, 3 files) against save_s (torch.save of the same tensors) and their ratio.
 """
 
@@ -42,7 +42,7 @@ def _ranks(rank: int, world: int, init: str, calls: int, out) -> None:
 
 
 def main(corpus: str | None, quick: bool) -> dict:
-    from trainer import integrity
+    from trainer.checkpoint import integrity
 
     calls = 200 if quick else 2000
     with tempfile.TemporaryDirectory() as tmp:

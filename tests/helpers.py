@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections import Counter
+
+from schemas.ports import free_port  # noqa: F401 (the tests use the trainer's own)
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,12 +25,6 @@ def run_cli(*args: str, timeout: int = HANG_S, env: dict | None = None) -> subpr
     """Run `python -m clozeforge ARGS` the way a user would; the output is kept for assertions."""
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run([sys.executable, "-m", "clozeforge", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def masker_for(manifest):

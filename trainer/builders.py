@@ -2,18 +2,20 @@
 the DeepSpeed engine, and each training phase's data streams.
 
 In:  a TrainConfig, the manifest of --data, the Runtime (rank, world size, device, precision).
-Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage, precision and the JSON of
-     trainer/config.py), and a Phase (manifest, train stream, validation stream, FLOPs per token).
+Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage and precision in the JSON `deepspeed_config`
+     generates, a user's --deepspeed-config merged over it key by key so it has the last word), and a Phase
+     (manifest, train stream, validation stream, FLOPs per token).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from typing import Any
 
 import torch
 
 from schemas import Manifest
-from trainer import config as train_config
 from trainer.config import TrainConfig, TrainError
 from trainer.data import ShardStream
 from trainer.data.mixture import MixtureStream
@@ -21,7 +23,8 @@ from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
 from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ModelConfig
-from trainer.runtime import Runtime
+from trainer.run.precision import Precision
+from trainer.run.runtime import Runtime
 
 
 def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Masker]:
@@ -94,11 +97,65 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
     if config.schedule_warning():
         rt.log(config.schedule_warning())
-    ds_config = train_config.deepspeed_config(config, rt.resolved_precision)
-    if load_universal:  # the latest checkpoint was saved on another world size (trainer/elastic.py)
+    ds_config = deepspeed_config(config, rt.resolved_precision)
+    if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/elastic.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     return engine
+
+
+def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[str, Any]:
+    """The DeepSpeed JSON for this run (the optimizer and scheduler are built in build_engine and handed in).
+    `precision` is the resolved one (trainer/run/precision.py); a bare name means DeepSpeed's own mode for it."""
+    if isinstance(precision, str):
+        precision = Precision(precision, False, "")
+    ds: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": config.batch_size,
+        "gradient_accumulation_steps": config.grad_accum,
+        "gradient_clipping": config.grad_clip,
+        "zero_optimization": {"stage": config.zero_stage},
+        **precision.deepspeed_sections(),
+        "steps_per_print": 1 << 30,  # the trainer prints its own progress line
+        "wall_clock_breakdown": False,
+    }
+    if config.deepspeed_config:
+        ds = _merge(ds, read_user_deepspeed_config(config.deepspeed_config))
+    return ds
+
+
+# Keys of a user's DeepSpeed JSON that the trainer's own flags own: the loader batches by --batch-size and
+# the loop accumulates --grad-accum micro batches, and the optimizer and scheduler are built in build_engine.
+_FLAG_OWNED = {
+    "train_batch_size": "--batch-size and --grad-accum (global batch = batch size x grad accum x ranks)",
+    "train_micro_batch_size_per_gpu": "--batch-size",
+    "gradient_accumulation_steps": "--grad-accum",
+    "optimizer": "--optimizer, --lr and --weight-decay",
+    "scheduler": "--warmup-ratio (or --warmup-steps) and --schedule",
+}
+
+
+def read_user_deepspeed_config(path: str) -> dict[str, Any]:
+    """A user's DeepSpeed JSON, refused in one line when it cannot be read or sets what a flag owns."""
+    try:
+        with open(path) as f:
+            user = json.load(f)
+    except OSError as e:
+        raise TrainError(f"--deepspeed-config {path}: cannot read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TrainError(f"--deepspeed-config {path}: not valid JSON ({e})") from None
+    if not isinstance(user, dict):
+        raise TrainError(f"--deepspeed-config {path}: expected a JSON object, got {type(user).__name__}")
+    for key, owner in _FLAG_OWNED.items():
+        if key in user:
+            raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {owner}; remove it from the JSON")
+    return user
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 @dataclasses.dataclass
@@ -124,7 +181,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
               "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of}  # every stream: train, --mix, validation
-    # phase 1 keeps the run's global batch in its canonical partitions (trainer/elastic.py resolved them);
+    # phase 1 keeps the run's global batch in its canonical partitions (trainer/checkpoint/elastic.py resolved them);
     # phase 2 is laid out per rank, so it resumes on the same number of ranks only
     batching = {"global_batch": config.global_batch_size, "partitions": config.partitions} if number == 1 else {}
     if config.mix and number == 1:

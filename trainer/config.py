@@ -1,22 +1,19 @@
-"""TrainConfig: every setting of a training run, and the DeepSpeed config generated from it.
+"""TrainConfig: every setting of a training run, and TrainError, the one-line error a user can fix.
 
-In:  `clozeforge train` / `python -m trainer.pretrain` flags (the same parser serves both, and the
-     `deepspeed` and `torchrun` launchers' --local_rank is accepted), or a dict from a run's train_config.json.
-Out: a frozen, validated TrainConfig; `deepspeed_config()` builds the ZeRO JSON from it, and a user's own
-     DeepSpeed JSON (--deepspeed-config) is merged over that, key by key, so it has the last word.
+In:  the flags of `clozeforge train` (generated from the fields here by trainer/pretrain.py's parser), or a dict
+     from a run's train_config.json. Out: a frozen, validated TrainConfig. The DeepSpeed JSON generated from it
+     is trainer/builders.py's; what may change when a run resumes is trainer/checkpoint/rules.py's.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 from typing import Any
 
-from schemas.config import Config, add_flags, flag, from_dict, from_flags
+from schemas.config import Config, flag, from_dict
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
-from trainer.precision import PRECISIONS, Precision
+from trainer.run.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "polynomial", "constant")
@@ -189,69 +186,3 @@ class TrainConfig(Config):
             return from_dict(cls, body, where)
         except ValueError as e:
             raise TrainError(str(e)) from None
-
-
-def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[str, Any]:
-    """The DeepSpeed JSON for this run (optimizer and scheduler are built by the trainer and handed in).
-    `precision` is the resolved one (trainer/precision.py); a bare name means DeepSpeed's own mode for it."""
-    if isinstance(precision, str):
-        precision = Precision(precision, False, "")
-    ds: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": config.batch_size,
-        "gradient_accumulation_steps": config.grad_accum,
-        "gradient_clipping": config.grad_clip,
-        "zero_optimization": {"stage": config.zero_stage},
-        **precision.deepspeed_sections(),
-        "steps_per_print": 1 << 30,  # the trainer prints its own progress line
-        "wall_clock_breakdown": False,
-    }
-    if config.deepspeed_config:
-        ds = _merge(ds, read_user_deepspeed_config(config.deepspeed_config))
-    return ds
-
-
-# Keys of a user's DeepSpeed JSON that the trainer's own flags own: the loader batches by --batch-size and
-# the loop accumulates --grad-accum micro batches, and the optimizer and scheduler are built in pretrain.py.
-_FLAG_OWNED = {
-    "train_batch_size": "--batch-size and --grad-accum (global batch = batch size x grad accum x ranks)",
-    "train_micro_batch_size_per_gpu": "--batch-size",
-    "gradient_accumulation_steps": "--grad-accum",
-    "optimizer": "--optimizer, --lr and --weight-decay",
-    "scheduler": "--warmup-ratio (or --warmup-steps) and --schedule",
-}
-
-
-def read_user_deepspeed_config(path: str) -> dict[str, Any]:
-    """A user's DeepSpeed JSON, refused in one line when it cannot be read or sets what a flag owns."""
-    try:
-        with open(path) as f:
-            user = json.load(f)
-    except OSError as e:
-        raise TrainError(f"--deepspeed-config {path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrainError(f"--deepspeed-config {path}: not valid JSON ({e})") from None
-    if not isinstance(user, dict):
-        raise TrainError(f"--deepspeed-config {path}: expected a JSON object, got {type(user).__name__}")
-    for key, owner in _FLAG_OWNED.items():
-        if key in user:
-            raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {owner}; remove it from the JSON")
-    return user
-
-
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    add_flags(ap, TrainConfig)
-    ap.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
-                    help="Training processes (ranks) to start on this machine through torch's launcher; one per GPU, "
-                         "or a few on a CPU box (default: 1)")
-    ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
-
-
-def from_args(args: argparse.Namespace) -> TrainConfig:
-    return from_flags(TrainConfig, args)

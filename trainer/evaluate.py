@@ -14,7 +14,7 @@ import math
 import torch
 
 from trainer.data import ShardStream
-from trainer.runtime import Runtime
+from trainer.run.runtime import Runtime
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

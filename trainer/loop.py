@@ -15,7 +15,10 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer import checkpoint, elastic, preflight, run_lock
+from trainer.checkpoint import store
+from trainer.checkpoint import elastic
+from trainer.run import preflight
+from trainer.run import lock as run_lock
 from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
@@ -23,9 +26,9 @@ from trainer.data.audit import RowAudit
 from trainer.data.mixture import MixtureStream
 from trainer.evaluate import describe, evaluate, to_device
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
-from trainer.resume import prepare_run_dir
-from trainer.runtime import Runtime
-from trainer.stopping import StopFlag
+from trainer.checkpoint.resume import prepare_run_dir
+from trainer.run.runtime import Runtime
+from trainer.run.stopping import StopFlag
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
@@ -42,10 +45,10 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
     rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
            f"{config.partitions} data partitions")
     model = build_model(config, manifest)
-    tag = checkpoint.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
+    tag = store.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
     universal = elastic.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
     engine = build_engine(model, config, rt, load_universal=universal is not None)
-    client = elastic.load_universal(engine, config.output, universal, rt) if universal else checkpoint.load(engine, config.output, tag)
+    client = elastic.load_universal(engine, config.output, universal, rt) if universal else store.load(engine, config.output, tag)
     step = client["step"] if client else 0
     phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
     if isinstance(phase.train, MixtureStream) and rt.rank == 0:
@@ -58,7 +61,7 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
                              f"that saved it, this run has {rt.world_size}")
         phase.train.load_state_dict(client["data"])
     if client:
-        rt.log(f"resumed from {checkpoint.latest_tag(config.output)} at step {step} (phase {phase.number})")
+        rt.log(f"resumed from {store.latest_tag(config.output)} at step {step} (phase {phase.number})")
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
     position = phase.train.state_dict(*phase.train.start)
@@ -69,7 +72,7 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
     def save() -> None:
         state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
                  "model_config": model.config.to_dict()}
-        rt.log(f"saved checkpoint {checkpoint.save(engine, config.output, step, state, config.keep_last)}")
+        rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
     try:

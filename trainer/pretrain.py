@@ -1,15 +1,18 @@
-"""`clozeforge train` / `python -m trainer.pretrain` / `deepspeed --module trainer.pretrain`: pairs → checkpoints.
+"""The one train entry point: `clozeforge train`, `python -m trainer.pretrain`, `deepspeed --module trainer.pretrain`,
+`torchrun -m trainer.pretrain`; pairs → checkpoints.
 
-In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags of trainer/config.py.
-Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy, so export needs nothing else), RUN/checkpoints/ (resumable
-     DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock while it runs (one trainer
-     per RUN: trainer/run_lock.py). A rerun with the same RUN resumes from its newest intact checkpoint:
-     model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT to any rank
-     stops every rank at one step with a checkpoint (trainer/stopping.py). Errors are one line: status 2
-     for a user error or bad input, 1 for an I/O error outside checkpoints.
+In:  a prep run's pairs/ (manifest + shards, any fsspec URL) and the flags generated from trainer/config.py's
+     TrainConfig, plus --nproc-per-node N.
+Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy, so export needs nothing else),
+     RUN/checkpoints/ (resumable DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock
+     while it runs (one trainer per RUN: trainer/run/lock.py). A rerun with the same RUN resumes from its newest
+     intact checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT
+     to any rank stops every rank at one step with a checkpoint (trainer/run/stopping.py). Errors are one line:
+     status 2 for a user error or bad input, 1 for an I/O error outside checkpoints.
 
-Without a launcher it runs as a single process (world size 1); under `deepspeed` or `torchrun` it picks up
-RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
+Without a launcher and with --nproc-per-node 1 it trains in this process (world size 1). With --nproc-per-node N
+it becomes the launcher of N ranks of itself (trainer/run/launch.py). Under `deepspeed` or `torchrun` (RANK is
+set) it is one rank and picks up RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
 """
 
 from __future__ import annotations
@@ -19,32 +22,45 @@ import os
 import sys
 
 from schemas import ContractError
-from trainer import config as train_config
-from trainer.config import TrainError
+from schemas.config import add_flags, from_flags
+from schemas.exits import exit_with
+from trainer.builders import read_user_deepspeed_config
+from trainer.config import TrainConfig, TrainError
 from trainer.loop import train
-from trainer.runtime import shutdown_runtime, start_runtime
-from trainer.stopping import follow_launcher
+from trainer.run.launch import launch
+from trainer.run.runtime import shutdown_runtime, start_runtime
+from trainer.run.stopping import follow_launcher
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge train", description="Pre-train a BERT on prep's pair shards with DeepSpeed ZeRO.")
-    train_config.add_arguments(ap)
+    add_flags(ap, TrainConfig)
+    ap.add_argument("--nproc-per-node", type=_positive, default=1, metavar="N",
+                    help="Training processes (ranks) to start on this machine, each `python -m trainer.pretrain` "
+                         "(trainer/run/launch.py); one per GPU, or a few on a CPU box. Under deepspeed or torchrun, "
+                         "which start the ranks themselves, it is ignored (default: 1)")
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser().parse_args(argv)
+        args = parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
         if args.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
-            from trainer.launch import main as launch_main
-
-            return launch_main(argv)
+            return launch(args.nproc_per_node, argv)
         try:
-            config = train_config.from_args(args)
+            config = from_flags(TrainConfig, args)
         except ValueError as e:  # a config dataclass rejected a flag value
             raise TrainError(str(e)) from None
         if config.deepspeed_config:
-            train_config.read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
+            read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)
         if rt.world_size > 1:
             follow_launcher()  # a launcher killed by -9 leaves no orphan ranks training on
@@ -77,6 +93,4 @@ def one_line(error: Exception) -> str:
 
 
 if __name__ == "__main__":
-    from trainer.launch import exit_with
-
     exit_with(main())

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ from torch.distributed.run import get_args_parser as torchrun_parser  # noqa: E4
 from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
 from trainer import config as train_config  # noqa: E402
 from trainer.pretrain import parser as trainer_parser  # noqa: E402
-from tests.helpers import HANG_S  # noqa: E402
+from tests.helpers import HANG_S, free_port  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -59,12 +58,6 @@ def run_script(script: Path, args: list[str], timeout: float = 60, **env: str) -
 def printed_command(done: subprocess.CompletedProcess) -> list[str]:
     assert done.returncode == 0, done.stderr
     return shlex.split(done.stdout.strip().splitlines()[-1])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def trainer_flags_parse(flags: list[str]) -> train_config.TrainConfig:

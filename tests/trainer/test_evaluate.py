@@ -35,7 +35,7 @@ def test_validation_masks_at_the_eval_rate_whatever_the_training_rate(prepped, t
     from trainer.builders import build_model, open_phase
     from trainer.config import TrainConfig
     from trainer.masking import MaskingConfig
-    from trainer.runtime import Runtime
+    from trainer.run.runtime import Runtime
 
     def selected_share(batch) -> float:
         real = batch["attention_mask"].sum() - 3 * batch["input_ids"].shape[0]  # [CLS] and two [SEP] per pair
@@ -43,7 +43,7 @@ def test_validation_masks_at_the_eval_rate_whatever_the_training_rate(prepped, t
 
     url = os.path.join(prepped, "pairs")
     manifest = Manifest.read(url)
-    rt = Runtime(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), precision="fp32", device_name="cpu")
+    rt = Runtime(rank=0, world_size=1, device=torch.device("cpu"), precision="fp32", device_name="cpu")
     for eval_rate in (0.15, 0.3):
         config = TrainConfig(data=url, output=str(tmp_path / "run"), masking=MaskingConfig(mask_prob=0.4), eval_mask_prob=eval_rate)
         phase = open_phase(1, config, rt, build_model(config, manifest), manifest.vocab["sha256"])

@@ -196,7 +196,7 @@ def test_a_second_trainer_on_the_same_output_is_refused(pairs, tmp_path):
 def test_a_signal_while_the_process_exits_leaves_its_status_alone(entry, args, status, tmp_path):
     """A launcher or scheduler may signal a run just as it completes. Python disables its own handlers while the
     interpreter shuts down (before it clears the modules), so a plain sys.exit would die of the signal (status
-    143); the entry points exit through trainer.launch.exit_with. The signal is sent by an object that the
+    143); the entry points exit through schemas.exits.exit_with. The signal is sent by an object that the
     shutdown collects, in that window."""
     program = ("import os, runpy, signal, sys\n"
                "class Late:\n    def __del__(self): os.kill(os.getpid(), signal.SIGTERM)\n"
@@ -254,7 +254,7 @@ def test_altered_checkpoint_is_not_exported(saved, tmp_path):
 
 CRAFT = """
 import os, sys, torch
-from trainer import integrity
+from trainer.checkpoint import integrity
 
 class Payload:
     def __reduce__(self):
@@ -335,7 +335,7 @@ def small_disk(tmp_path):
 
 def test_full_disk_while_checkpointing_is_one_line_and_leaves_latest_intact(small_disk, pairs):
     """16 MiB holds one checkpoint of the tiny model on 2 ranks (9.6 MiB), not two."""
-    from trainer import integrity
+    from trainer.checkpoint import integrity
 
     run = os.path.join(small_disk, "run")
     rc, _, err = run_to_end("clozeforge", pairs, run, "--save-every", "2", "--keep-last", "2")

@@ -169,7 +169,7 @@ def test_a_short_run_learns(prepped_learning, tmp_path):
 def test_resume_drops_metrics_logged_after_the_checkpoint(prepped, tmp_path):
     """A run that dies between checkpoints has logged steps it will train again; after the resume every step
     appears once in metrics.jsonl (and validation records past the checkpoint are gone too)."""
-    from trainer import checkpoint
+    from trainer.checkpoint import store
 
     run = str(tmp_path / "run")
     flags = ["train", "--data", f"{prepped}/pairs", "--output", run, "--batch-size", "4", "--log-every", "1",
@@ -178,7 +178,7 @@ def test_resume_drops_metrics_logged_after_the_checkpoint(prepped, tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     assert [r["step"] for r in metrics(run)] == [1, 2, 3, 3]  # the last 3 is the final evaluation
     # As if the process died after logging step 3 and before its checkpoint: `latest` still names step 2.
-    checkpoint.write_latest(run, "step_00000002")
+    store.write_latest(run, "step_00000002")
     import shutil
 
     shutil.rmtree(os.path.join(run, "checkpoints", "step_00000003"))

@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import glob
 import os
-import socket
 
 import fsspec
 import pytest
 import torch
 
 from schemas import Manifest
-from tests.helpers import masker_for
+from tests.helpers import free_port, masker_for
 from trainer.data import ShardStream, loader
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
 pytest.importorskip("s3fs")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +92,7 @@ def test_stream_from_gcs(gcs, prepped):
 def test_cache_dir_also_keeps_mixture_components_and_the_validation_split(s3, prepped, tmp_path):
     from trainer.builders import build_model, open_phase
     from trainer.config import TrainConfig
-    from trainer.runtime import Runtime
+    from trainer.run.runtime import Runtime
 
     for sub in ("pairs", "vocab"):
         for path in glob.glob(os.path.join(prepped, sub, "*")):
@@ -108,7 +101,7 @@ def test_cache_dir_also_keeps_mixture_components_and_the_validation_split(s3, pr
     cache = tmp_path / "cache"
     config = TrainConfig(data=url, output=str(tmp_path / "run"), mix=(f"web={url},weight=1",), batch_size=16, cache_dir=str(cache))
     manifest = Manifest.read(url)
-    rt = Runtime(rank=0, world_size=1, local_rank=0, device=torch.device("cpu"), precision="fp32", device_name="cpu")
+    rt = Runtime(rank=0, world_size=1, device=torch.device("cpu"), precision="fp32", device_name="cpu")
     phase = open_phase(1, config, rt, build_model(config, manifest), manifest.vocab["sha256"])
     phase.train.steps = phase.train.components[0].batches_per_epoch  # one epoch of the only component
     assert len(list(loader(phase.train, 0))) == phase.train.steps

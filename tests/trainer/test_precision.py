@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import run_cli
 from trainer import config as train_config
-from trainer.precision import cpu_bf16_instructions, resolve_precision
+from trainer.run.precision import cpu_bf16_instructions, resolve_precision
 
 
 @pytest.mark.parametrize("flag, on_gpu, gpu_bf16, cpu_bf16, expected", [

@@ -14,8 +14,9 @@ import time
 import pytest
 import torch
 
-from trainer import integrity, run_lock
-from trainer.safe_load import UntrustedCheckpoint, load, only_weights, refusal
+from trainer.checkpoint import integrity
+from trainer.run import lock as run_lock
+from trainer.checkpoint.safe_load import UntrustedCheckpoint, load, only_weights, refusal
 
 
 class Payload:

@@ -4,7 +4,7 @@ In:  this invocation's TrainConfig and Runtime; RUN/train_config.json and RUN/ch
 Out: `resolve`: the TrainConfig this invocation trains with: the run's global batch and data partitions (fixed
      when it started, read back from RUN/train_config.json), this world size's micro batch and grad_accum;
      or a one-line TrainError when they cannot fit.
-     `universal_tag`: when the checkpoint to resume (checkpoint.resume_tag: verified, its files scanned for
+     `universal_tag`: when the checkpoint to resume (store.resume_tag: verified, its files scanned for
      anything but weights) holds ZeRO optimizer partitions of another world size, the
      tag of its DeepSpeed universal form (RUN/checkpoints/<tag>_universal/, converted once by rank 0 with
      deepspeed.checkpoint.ds_to_universal), which an engine built with "checkpoint": {"load_universal": true}
@@ -26,18 +26,18 @@ import json
 import os
 import shutil
 
-from trainer import checkpoint
+from trainer.checkpoint import store
 from trainer.config import TrainConfig, TrainError
 from trainer.data.partitions import plan
-from trainer.runtime import Runtime
-from trainer.safe_load import only_weights
+from trainer.run.runtime import Runtime
+from trainer.checkpoint.safe_load import only_weights
 
 UNIVERSAL_SUFFIX = "_universal"
 
 
 def recorded(run_dir: str) -> dict | None:
     """RUN/train_config.json when RUN has a checkpoint to resume (None for a new run)."""
-    if checkpoint.latest_tag(run_dir) is None:
+    if store.latest_tag(run_dir) is None:
         return None
     path = os.path.join(run_dir, "train_config.json")
     try:
@@ -81,7 +81,7 @@ def universal_tag(run_dir: str, tag: str | None, rt: Runtime) -> str | None:
 
     if tag is None:
         return None
-    folder = os.path.join(checkpoint.checkpoint_dir(run_dir), tag)
+    folder = os.path.join(store.checkpoint_dir(run_dir), tag)
     saved = len(partition_files(folder))
     if saved in (0, rt.world_size):
         return None
@@ -119,11 +119,11 @@ def load_universal(engine, run_dir: str, tag: str, rt: Runtime) -> dict:
     import torch.distributed as dist
 
     with only_weights():
-        path, client = engine.load_checkpoint(checkpoint.checkpoint_dir(run_dir), tag=tag)
+        path, client = engine.load_checkpoint(store.checkpoint_dir(run_dir), tag=tag)
     if path is None:
-        raise TrainError(f"{checkpoint.checkpoint_dir(run_dir)}/{tag}: DeepSpeed could not load this universal checkpoint")
+        raise TrainError(f"{store.checkpoint_dir(run_dir)}/{tag}: DeepSpeed could not load this universal checkpoint")
     if dist.is_initialized():
         dist.barrier()
     if rt.rank == 0:  # a derived copy: the next save writes this world size's own partitions
-        shutil.rmtree(os.path.join(checkpoint.checkpoint_dir(run_dir), tag), ignore_errors=True)
+        shutil.rmtree(os.path.join(store.checkpoint_dir(run_dir), tag), ignore_errors=True)
     return client

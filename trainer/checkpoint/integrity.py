@@ -7,7 +7,7 @@ Out: STEP_DIR/integrity.json ({"format": 1, "files": {relative path: {"bytes", "
      altered), or returns None when every recorded file matches.
 
 A record detects damage (a truncated copy, a bad disk, a save cut short), not an attacker: one who can
-write the files can rewrite the record, which is why loading never runs code either (trainer/safe_load.py).
+write the files can rewrite the record, which is why loading never runs code either (trainer/checkpoint/safe_load.py).
 """
 
 from __future__ import annotations

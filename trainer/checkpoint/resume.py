@@ -12,12 +12,12 @@ import os
 
 from schemas import Manifest
 from schemas import vocab as vocab_files
-from trainer import checkpoint
+from trainer.checkpoint import store
 from trainer.config import TrainConfig, TrainError
-from trainer.runtime import Runtime
+from trainer.run.runtime import Runtime
 
 # What a checkpoint cannot be resumed under when it changes: the shapes of the weights, the ZeRO stage, and
-# the meaning of the saved data position. The number of ranks and --batch-size may change (trainer/elastic.py
+# the meaning of the saved data position. The number of ranks and --batch-size may change (trainer/checkpoint/elastic.py
 # keeps the global batch and the data partitions, and converts ZeRO partitions to the new world size).
 _RESUME_KEYS = {
     "model": "--model", "pre_layernorm": "--pre-layernorm", "zero_stage": "--zero-stage",
@@ -27,7 +27,7 @@ _RESUME_KEYS = {
 
 def check_resumable(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
     """Refuse, in one line, to resume a run's checkpoint under settings it was not saved with."""
-    if checkpoint.latest_tag(config.output) is None:
+    if store.latest_tag(config.output) is None:
         return
     path = os.path.join(config.output, "train_config.json")
     try:

@@ -3,7 +3,7 @@
 In:  a DeepSpeed engine and the client state (step, data position, configs) at save time; a run directory
      at load or export time.
 Out: RUN/checkpoints/step_<8-digit step>/ (DeepSpeed files: model, optimizer and scheduler, per ZeRO partition,
-     with our client state inside, and last the integrity record of trainer/integrity.py),
+     with our client state inside, and last the integrity record of trainer/checkpoint/integrity.py),
      RUN/checkpoints/latest (replaced atomically by rank 0 once every rank has written every file of the tag
      and the record checks out, so an interrupted or failed save leaves `latest` on the previous complete
      checkpoint, and a reader never sees it half written), and for export a consolidated fp32 state dict
@@ -11,7 +11,7 @@ Out: RUN/checkpoints/step_<8-digit step>/ (DeepSpeed files: model, optimizer and
 
 Resume and export use the newest checkpoint (up to `latest`) whose files match their record, with a
 one-line warning naming each damaged one; resume also moves a damaged one aside (step_X.damaged) and points
-`latest` at the one it used. Every file is read with trainer/safe_load.py: no code from a checkpoint runs.
+`latest` at the one it used. Every file is read with trainer/checkpoint/safe_load.py: no code from a checkpoint runs.
 A save that fails (disk full, no permission) ends the run with one line naming the path and the cause.
 
 Dropout randomness is re-seeded from (seed, step, rank) every step, so no RNG state has to be carried.
@@ -29,9 +29,9 @@ from typing import Any
 import torch
 
 from schemas import ContractError
-from trainer import integrity
-from trainer.safe_load import load as safe_torch_load
-from trainer.safe_load import only_weights, refusal
+from trainer.checkpoint import integrity
+from trainer.checkpoint.safe_load import load as safe_torch_load
+from trainer.checkpoint.safe_load import only_weights, refusal
 
 CHECKPOINTS = "checkpoints"
 _TAG = re.compile(r"^step_(\d{8})$")

@@ -31,7 +31,7 @@ import fsspec
 import torch
 
 from schemas import ContractError, Manifest
-from trainer import checkpoint
+from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig
 
 TIED_KEYS = {
@@ -243,7 +243,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
 
 def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretraining, dict, str, dict]:
     """The project's model with a checkpoint's consolidated fp32 weights, its client state and tag."""
-    state, client, tag = checkpoint.consolidated_state_dict(run_dir, tag)
+    state, client, tag = store.consolidated_state_dict(run_dir, tag)
     model_config = ModelConfig.from_dict(client["model_config"])
     model = BertForPretraining(model_config)
     missing, unexpected = model.load_state_dict(state, strict=False)

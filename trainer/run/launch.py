@@ -1,14 +1,14 @@
-"""`clozeforge train`: run trainer.pretrain here, or start N ranks of it on this machine and look after them.
+"""`clozeforge train --nproc-per-node N`: start N ranks of trainer.pretrain on this machine and look after them.
 
-In:  trainer.pretrain's flags, plus --nproc-per-node N (default 1).
-Out: with N = 1, or when already inside a launcher (RANK is set), the training runs in this process. With
-     N > 1 this process starts N `python -m trainer.pretrain` ranks (RANK, WORLD_SIZE, LOCAL_RANK,
-     MASTER_ADDR/PORT set as torchrun sets them) and stays their parent until all have exited:
+In:  N (trainer.pretrain parses --nproc-per-node and calls `launch` when no launcher started it) and the flags,
+     passed to every rank as they are. Standard library only.
+Out: N `python -m trainer.pretrain` ranks (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT set as torchrun sets
+     them); this process stays their parent until all have exited, and returns the job's status:
      - SIGTERM/SIGINT to it (a scheduler, Ctrl-C) is passed on once to every rank, which checkpoint at the
        step they agree on and exit 0; it waits GRACE_SECONDS for them, then kills what is left. A second
        signal is passed on too (the ranks then stop at once, without a checkpoint).
      - a rank that fails ends the others the same way, and the exit status is the first failure's.
-     - kill -9 of this process leaves no orphans: each rank gets SIGTERM from the kernel (trainer/stopping.py).
+     - kill -9 of this process leaves no orphans: each rank gets SIGTERM from the kernel (trainer/run/stopping.py).
      The ranks run in their own process group, so a terminal's Ctrl-C reaches them once, through here.
 Multi-node jobs use `deepspeed` or `torchrun` (deploy/).
 """
@@ -20,7 +20,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import NoReturn
+
+from schemas.ports import free_port
 
 GRACE_SECONDS = 120.0
 """How long the ranks have, after a forwarded signal or a failed rank, to checkpoint and exit before SIGKILL."""
@@ -31,41 +32,8 @@ SETTLE_SECONDS = 10.0
 they are asked to stop."""
 
 
-def exit_with(status: int) -> NoReturn:
-    """Exit this process with `status`, also when a SIGTERM/SIGINT arrives while it exits.
-
-    Schedulers and launchers signal a job as it ends (a time limit reached in the last step, a launcher passing
-    its own signal on after the run completed). By then the command has finished and the signal has nothing
-    left to stop, but Python puts the default handlers back while the interpreter shuts down, so the process
-    would die of the signal: status 143 for a complete run, which a scheduler reports as a failure."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
-    sys.exit(status)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def split_nproc(argv: list[str]) -> tuple[int, list[str]]:
-    """(N of --nproc-per-node N, the other flags); ValueError for a value that is not a positive integer."""
-    argv = list(argv)
-    for i, arg in enumerate(argv):
-        if arg.startswith("--nproc-per-node"):
-            value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
-            if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"--nproc-per-node must be a positive integer, got {value!r}")
-            del argv[i : i + (1 if "=" in arg else 2)]
-            return int(value), argv
-    return 1, argv
-
-
 def start_ranks(nproc: int, argv: list[str]) -> list[subprocess.Popen]:
-    port = str(_free_port())
+    port = str(free_port())
     ranks = []
     for rank in range(nproc):
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
@@ -120,23 +88,9 @@ def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> in
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        nproc, argv = split_nproc(argv)
-    except ValueError as e:
-        print(f"clozeforge train: error: {e}", file=sys.stderr)
-        return 2
-    if nproc == 1 or "RANK" in os.environ:
-        from trainer.pretrain import main as pretrain_main
+def launch(nproc: int, argv: list[str]) -> int:
+    """Start `nproc` ranks of `python -m trainer.pretrain argv` on this machine and supervise them to the end.
 
-        return pretrain_main(argv)
-    from trainer.pretrain import parser
-
-    parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
+    argv goes to every rank as it is, --nproc-per-node included: a rank sees RANK set and trains."""
     sys.stdout.flush()
     return supervise(start_ranks(nproc, argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,7 +13,7 @@ from schemas import ContractError, Manifest
 from schemas.manifest import missing_shards
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec
-from trainer.runtime import Runtime
+from trainer.run.runtime import Runtime
 
 
 def data_urls(config: TrainConfig) -> list[str]:

@@ -13,24 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 
 import torch
 import torch.distributed as dist
 
-from trainer.precision import Precision, resolve_precision
+from schemas.ports import free_port
+from trainer.run.precision import Precision, resolve_precision
 
 
 @dataclasses.dataclass
 class Runtime:
     rank: int
     world_size: int
-    local_rank: int
     device: torch.device
     precision: str
     device_name: str
     autocast: bool = False
-    """bf16 as torch autocast over fp32 weights (trainer/precision.py), not DeepSpeed's bf16 weights."""
+    """bf16 as torch autocast over fp32 weights (trainer/run/precision.py), not DeepSpeed's bf16 weights."""
 
     @property
     def resolved_precision(self) -> Precision:
@@ -56,12 +55,6 @@ class Runtime:
         return {k: v / self.world_size for k, v in self.all_reduce_sum(values).items()}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_runtime(precision: str) -> Runtime:
     """Join the job (or start a one-process one) and resolve `--precision` for this device, printing the choice."""
     from trainer.config import TrainError
@@ -70,7 +63,7 @@ def start_runtime(precision: str) -> Runtime:
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     on_gpu = torch.cuda.is_available()
     if on_gpu:
@@ -92,7 +85,7 @@ def start_runtime(precision: str) -> Runtime:
     if not on_gpu:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
-    rt = Runtime(rank, world, local, device, chosen.name, name, autocast=chosen.autocast)
+    rt = Runtime(rank, world, device, chosen.name, name, autocast=chosen.autocast)
     rt.log(chosen.describe())
     return rt
 

@@ -21,14 +21,14 @@ import threading
 import torch
 import torch.distributed as dist
 
-from trainer.runtime import Runtime
+from trainer.run.runtime import Runtime
 
 PR_SET_PDEATHSIG = 1
 """prctl option (linux/prctl.h): the signal this process gets when the thread that started it exits."""
 # Processes above a rank that are part of its launch (by the module or script they run): when one of them
 # dies, the rank is an orphan.
 _LAUNCHERS = {"deepspeed", "deepspeed.launcher.runner", "deepspeed.launcher.launch", "torchrun", "torch.distributed.run",
-              "trainer.launch", "clozeforge"}
+              "trainer.pretrain", "clozeforge"}
 
 
 class StopFlag:
@@ -59,7 +59,7 @@ class StopFlag:
 
 
 def _launched_as(cmdline: list[str]) -> str:
-    """The module (`python -m NAME`) or script name a command line runs: `deepspeed`, `trainer.launch`, ..."""
+    """The module (`python -m NAME`) or script name a command line runs: `deepspeed`, `trainer.pretrain`, ..."""
     if "-m" in cmdline[:-1]:
         return cmdline[cmdline.index("-m") + 1]
     script = next((a for a in cmdline[1:] if not a.startswith("-")), "") if "python" in os.path.basename(cmdline[0] if cmdline else "") else (cmdline or [""])[0]

@@ -13,6 +13,7 @@ from pipelines import prep
 from pipelines.commands import inspect, tokenize
 from tests.helpers import run_cli
 from trainer import pretrain
+from trainer.config import TrainConfig
 from trainer.downstream import embed, export, fill_mask
 
 PARSERS = {
@@ -102,8 +103,6 @@ def test_old_prep_spellings_parse_to_the_same_settings():
 
 
 def test_old_train_spellings_parse_to_the_same_settings():
-    from trainer import config as train_config
-
     argv = ["--data", "gs://b/pairs", "--output", "runs/x", "--model", "mini", "--pre-layernorm", "--max-steps", "77",
             "--batch-size", "8", "--grad-accum", "3", "--lr", "0.002", "--warmup-steps", "5", "--schedule", "polynomial",
             "--weight-decay", "0.1", "--optimizer", "adamw", "--grad-clip", "0.5", "--zero-stage", "3", "--precision", "fp32",
@@ -112,7 +111,7 @@ def test_old_train_spellings_parse_to_the_same_settings():
             "--log-every", "3", "--eval-every", "0", "--eval-batches", "4", "--save-every", "9", "--keep-last", "3",
             "--deepspeed-config", "ds.json", "--cache-dir", "/tmp/c", "--no-verify-checksums", "--shuffle-window", "2",
             "--length-buckets", "4", "--pad-to-multiple-of", "8", "--stop-after", "11", "--local_rank", "0"]
-    c = train_config.from_args(pretrain.parser().parse_args(argv))
+    c = pretrain.config_from_args(pretrain.parser().parse_args(argv))
     assert (c.data, c.output, c.model, c.pre_layernorm, c.max_steps, c.batch_size, c.grad_accum) == ("gs://b/pairs", "runs/x", "mini", True, 77, 8, 3)
     assert (c.lr, c.warmup_steps, c.schedule, c.weight_decay, c.optimizer, c.grad_clip) == (0.002, 5, "polynomial", 0.1, "adamw", 0.5)
     assert (c.zero_stage, c.precision, c.masking.strategy, c.masking.mask_prob, c.masking.random_token_dist) == (3, "fp32", "span", 0.3, "unigram")
@@ -122,16 +121,14 @@ def test_old_train_spellings_parse_to_the_same_settings():
     assert (c.deepspeed_config, c.cache_dir, c.verify_checksums, c.shuffle_window) == ("ds.json", "/tmp/c", False, 2)
     assert (c.length_buckets, c.pad_to_multiple_of, c.stop_after) == (4, 8, 11)
     # a config recorded in a run (train_config.json) reads back to the same settings
-    assert train_config.TrainConfig.from_dict(c.to_dict()) == c
+    assert TrainConfig.from_dict(c.to_dict()) == c
 
 
 def test_phase_and_mixture_flags_parse():
-    from trainer import config as train_config
-
-    c = train_config.from_args(pretrain.parser().parse_args(
+    c = pretrain.config_from_args(pretrain.parser().parse_args(
         ["--data", "d", "--output", "o", "--phase2-data", "p2", "--phase2-start", "10", "--phase2-batch-size", "4", "--max-steps", "20"]))
     assert (c.phase2_data, c.phase2_start, c.phase2_batch_size) == ("p2", 10, 4)
-    c = train_config.from_args(pretrain.parser().parse_args(["--data", "d", "--output", "o", "--mix", "gs://a", "--mix-alpha", "0.7"]))
+    c = pretrain.config_from_args(pretrain.parser().parse_args(["--data", "d", "--output", "o", "--mix", "gs://a", "--mix-alpha", "0.7"]))
     assert c.mix == ("gs://a",) and c.mix_alpha == 0.7
 
 

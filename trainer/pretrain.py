@@ -49,16 +49,21 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The TrainConfig of parsed flags; a value a config dataclass rejects is a one-line TrainError."""
+    try:
+        return from_flags(TrainConfig, args)
+    except ValueError as e:
+        raise TrainError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
         if args.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
             return launch(args.nproc_per_node, argv)
-        try:
-            config = from_flags(TrainConfig, args)
-        except ValueError as e:  # a config dataclass rejected a flag value
-            raise TrainError(str(e)) from None
+        config = config_from_args(args)
         if config.deepspeed_config:
             read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)

@@ -30,7 +30,9 @@ from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
 from torch.distributed.run import get_args_parser as torchrun_parser  # noqa: E402
 
 from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
-from trainer import config as train_config  # noqa: E402
+from trainer.builders import deepspeed_config  # noqa: E402
+from trainer.config import TrainConfig  # noqa: E402
+from trainer.pretrain import config_from_args  # noqa: E402
 from trainer.pretrain import parser as trainer_parser  # noqa: E402
 from tests.helpers import HANG_S, free_port  # noqa: E402
 
@@ -60,8 +62,8 @@ def printed_command(done: subprocess.CompletedProcess) -> list[str]:
     return shlex.split(done.stdout.strip().splitlines()[-1])
 
 
-def trainer_flags_parse(flags: list[str]) -> train_config.TrainConfig:
-    return train_config.from_args(trainer_parser().parse_args(flags))
+def trainer_flags_parse(flags: list[str]) -> TrainConfig:
+    return config_from_args(trainer_parser().parse_args(flags))
 
 
 @pytest.fixture(scope="module")
@@ -198,9 +200,9 @@ def test_preset_merges_over_the_generated_config_and_deepspeed_accepts_it(preset
     # Batch sizes come from --batch-size/--grad-accum, the optimizer and schedule from the trainer itself.
     owned_by_flags = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler"}
     assert not owned_by_flags & set(body), f"{preset.name} overrides what the trainer's flags decide"
-    config = train_config.TrainConfig(data="pairs", output="run", batch_size=16, grad_accum=2, deepspeed_config=str(preset))
-    generated = train_config.deepspeed_config(train_config.TrainConfig(data="pairs", output="run", batch_size=16, grad_accum=2), "fp32")
-    merged = train_config.deepspeed_config(config, "fp32")
+    config = TrainConfig(data="pairs", output="run", batch_size=16, grad_accum=2, deepspeed_config=str(preset))
+    generated = deepspeed_config(TrainConfig(data="pairs", output="run", batch_size=16, grad_accum=2), "fp32")
+    merged = deepspeed_config(config, "fp32")
     for key, value in generated.items():
         assert isinstance(merged[key], type(value)), f"{preset.name} changes the type of {key}"
     assert (merged["train_micro_batch_size_per_gpu"], merged["gradient_accumulation_steps"]) == (16, 2)
@@ -217,7 +219,7 @@ def test_deepspeed_rejects_an_unknown_zero_key(tmp_path):
     """The validation above has teeth: a misspelt key in a preset is an error, not a silent default."""
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"zero_optimization": {"stage": 2, "overlap_comms": True}}))
-    merged = train_config.deepspeed_config(train_config.TrainConfig(data="pairs", output="run", deepspeed_config=str(bad)), "fp32")
+    merged = deepspeed_config(TrainConfig(data="pairs", output="run", deepspeed_config=str(bad)), "fp32")
     with pytest.raises(Exception, match="overlap_comms"):
         DeepSpeedConfig(merged)
 

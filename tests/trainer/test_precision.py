@@ -9,7 +9,8 @@ import os
 import pytest
 
 from tests.helpers import run_cli
-from trainer import config as train_config
+from trainer.builders import deepspeed_config
+from trainer.config import TrainConfig
 from trainer.run.precision import cpu_bf16_instructions, resolve_precision
 
 
@@ -53,13 +54,13 @@ def test_cpu_probe_agrees_with_the_kernel_flags():
 
 
 def test_deepspeed_json_for_each_precision():
-    config = train_config.TrainConfig(data="pairs", output="run")
-    cpu_bf16 = train_config.deepspeed_config(config, resolve_precision("bf16", on_gpu=False))
+    config = TrainConfig(data="pairs", output="run")
+    cpu_bf16 = deepspeed_config(config, resolve_precision("bf16", on_gpu=False))
     assert cpu_bf16["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
     assert not cpu_bf16["bf16"]["enabled"] and not cpu_bf16["fp16"]["enabled"]
-    gpu_bf16 = train_config.deepspeed_config(config, resolve_precision("bf16", on_gpu=True, gpu_bf16=True))
+    gpu_bf16 = deepspeed_config(config, resolve_precision("bf16", on_gpu=True, gpu_bf16=True))
     assert gpu_bf16["bf16"]["enabled"] and not gpu_bf16["torch_autocast"]["enabled"]
-    fp32 = train_config.deepspeed_config(config, "fp32")
+    fp32 = deepspeed_config(config, "fp32")
     assert not any(fp32[k]["enabled"] for k in ("bf16", "fp16", "torch_autocast"))
 
 

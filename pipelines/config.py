@@ -15,7 +15,7 @@ from typing import Any
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
-from schemas.config import Config, add_flags, flag, from_flags
+from schemas.config import Config, add_flags, check_choices, flag, from_flags
 
 DEDUP_MODES = ("none", "exact", "near")
 SHUFFLE_MODES = ("auto", "files", "runner")
@@ -103,12 +103,8 @@ class PrepConfig(Config):
     def __post_init__(self) -> None:
         if not self.inputs:
             raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
+        check_choices(self, PrepError)
         checks = [
-            (self.unicode_form in ("NFC", "NFKC"), f"--unicode-form must be NFC or NFKC, got {self.unicode_form!r}"),
-            (self.filters in FILTER_PRESETS, f"--filters must be one of {', '.join(FILTER_PRESETS)}, got {self.filters!r}"),
-            (self.language is None or self.language in LANGUAGES,
-             f"--language must be one of {', '.join(LANGUAGES)}, got {self.language!r}"),
-            (self.dedup in DEDUP_MODES, f"--dedup must be one of {', '.join(DEDUP_MODES)}, got {self.dedup!r}"),
             (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),
             (self.vocab_size >= 100, f"--vocab-size must be at least 100, got {self.vocab_size}"),
             (0 <= self.num_unused < self.vocab_size // 2, f"--num-unused out of range: {self.num_unused}"),
@@ -124,7 +120,6 @@ class PrepConfig(Config):
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
             (self.word_cache >= 1, f"--word-cache must be >= 1, got {self.word_cache}"),
             (self.vocab_max_words >= 1, f"--vocab-max-words must be >= 1, got {self.vocab_max_words}"),
-            (self.shuffle in SHUFFLE_MODES, f"--shuffle must be one of {', '.join(SHUFFLE_MODES)}, got {self.shuffle!r}"),
             (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]
         for ok, message in checks:

@@ -12,7 +12,8 @@ A field is written once: its name, type, default, help and choices live on the d
 drift from the config (torchtitan's CLI works the same way). Flag names follow the field (`vocab_size` →
 `--vocab-size`); a bool defaulting to False is a switch (`--strict`), one defaulting to True a negative
 switch (`--no-verify-checksums`, or the name given, e.g. `--cased` for `lowercase`); a `tuple[...]` field is
-a repeatable flag. Validation stays in each dataclass's `__post_init__`, whose messages name the flags.
+a repeatable flag. Validation stays in each dataclass's `__post_init__`, whose messages name the flags; `check_choices` there checks
+every declared choice.
 """
 
 from __future__ import annotations
@@ -171,11 +172,14 @@ def from_flags(cls: type, namespace: argparse.Namespace, *, prefix: str = "") ->
     return cls(**kwargs)
 
 
-def flag_names(cls: type) -> dict[str, str]:
-    """{dotted field path: its flag} for every flag of `cls` (for messages that name a setting's flag)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    add_flags(parser, cls)
-    return {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
+def check_choices(config: Any, error: Callable[[str], Exception] = ValueError) -> None:
+    """Refuse a field outside the choices its `flag(...)` declares: argparse checks a flag, this a config built
+    from a dict (a recorded run) or by code, so the choices are declared once and checked by one function."""
+    for f in dataclasses.fields(config):
+        choices, value = _spec(f).choices, getattr(config, f.name)
+        if choices is not None and value is not None and value not in choices:
+            option = _spec(f).name or "--" + f.name.replace("_", "-")
+            raise error(f"{option} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 
 def from_dict(cls: type, body: dict[str, Any], where: str = "") -> Any:

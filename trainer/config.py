@@ -2,15 +2,18 @@
 
 In:  the flags of `clozeforge train` (generated from the fields here by trainer/pretrain.py's parser), or a dict
      from a run's train_config.json. Out: a frozen, validated TrainConfig. The DeepSpeed JSON generated from it
-     is trainer/builders.py's; what may change when a run resumes is trainer/checkpoint/rules.py's.
+     is trainer/builders.py's; and RESUME_RULES, the one table of the settings a resumed run may and may not change
+     (trainer/checkpoint/resume.py and elastic.py refuse by it, the data streams check their saved position by
+     it, and the README's list is checked against it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from schemas.config import Config, flag, from_dict
+from schemas.config import Config, check_choices, flag, from_dict
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.run.precision import PRECISIONS
@@ -130,8 +133,8 @@ class TrainConfig(Config):
     that each pair is read once per epoch across resumes and world sizes (trainer/data/audit.py)."""
 
     def __post_init__(self) -> None:
+        check_choices(self, TrainError)
         checks = [
-            (self.model in PRESET_NAMES, f"--model must be one of {', '.join(PRESET_NAMES)}, got {self.model!r}"),
             (0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}"),
             (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
@@ -141,11 +144,8 @@ class TrainConfig(Config):
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
-            (self.schedule in SCHEDULES, f"--schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}"),
-            (self.optimizer in OPTIMIZERS, f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}"),
             (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
             (self.optimizer != "lamb" or self.zero_stage == 0, f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
-            (self.precision in PRECISIONS, f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
             (self.shuffle_window >= 1, f"--shuffle-window must be >= 1, got {self.shuffle_window}"),
             (self.length_buckets >= 0, f"--length-buckets must be >= 0, got {self.length_buckets}"),
@@ -186,3 +186,64 @@ class TrainConfig(Config):
             return from_dict(cls, body, where)
         except ValueError as e:
             raise TrainError(str(e)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeRule:
+    """Whether one setting may differ between a run and the invocation that resumes it, and why."""
+
+    setting: str
+    """Its key in RUN/train_config.json (a TrainConfig field, or what the run records beside them)."""
+    flag: str
+    """How the README and the messages name it."""
+    may_change: bool
+    why: str
+    data_key: str | None = None
+    """The key of the saved data position that records it too (the streams refuse a position that differs)."""
+    read: Callable[[dict], Any] | None = None
+    """Its value in a recorded config (default: the `setting` key); None in either record: nothing to compare."""
+
+    def value(self, record: dict) -> Any:
+        return self.read(record) if self.read else record.get(self.setting)
+
+
+def _span(record: dict) -> bool:
+    return (record.get("masking") or {}).get("strategy") == "span"
+
+
+RESUME_RULES = (
+    ResumeRule("world_size", "the number of ranks", True, "any divisor of the run's --partitions; ZeRO 1-3 state is converted to a "
+               "DeepSpeed universal checkpoint on the fly, ZeRO-0 in fp32 loads as it is; phase-2 data (--phase2-data) resumes "
+               "only on the same number of ranks"),
+    ResumeRule("batch_size", "--batch-size", True, "the largest micro batch; grad accumulation follows"),
+    ResumeRule("num_workers", "--num-workers", True, "the batch order does not depend on it"),
+    ResumeRule("stop_after", "--stop-after", True, "how far this invocation goes"),
+    ResumeRule("max_steps", "--max-steps", True, "the schedule follows the new length"),
+    ResumeRule("global_batch_size", "--global-batch-size", False, "the data position and the schedule are counted in its steps",
+               data_key="global_batch"),
+    ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),
+    ResumeRule("model", "--model", False, "the shapes of the weights"),
+    ResumeRule("pre_layernorm", "--pre-layernorm", False, "the layers' structure"),
+    ResumeRule("zero_stage", "--zero-stage", False, "the layout of the saved optimizer state"),
+    ResumeRule("data_fingerprint", "--data", False, "its shards or vocabulary", data_key="manifest"),
+    ResumeRule("masking_family", "--masking (span or not)", False, "span masking's SBO head has weights of its own", read=_span),
+    ResumeRule("seed", "--seed", False, "the data order and the masks derive from it", data_key="seed"),
+    ResumeRule("shuffle_window", "--shuffle-window", False, "the batch order depends on it", data_key="shuffle_window"),
+    ResumeRule("length_buckets", "--length-buckets", False, "the batch order depends on it", data_key="length_buckets"),
+    ResumeRule("mixture", "the --mix components", False, "the batch order depends on their data and probabilities",
+               data_key="mixture", read=lambda record: None),  # compared by the mixture's saved position (trainer/data/mixture.py)
+)
+"""The one list of what a resume may change; everything a run records and this list does not name is free."""
+
+DATA_POSITION_KEYS = tuple(r.data_key for r in RESUME_RULES if r.data_key and not r.may_change and r.data_key != "mixture")
+"""The keys of a saved data position that the resuming stream must share (trainer/data/stream.py)."""
+
+
+def resume_refusal(run_dir: str, before: dict, now: dict) -> str | None:
+    """One line for the first setting that may not change and differs between the two records, or None."""
+    for rule in RESUME_RULES:
+        kept, asked = rule.value(before), rule.value(now)
+        if not rule.may_change and kept is not None and asked is not None and kept != asked:
+            return (f"{run_dir}: its checkpoint was saved with {rule.setting}={kept!r}, this run has {asked!r} ({rule.why}); "
+                    f"resume with the same {rule.flag} or use a new --output")
+    return None

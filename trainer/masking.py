@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from schemas.config import Config, flag
+from schemas.config import Config, check_choices, flag
 
 STRATEGIES = ("bert", "wwm", "span")
 RANDOM_TOKEN_DISTS = ("uniform", "unigram")
@@ -78,10 +78,7 @@ class MaskingConfig(Config):
     is always below it, so the model's relative-position table needs at least this many rows."""
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"masking strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.random_token_dist not in RANDOM_TOKEN_DISTS:
-            raise ValueError(f"random_token_dist must be one of {RANDOM_TOKEN_DISTS}, got {self.random_token_dist!r}")
+        check_choices(self)
         for name in ("mask_prob", "mask_token_frac", "random_token_frac"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

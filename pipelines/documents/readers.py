@@ -29,7 +29,7 @@ from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile
 from pipelines.documents.records import Drop, RawDoc, make_doc_id
 from pipelines.documents.splits import Split, first_line_start
 from pipelines.errors import PrepError
-from schemas.config import flag
+from schemas.config import check_choices, flag
 
 TXT_MODES = ("document", "paragraph", "line")
 UTF8_POLICIES = ("replace", "drop")
@@ -67,10 +67,7 @@ class ReadConfig:
             raise PrepError(f"--max-record-bytes must be a positive number of bytes, got {self.max_record_bytes!r}")
         if not isinstance(self.split_bytes, int) or self.split_bytes < 1:
             raise PrepError(f"--split-bytes must be a positive number of bytes, got {self.split_bytes!r}")
-        if self.txt_mode not in TXT_MODES:
-            raise PrepError(f"--txt-mode must be one of {', '.join(TXT_MODES)}, got {self.txt_mode!r}")
-        if self.invalid_utf8 not in UTF8_POLICIES:
-            raise PrepError(f"--invalid-utf8 must be one of {', '.join(UTF8_POLICIES)}, got {self.invalid_utf8!r}")
+        check_choices(self, PrepError)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,7 @@ Out: `resolve`: the TrainConfig this invocation trains with: the run's global ba
      loads on any world size; None when the checkpoint loads as it is (same world size, or ZeRO-0 fp32, whose
      optimizer state is not partitioned). `load_universal` loads it and removes the converted copy.
 
-What may change between runs: the number of ranks (any divisor of the partition count), --batch-size (the
-largest micro batch; grad_accum follows), --num-workers. What may not: the global batch and the partitions
-(the data position and the learning-rate schedule are counted in their steps), and what resume.py lists.
+What may change between runs, and what may not, is trainer/config.py's RESUME_RULES.
 """
 
 from __future__ import annotations
@@ -22,29 +20,17 @@ import argparse
 import contextlib
 import dataclasses
 import io
-import json
 import os
 import shutil
 
 from trainer.checkpoint import store
-from trainer.config import TrainConfig, TrainError
+from trainer.checkpoint.resume import recorded
+from trainer.config import TrainConfig, TrainError, resume_refusal
 from trainer.data.partitions import plan
 from trainer.run.runtime import Runtime
 from trainer.checkpoint.safe_load import only_weights
 
 UNIVERSAL_SUFFIX = "_universal"
-
-
-def recorded(run_dir: str) -> dict | None:
-    """RUN/train_config.json when RUN has a checkpoint to resume (None for a new run)."""
-    if store.latest_tag(run_dir) is None:
-        return None
-    path = os.path.join(run_dir, "train_config.json")
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        raise TrainError(f"{path}: missing or unreadable, so the checkpoint beside it cannot be resumed safely") from None
 
 
 def resolve(config: TrainConfig, rt: Runtime) -> TrainConfig:
@@ -58,10 +44,10 @@ def resolve(config: TrainConfig, rt: Runtime) -> TrainConfig:
         world = before.get("world_size", 1)
         global_batch = before.get("global_batch_size") or before["batch_size"] * before.get("grad_accum", 1) * world
         partitions = before.get("partitions") or world
-        for flag, asked, kept in (("--global-batch-size", config.global_batch_size, global_batch), ("--partitions", config.partitions, partitions)):
-            if asked is not None and asked != kept:
-                raise TrainError(f"{config.output}: the run started with {flag} {kept}, this invocation asks {asked}; its data "
-                                 f"position and schedule are counted in those steps: leave {flag} out to resume, or use a new --output")
+        refusal = resume_refusal(config.output, {"global_batch_size": global_batch, "partitions": partitions},
+                                 {"global_batch_size": config.global_batch_size, "partitions": config.partitions})
+        if refusal:
+            raise TrainError(refusal)
     try:
         batching = plan(global_batch, partitions, rt.world_size, config.batch_size)
     except ValueError as e:

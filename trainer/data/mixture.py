@@ -40,7 +40,7 @@ from schemas import ContractError, Manifest
 from trainer.data.choice import ChoiceSequence
 from trainer.data.mixture_config import MixtureConfig, temperature_probabilities
 from trainer.data.source_stream import SourceStream
-from trainer.data.stream import Cursor, ShardStream
+from trainer.data.stream import LAYOUT_KEYS, Cursor, ShardStream
 from trainer.masking import Masker
 
 STATE_VERSION = 3
@@ -148,7 +148,7 @@ class MixtureStream(IterableDataset):
         if state.get("version") != STATE_VERSION:
             raise ContractError(f"mixture data state version {state.get('version')!r}, this trainer reads {STATE_VERSION}")
         theirs, ours = state["mixture"], self.describe()
-        for key in ("seed", "split", "global_batch", "partitions", "choice_chunk", "shuffle_window", "length_buckets"):
+        for key in ("split", "choice_chunk", *LAYOUT_KEYS[2:]):  # the components' manifests are compared below
             if theirs[key] != ours[key]:
                 raise _refusal(f"checkpoint has mixture {key}={theirs[key]!r}, this run has {ours[key]!r}")
         names = [c["name"] for c in theirs["components"]], [c["name"] for c in ours["components"]]

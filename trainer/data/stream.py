@@ -43,6 +43,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from schemas import ContractError, Manifest
+from trainer.config import DATA_POSITION_KEYS
 from trainer.data.collate import collate_segments
 from trainer.data.layout import Block, EpochLayout, rank_layout, split_blocks
 from trainer.data.partitions import merge_chunks, plan
@@ -54,8 +55,9 @@ __all__ = ["Block", "ShardStream", "gather_segments", "loader", "split_blocks"]
 STATE_VERSION = 3
 """3: canonical partitions, position in global steps (2: per-rank layout; 1: all blocks shuffled at once)."""
 _BUCKET_TAG = 0x6C656E  # keeps the bucket shuffle's seeds apart from the mask seeds (tag 7)
-LAYOUT_KEYS = ("manifest", "split", "global_batch", "partitions", "seed", "shuffle_window", "length_buckets")
-"""What a saved data position must share with the run that resumes it."""
+LAYOUT_KEYS = ("manifest", "split", *(k for k in DATA_POSITION_KEYS if k != "manifest"))
+"""What a saved data position must share with the run that resumes it (the manifest first: a mixture's position
+names itself there). Which settings may change on resume is trainer/config.py's RESUME_RULES."""
 
 
 def gather_segments(parts: list[tuple[pa.RecordBatch, np.ndarray]], column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from typing import Any
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
+from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
 
 DEDUP_MODES = ("none", "exact", "near")
@@ -47,14 +48,7 @@ class PrepConfig(Config):
     but 5% at 0.5: a threshold below ~0.7 confirms more candidates, it does not find many more."""
     vocab: str | None = flag(None, metavar="DIR", convert=lambda url: absolute(url))
     """An existing vocabulary directory to reuse instead of learning one."""
-    vocab_size: int = 30522
-    """Size of the learned WordPiece vocabulary, special and [unused] tokens included."""
-    lowercase: bool = flag(True, name="--cased")
-    """Uncased vocabulary: text is lowercased and its accents stripped, as for bert-base-uncased."""
-    num_unused: int = 0
-    """[unusedN] tokens reserved after [PAD] (99 reproduces bert-base's ids: [UNK]=100 ... [MASK]=103)."""
-    min_frequency: int = 2
-    """Word pieces seen fewer times than this are not merged into the vocabulary."""
+    wordpiece: VocabConfig = VocabConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     vocab_max_words: int = flag(500_000, metavar="WORDS")
     """Most distinct words the vocabulary learner gets: the rarest are pruned by count (every word of a kept
     count is kept), so its one worker's memory is bounded whatever the corpus; report.json says how many were
@@ -106,8 +100,6 @@ class PrepConfig(Config):
         check_choices(self, PrepError)
         checks = [
             (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),
-            (self.vocab_size >= 100, f"--vocab-size must be at least 100, got {self.vocab_size}"),
-            (0 <= self.num_unused < self.vocab_size // 2, f"--num-unused out of range: {self.num_unused}"),
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),
             (0.0 <= self.short_seq_prob <= 1.0, f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}"),
             (self.dupe_factor >= 1, f"--dupe-factor must be >= 1, got {self.dupe_factor}"),
@@ -163,7 +155,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace) -> PrepConfig:
-    return from_flags(PrepConfig, args)
+    try:
+        return from_flags(PrepConfig, args)
+    except ValueError as e:  # a nested config (VocabConfig) rejected a flag value
+        raise PrepError(str(e)) from None
 
 
 def absolute(url: str) -> str:

@@ -60,16 +60,10 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     if config.vocab:
         vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir)
     else:
-        vocab_config = wordpiece.VocabConfig(
-            vocab_size=config.vocab_size,
-            lowercase=config.lowercase,
-            num_unused=config.num_unused,
-            min_frequency=config.min_frequency,
-        )
         vocab = (
             docs
-            | "CountWords" >> CountWords(config.lowercase, config.vocab_max_words, scratch.sub("words"))
-            | "LearnWordPiece" >> LearnWordPiece(vocab_config, vocab_dir)
+            | "CountWords" >> CountWords(config.wordpiece.lowercase, config.vocab_max_words, scratch.sub("words"))
+            | "LearnWordPiece" >> LearnWordPiece(config.wordpiece, vocab_dir)
         )
 
     tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)

@@ -178,7 +178,7 @@ def check_choices(config: Any, error: Callable[[str], Exception] = ValueError) -
     for f in dataclasses.fields(config):
         choices, value = _spec(f).choices, getattr(config, f.name)
         if choices is not None and value is not None and value not in choices:
-            option = _spec(f).name or "--" + f.name.replace("_", "-")
+            option = f"{_spec(f).name} ({f.name})" if _spec(f).name else "--" + f.name.replace("_", "-")
             raise error(f"{option} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 

@@ -94,12 +94,12 @@ def test_old_prep_spellings_parse_to_the_same_settings():
     r = config.read
     assert (r.text_field, r.id_field, r.txt_mode, r.invalid_utf8, r.strict, r.max_record_bytes) == ("body", "key", "paragraph", "drop", True, 4096)
     assert (config.unicode_form, config.html_to_text, config.filters, config.language, config.dedup) == ("NFKC", True, "c4", "de", "near")
-    assert (config.near_threshold, config.vocab_size, config.lowercase, config.num_unused, config.min_frequency) == (0.7, 5000, False, 7, 3)
+    assert (config.near_threshold, config.wordpiece.vocab_size, config.wordpiece.lowercase, config.wordpiece.num_unused, config.wordpiece.min_frequency) == (0.7, 5000, False, 7, 3)
     assert (config.max_seq_len, config.short_seq_prob, config.dupe_factor, config.bucket_docs) == (256, 0.2, 2, 50)
     assert (config.validation_fraction, config.rows_per_shard, config.bytes_per_shard, config.batch_rows) == (0.05, 999, 4096, 128)
     assert (config.seed, config.spill_mb, config.word_cache) == (9, 8, 1000)
     defaults = prep_config.from_args(prep.parser().parse_args(["--input", "x.txt", "--output", "gs://b/o"]))
-    assert defaults.lowercase is True and defaults.read.strict is False and defaults.vocab is None
+    assert defaults.wordpiece.lowercase is True and defaults.read.strict is False and defaults.vocab is None
 
 
 def test_old_train_spellings_parse_to_the_same_settings():

@@ -39,7 +39,7 @@ def test_beam_and_dataflow_options_pass_through():
                 "--temp_location=gs://b/tmp", "--experiments", "use_runner_v2", "--max_num_workers", "4",
                 "--direct_num_workers", "2", "--direct_running_mode", "multi_processing", "--save_main_session"]
     config, beam_args = prep.parse([*BASE, "--vocab-size", "500", *dataflow])
-    assert config.vocab_size == 500 and beam_args == dataflow
+    assert config.wordpiece.vocab_size == 500 and beam_args == dataflow
 
 
 def test_a_bad_value_is_one_line_for_either_kind_of_flag():

@@ -11,6 +11,10 @@ vocab.txt is parsed one way everywhere (`parse_tokens`): lines end at "\\n" only
 space, the way `tokenizers` reads the file (Rust's `lines()` then `trim_end()`), so a token holding another
 Unicode line separator stays one token. A manifest names vocab.txt with its sha256 and size; `read_tokens`
 checks both before anything uses the tokens, and `copy_directory` checks them before it copies anything.
+
+tokenizer.json and tokenizer_config.json are written by one function each (`tokenizer_json`,
+`tokenizer_config_json`) from the tokens and the normalization: prep's vocabulary files and export's
+HuggingFace directory are the same bytes for the same vocabulary.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+from collections.abc import Mapping
 from typing import Any
 
 from schemas.errors import ContractError
@@ -31,6 +36,8 @@ FILES = (VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, CONFIG_FILE, TOKEN_C
 """Every file a vocabulary directory may hold; vocab.txt is the only one required."""
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every vocabulary holds (their ids vary: see `special_token_ids`)."""
+SPECIAL_TOKEN_ROLES = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+"""transformers' name for each special token (tokenizer_config.json, special_tokens_map.json)."""
 CONTINUATION = "##"
 """Prefix of a word piece that continues a word."""
 
@@ -134,3 +141,89 @@ def copy_directory(source: str, destination: str, *, sha256: str | None = None, 
             f.write(data)
         fs.mv(tmp, posixpath.join(root, name))
     return tokens
+
+
+NORMALIZATION = {"lowercase": True, "strip_accents": None, "handle_chinese_chars": True, "max_input_chars_per_word": 100}
+"""The keys of vocab_config.json that say how text is normalized and split, with BERT's defaults."""
+
+
+def normalization_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The normalization keys of a vocab_config.json body (or a VocabConfig's dict), defaults filled in."""
+    return {key: settings.get(key, default) for key, default in NORMALIZATION.items()}
+
+
+def tokenizer_json_settings(directory: str) -> dict[str, Any]:
+    """The normalization and size recorded in a BERT tokenizer.json (a HuggingFace BERT's directory has no
+    vocab_config.json); FileNotFoundError without one, ValueError when it is not a BERT WordPiece."""
+    url = _join(directory, TOKENIZER_FILE)
+    try:
+        body = json.loads(_read_bytes(url))
+    except FileNotFoundError:
+        expected = "expected a vocab/ directory written by prep"
+        raise FileNotFoundError(f"{_join(directory, CONFIG_FILE)}: not found, nor {TOKENIZER_FILE} ({expected})") from None
+    normalizer, model = body.get("normalizer") or {}, body.get("model") or {}
+    if normalizer.get("type") != "BertNormalizer" or model.get("type") != "WordPiece":
+        found = f"normalizer {normalizer.get('type')}, model {model.get('type')}"
+        raise ValueError(f"{url}: not a BERT WordPiece tokenizer ({found})")
+    return {"vocab_size": len(model.get("vocab", {})), **normalization_of({**normalizer, **model})}
+
+
+def tokenizer_json(tokens: list[str], normalization: Mapping[str, Any]) -> str:
+    """The `tokenizers` serialization of this vocabulary and normalization (what BertWordPieceTokenizer saves):
+    BertNormalizer, BertPreTokenizer, WordPiece, and the post-processor [CLS] A [SEP] B [SEP]."""
+    norm, ids = normalization_of(normalization), special_token_ids(tokens)
+    added = [
+        {"id": ids[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        for t in sorted(SPECIAL_TOKENS, key=ids.__getitem__)
+    ]
+
+    def special(name: str, type_id: int) -> dict:
+        return {"SpecialToken": {"id": name, "type_id": type_id}}
+
+    def sequence(name: str, type_id: int) -> dict:
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    cls, sep, unk = SPECIAL_TOKEN_ROLES["cls_token"], SPECIAL_TOKEN_ROLES["sep_token"], SPECIAL_TOKEN_ROLES["unk_token"]
+    body = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {
+            "type": "BertNormalizer",
+            "clean_text": True,
+            "handle_chinese_chars": norm["handle_chinese_chars"],
+            "strip_accents": norm["strip_accents"],
+            "lowercase": norm["lowercase"],
+        },
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(cls, 0), sequence("A", 0), special(sep, 0)],
+            "pair": [special(cls, 0), sequence("A", 0), special(sep, 0), sequence("B", 1), special(sep, 1)],
+            "special_tokens": {t: {"id": t, "ids": [ids[t]], "tokens": [t]} for t in (cls, sep)},
+        },
+        "decoder": {"type": "WordPiece", "prefix": CONTINUATION, "cleanup": True},
+        "model": {
+            "type": "WordPiece",
+            "unk_token": unk,
+            "continuing_subword_prefix": CONTINUATION,
+            "max_input_chars_per_word": norm["max_input_chars_per_word"],
+            "vocab": {t: i for i, t in enumerate(tokens)},
+        },
+    }
+    return json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+
+
+def tokenizer_config_json(normalization: Mapping[str, Any], **extra: Any) -> str:
+    """What transformers' AutoTokenizer reads beside tokenizer.json (a BertTokenizer), plus `extra` keys."""
+    norm = normalization_of(normalization)
+    body = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": norm["lowercase"],
+        "strip_accents": norm["strip_accents"],
+        "tokenize_chinese_chars": norm["handle_chinese_chars"],
+        **SPECIAL_TOKEN_ROLES,
+        **extra,
+    }
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"

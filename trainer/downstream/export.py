@@ -1,13 +1,13 @@
 """Export a trained clozeforge BERT as a HuggingFace directory that transformers loads with no project code.
 
 In: a consolidated fp32 state dict of `trainer.model.BertForPretraining` (what the lead's checkpoint code
-gathers from DeepSpeed), its `ModelConfig`, and the prep run's vocab directory (vocab.txt, tokenizer.json,
-vocab_config.json; any fsspec URL). Out, in `output_dir`:
+gathers from DeepSpeed), its `ModelConfig`, and the prep run's vocab directory (schemas/vocab.py; any fsspec
+URL). Out, in `output_dir`:
 
     config.json              transformers BertConfig, architectures ["BertForPreTraining"]
     model.safetensors        fp32, transformers' names; the tied decoder entries are left out, as save_pretrained does
-    vocab.txt                the prep vocabulary, unchanged
-    tokenizer.json           the prep tokenizer (ids unchanged), with BERT's [CLS]/[SEP] template added if missing
+    (the vocabulary file)    the prep vocabulary, unchanged
+    tokenizer.json           what prep writes for it (schemas.vocab.tokenizer_json), [CLS] A [SEP] B [SEP] template
     tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json
     special_tokens_map.json
     README.md                model card: shape, objectives, training config, data fingerprint, final metrics
@@ -27,10 +27,10 @@ import sys
 import tempfile
 from typing import Any
 
-import fsspec
 import torch
 
 from schemas import ContractError, Manifest
+from schemas import vocab as vocab_files
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig
 
@@ -41,8 +41,6 @@ TIED_KEYS = {
 """Entries transformers re-ties on load and save_pretrained leaves out of model.safetensors."""
 PROJECT_ONLY_PREFIXES = ("sbo.",)
 """Weights of heads transformers has no class for; trained, then dropped at export."""
-SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                  "mask_token": "[MASK]"}
 
 
 class ExportError(ValueError):
@@ -82,71 +80,28 @@ def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig
     return out
 
 
-def _read_text(url: str) -> str | None:
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "rt", encoding="utf-8") as f:
-        return f.read()
-
-
 def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str]:
-    """vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text."""
-    from tokenizers import Tokenizer, processors
-    from tokenizers.implementations import BertWordPieceTokenizer
-
-    join = lambda name: vocab_dir.rstrip("/") + "/" + name  # noqa: E731 (URLs, not os paths)
-    vocab_text = _read_text(join("vocab.txt"))
-    if vocab_text is None:
-        raise ExportError(f"{join('vocab.txt')} not found")
-    vocab = {tok: i for i, tok in enumerate(vocab_text.splitlines())}
-    settings = json.loads(_read_text(join("vocab_config.json")) or '{"lowercase": true}')
-    lowercase, strip_accents = bool(settings.get("lowercase", True)), settings.get("strip_accents")
-    chinese_chars = bool(settings.get("handle_chinese_chars", True))
-    absent = [t for t in SPECIAL_TOKENS.values() if t not in vocab]
-    if absent:
-        raise ExportError(f"vocab.txt lacks special tokens {absent}")
-    if len(vocab) > model_config.vocab_size:
-        raise ExportError(f"vocab.txt has {len(vocab)} tokens, more than the model's vocab_size "
-                          f"{model_config.vocab_size}")
-    if vocab["[PAD]"] != model_config.pad_token_id:
-        raise ExportError(f"[PAD] is id {vocab['[PAD]']} in vocab.txt but pad_token_id "
-                          f"{model_config.pad_token_id} in ModelConfig")
-
-    tok_text = _read_text(join("tokenizer.json"))
-    if tok_text is None:  # rebuild what prep would have written from the vocabulary and its settings
-        tokenizer = BertWordPieceTokenizer(vocab, lowercase=lowercase, strip_accents=strip_accents,
-                                           handle_chinese_chars=chinese_chars)._tokenizer
-    else:
-        tokenizer = Tokenizer.from_str(tok_text)
-        if tokenizer.get_vocab() != vocab:
-            raise ExportError(f"{join('tokenizer.json')} and vocab.txt disagree on the vocabulary")
-        normalizer = json.loads(tok_text).get("normalizer") or {}
-        if normalizer.get("type") == "BertNormalizer" and bool(normalizer.get("lowercase")) != lowercase:
-            raise ExportError(f"{join('tokenizer.json')} has lowercase={normalizer.get('lowercase')} but "
-                              f"vocab_config.json says {lowercase}")
-    if tokenizer.post_processor is None:  # a trained WordPiece has none; downstream expects [CLS] A [SEP] B [SEP]
-        cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    tokenizer_config = {
-        "tokenizer_class": "BertTokenizer",
-        "do_lower_case": lowercase,
-        "strip_accents": strip_accents,
-        "tokenize_chinese_chars": chinese_chars,
-        "model_max_length": model_config.max_position_embeddings,
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
-        "clean_up_tokenization_spaces": False,
-        **SPECIAL_TOKENS,
-    }
+    """The vocabulary file, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text: the first
+    copied, the next two written by the functions that wrote prep's (schemas/vocab.py), from the normalization
+    recorded in vocab_config.json (or in the tokenizer.json of a directory without one)."""
+    tokens = vocab_files.read_tokens(vocab_dir)
+    settings = vocab_files.read_config(vocab_dir)
+    normalization = vocab_files.normalization_of(settings if settings is not None else vocab_files.tokenizer_json_settings(vocab_dir))
+    try:
+        ids = vocab_files.special_token_ids(tokens)
+    except ContractError as e:
+        raise ExportError(f"{vocab_files.VOCAB_FILE}: {e}") from None
+    if len(tokens) > model_config.vocab_size:
+        raise ExportError(f"{vocab_files.VOCAB_FILE} has {len(tokens)} tokens, more than the model's vocab_size {model_config.vocab_size}")
+    if ids["[PAD]"] != model_config.pad_token_id:
+        raise ExportError(f"[PAD] is id {ids['[PAD]']} in {vocab_files.VOCAB_FILE} but pad_token_id {model_config.pad_token_id} in ModelConfig")
+    extra = {"model_max_length": model_config.max_position_embeddings, "clean_up_tokenization_spaces": False,
+             "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
     return {
-        "vocab.txt": vocab_text if vocab_text.endswith("\n") else vocab_text + "\n",
-        "tokenizer.json": tokenizer.to_str(pretty=True),
-        "tokenizer_config.json": json.dumps(tokenizer_config, indent=2) + "\n",
-        "special_tokens_map.json": json.dumps(SPECIAL_TOKENS, indent=2) + "\n",
+        vocab_files.VOCAB_FILE: vocab_files.encode_tokens(tokens).decode("utf-8"),
+        vocab_files.TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, normalization),
+        vocab_files.TOKENIZER_CONFIG_FILE: vocab_files.tokenizer_config_json(normalization, **extra),
+        "special_tokens_map.json": json.dumps(vocab_files.SPECIAL_TOKEN_ROLES, indent=2) + "\n",
     }
 
 

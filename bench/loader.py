@@ -25,6 +25,7 @@ import numpy as np
 
 from bench._corpus import read_texts
 from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
+from schemas.vocab import VOCAB_FILE
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig, continuation_from_vocab
 
@@ -70,8 +71,8 @@ def _their_collator(vocab: list[str]):
     from transformers import BertTokenizerFast, DataCollatorForLanguageModeling
 
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-        tokenizer = BertTokenizerFast(vocab_file=str(Path(tmp) / "vocab.txt"))
+        (Path(tmp) / VOCAB_FILE).write_text("\n".join(vocab) + "\n", encoding="utf-8")
+        tokenizer = BertTokenizerFast(vocab_file=str(Path(tmp) / VOCAB_FILE))
     return DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15, return_tensors="pt", seed=0)
 
 
@@ -111,7 +112,7 @@ def _write_shard(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next) -
 
     os.makedirs(f"{tmp}/vocab"), os.makedirs(f"{tmp}/pairs")
     vocab_bytes = "".join(t + "\n" for t in vocab).encode()
-    with open(f"{tmp}/vocab/vocab.txt", "wb") as f:
+    with open(f"{tmp}/vocab/{VOCAB_FILE}", "wb") as f:
         f.write(vocab_bytes)
     schema = pairs_schema(len(vocab))
     n = len(pairs_a)
@@ -127,7 +128,7 @@ def _write_shard(tmp: str, vocab: list[str], pairs_a, pairs_b, is_random_next) -
         data = f.read()
     ids = {t: i for i, t in enumerate(vocab)}
     Manifest(
-        vocab={"file": "../vocab/vocab.txt", "sha256": hashlib.sha256(vocab_bytes).hexdigest(), "size": len(vocab), "lowercase": True},
+        vocab={"file": f"../vocab/{VOCAB_FILE}", "sha256": hashlib.sha256(vocab_bytes).hexdigest(), "size": len(vocab), "lowercase": True},
         special_tokens={t: ids[t] for t in SPECIAL_TOKENS},
         max_seq_len=SEQ_LEN,
         shards=(ShardInfo("train-00000-of-00001.arrow", "train", n, len(data), hashlib.sha256(data).hexdigest(), {"bench": n}),),

@@ -25,7 +25,9 @@ import os
 import tempfile
 import time
 
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from schemas.vocab import SPECIAL_TOKENS, VOCAB_FILE
+
+SPECIAL = list(SPECIAL_TOKENS)
 
 
 def _texts(corpus: str | None, max_bytes: int) -> tuple[list[str], str]:
@@ -98,7 +100,7 @@ def main(corpus: str | None, quick: bool) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         write_vocab(directory, tokens, config)
         encoder = WordPieceEncoder.from_directory(directory)
-        theirs = BertWordPieceTokenizer(os.path.join(directory, "vocab.txt"), lowercase=config.lowercase)._tokenizer
+        theirs = BertWordPieceTokenizer(os.path.join(directory, VOCAB_FILE), lowercase=config.lowercase)._tokenizer
 
         ours_s = _best(lambda: WordPieceEncoder.from_directory(directory).encode_batch(texts), repeats)
         ours_warm_s = _best(lambda: encoder.encode_batch(texts), repeats)

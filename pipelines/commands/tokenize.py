@@ -1,6 +1,6 @@
 """`clozeforge tokenize`: encode text files with a prep vocabulary, one JSON line of ids per text.
 
-In:  --vocab DIR (a vocab/ directory written by prep: vocab.txt + vocab_config.json), one or more
+In:  --vocab DIR (a vocab/ directory written by prep: schemas/vocab.py), one or more
      --input URL globs (.txt, .jsonl, optionally .gz / .zst; any fsspec protocol), --per line|document,
      --text-field NAME for JSON lines.
 Out: --output FILE (any fsspec URL): {"ids": [...]} per text, in input order, without [CLS]/[SEP];
@@ -87,7 +87,7 @@ def _jsonl_texts(f, path: str, text_field: str) -> Iterator[str]:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge tokenize", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vocab", required=True, help="vocabulary directory written by prep (vocab.txt, vocab_config.json)")
+    ap.add_argument("--vocab", required=True, help="vocabulary directory written by prep (its vocab/, or a HuggingFace BERT directory)")
     ap.add_argument("--input", action="append", required=True, help="input file or URL glob; repeat for several")
     ap.add_argument("--output", required=True, help="output JSON-lines file (local path or fsspec URL)")
     ap.add_argument("--per", choices=PER_CHOICES, default="line", help=".txt files: one text per line (default) or per file")

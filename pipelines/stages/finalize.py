@@ -41,7 +41,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     shards = sorted(shards, key=lambda s: s.path)
     manifest = Manifest(
         vocab={
-            "file": "../vocab/vocab.txt",
+            "file": f"../vocab/{vocab_files.VOCAB_FILE}",
             "sha256": vocab["sha256"],
             "size": vocab["size"],
             "lowercase": vocab["lowercase"],

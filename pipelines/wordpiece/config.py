@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from schemas.vocab import SPECIAL_TOKENS
 
 
 def special_token_layout(num_unused: int = 0) -> list[str]:
@@ -21,7 +22,8 @@ def special_token_layout(num_unused: int = 0) -> list[str]:
     """
     if num_unused < 0:
         raise ValueError(f"num_unused must be >= 0, got {num_unused}")
-    return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pad, *rest = SPECIAL_TOKENS  # [PAD], [UNK], [CLS], [SEP], [MASK]
+    return [pad, *(f"[unused{i}]" for i in range(num_unused)), *rest]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

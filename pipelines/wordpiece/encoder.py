@@ -1,6 +1,6 @@
 """Encode text with a WordPiece vocabulary: the ids `tokenizers` gives, several times faster per core.
 
-In:  a vocabulary directory (vocab.txt + vocab_config.json, as `write_vocab` leaves it) or a token list and
+In:  a vocabulary directory (its vocabulary file and vocab_config.json, as `write_vocab` leaves them) or a token list and
      the normalization flags; then strings of raw text.
 Out: token ids without [CLS]/[SEP], equal to
      `tokenizers.BertWordPieceTokenizer(vocab, lowercase=.., strip_accents=..).encode(text, add_special_tokens=False).ids`
@@ -74,7 +74,7 @@ class WordPieceEncoder:
 
     @classmethod
     def from_directory(cls, directory: str, *, cache_size: int = DEFAULT_CACHE_SIZE) -> WordPieceEncoder:
-        """Load vocab.txt and the normalization recorded in vocab_config.json."""
+        """Load the vocabulary and the normalization recorded in vocab_config.json."""
         config = read_vocab_config(directory)
         return cls(
             vocab_files.read_tokens(directory),

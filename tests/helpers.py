@@ -1,14 +1,18 @@
-"""What several test modules share: the repository root, the CLI as a user runs it, a free port, the default
-masker for a manifest, the training pairs of a prep output, and the identity of a batch's rows. Fixtures live in conftest.py; helpers here."""
+"""What several test modules share: the repository root, the CLI as a user runs it, a free port, waits that fail
+loudly at their bound, the digests of an output tree, the default masker for a manifest, the training pairs of
+a prep output, and the identity of a batch's rows. Fixtures live in conftest.py; helpers here."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 
 from schemas.ports import free_port  # noqa: F401 (the tests use the trainer's own)
 
@@ -25,6 +29,36 @@ def run_cli(*args: str, timeout: int = HANG_S, env: dict | None = None) -> subpr
     """Run `python -m clozeforge ARGS` the way a user would; the output is kept for assertions."""
     full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run([sys.executable, "-m", "clozeforge", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def poll_until(condition: Callable[[], bool], timeout: float = HANG_S, every: float = 0.2) -> bool:
+    """Whether `condition()` held within `timeout` seconds, checked every `every` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True
+
+
+def wait_until(condition: Callable[[], bool], what: str, proc: subprocess.Popen | None = None, timeout: float = HANG_S) -> None:
+    """Wait for `condition()`; fail naming `what` when `proc` exits first or `timeout` seconds pass (a hang)."""
+    ended = lambda: proc is not None and proc.poll() is not None  # noqa: E731
+    assert poll_until(lambda: condition() or ended(), timeout), f"{what}: not within {timeout:.0f} s (hung?)"
+    assert condition(), f"{what}: the process exited first (status {proc.returncode if proc else None})"
+
+
+def digest_tree(root: str) -> dict[str, str]:
+    """{path under root: sha256} of every output file (not report.json, which records times, nor the lock files)."""
+    out = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name == "report.json" or name.startswith(".clozeforge"):  # the lock names its pid
+                continue
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return out
 
 
 def masker_for(manifest):

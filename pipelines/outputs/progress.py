@@ -26,7 +26,6 @@ from typing import Self
 
 import apache_beam as beam
 
-STAGES = ("read", "kept", "pairs")
 _WRITE_EVERY_S = 1.0
 
 

@@ -3,7 +3,6 @@ and byte-identical output for one worker and two worker processes."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from pipelines.documents.records import Doc
 from pipelines.errors import PrepError
 from pipelines.stages.deduplicate import Deduplicate
 from pipelines.stages.read_corpus import ReadCorpus
+from tests.helpers import digest_tree
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -69,18 +69,6 @@ def test_read_corpus_counts_every_record(tmp_path):
 def test_a_glob_that_matches_nothing_names_the_flag(tmp_path):
     with pytest.raises(PrepError, match=r"--input web=.*nothing\*\.jsonl: no file matches"):
         ReadCorpus([("web", str(tmp_path / "nothing*.jsonl"))], ReadConfig())
-
-
-def digest_tree(root: str) -> dict[str, str]:
-    out = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            if name == "report.json" or name.startswith(".clozeforge"):  # the lock names its pid
-                continue
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                out[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ def test_auto_uses_the_runner_shuffle_only_where_it_is_disk_backed(runner, expec
 @pytest.mark.integration
 def test_group_by_key_and_run_files_give_identical_outputs(corpus_dir, tmp_path):
     from pipelines import prep
-    from tests.pipelines.test_prep import digest_tree
+    from tests.helpers import digest_tree
 
     common = ["--input", f"docs={corpus_dir}/*.jsonl", "--vocab-size", "800", "--validation-fraction", "0.1",
               "--rows-per-shard", "300", "--batch-rows", "50", "--bucket-docs", "40", "--dedup", "near"]

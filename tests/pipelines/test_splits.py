@@ -75,7 +75,7 @@ def test_parquet_is_read_by_row_group(tmp_path):
 @pytest.mark.integration
 def test_one_large_file_on_two_workers_gives_the_outputs_of_one_reader_and_of_many_files(corpus_dir, tmp_path):
     from pipelines import prep
-    from tests.pipelines.test_prep import digest_tree
+    from tests.helpers import digest_tree
 
     docs = []
     for name in ("part-0.jsonl", "part-1.jsonl"):

@@ -14,12 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
-from tests.helpers import HANG_S, ROOT, free_port, tmpfs
+from tests.helpers import HANG_S, ROOT, free_port, poll_until, tmpfs, wait_until
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -65,10 +64,7 @@ def train_losses(run: str) -> dict[int, float]:
 
 def wait_for_steps(run: str, proc: subprocess.Popen, n: int = 2) -> None:
     path = os.path.join(run, "metrics.jsonl")
-    deadline = time.time() + HANG_S
-    while not (os.path.exists(path) and len(train_losses(run)) >= n):
-        assert proc.poll() is None and time.time() < deadline, "the run ended or hung before its first steps"
-        time.sleep(0.2)
+    wait_until(lambda: os.path.exists(path) and len(train_losses(run)) >= n, f"{n} logged steps", proc)
 
 
 def ranks_of(proc: subprocess.Popen) -> list[psutil.Process]:
@@ -89,9 +85,7 @@ def gone_within(processes: list[psutil.Process], timeout: float) -> list[psutil.
         except psutil.Error:
             return False
 
-    deadline = time.time() + timeout
-    while any(running(p) for p in processes) and time.time() < deadline:
-        time.sleep(0.5)
+    poll_until(lambda: not any(running(p) for p in processes), timeout, every=0.5)
     return [p for p in processes if running(p)]
 
 

@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.helpers import HANG_S, ROOT, run_cli
+from tests.helpers import HANG_S, ROOT, run_cli, wait_until
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 
@@ -72,11 +71,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(prepped, tmp_path):
     command = [sys.executable, "-m", "clozeforge", "train", "--data", f"{prepped}/pairs", "--output", run, "--max-steps", "100000",
                "--batch-size", "4", "--log-every", "1", "--eval-every", "0", "--num-workers", "0", "--save-every", "100000"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        if os.path.exists(os.path.join(run, "metrics.jsonl")) and len(metrics(run)) >= 3:
-            break
-        time.sleep(0.5)
+    wait_until(lambda: os.path.exists(os.path.join(run, "metrics.jsonl")) and len(metrics(run)) >= 3, "3 logged steps", proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 0, err[-2000:]
@@ -103,32 +98,23 @@ def prepped_learning(tmp_path_factory) -> str:
     this Python) cut into documents of at most 3,000 characters, a quarter of them held out, five pairings
     per document (BERT's dupe factor).
 
-    Which documents are held out is a hash of each document's file URL and position. Under pytest's
-    temporary directory that draw changed from run to run, and so did the result: three CI runs on
-    2026-11-25 gave NSP accuracy 0.521 once (chance 0.509, the bound 0.527), where earlier draws gave
-    0.542-0.586. The corpus therefore lives at a fixed memory:// URL, and prep runs in this process,
-    which holds that filesystem: the same documents are held out on every run, as for a user who re-runs
-    prep on the same files. Cut to 3,000 characters, a quarter of the documents gives about 7,000
-    validation pairs, so NSP accuracy is measured to about ±0.006 (one standard error at chance).
+    Which documents are held out hashes each document's input name, its file's path under the glob's folder
+    and its position, not where the folder lies, so every run holds out the same documents. Cut to 3,000
+    characters, a quarter of the documents gives about 7,000 validation pairs, so NSP accuracy is measured
+    to about ±0.006 (one standard error at chance).
     NSP generalises from many documents, not from many passes: on the shared fixture's 66 documents a
     tiny model memorised its training documents' NSP (train NSP loss 0.36, validation 0.92)."""
-    import fsspec
-
     from pipelines import prep
     from pipelines.documents.builtin_corpus import iter_documents
 
     docs = [{"id": f"{doc['id']}#{i}", "text": chunk}
             for doc in iter_documents(max_bytes=1_700_000) for i, chunk in enumerate(_paragraph_chunks(doc["text"], 3000))]
-    memory = fsspec.filesystem("memory")
+    corpus = tmp_path_factory.mktemp("corpus_learning")
     for i in range(2):
-        with memory.open(f"/clozeforge-learning/part-{i}.jsonl", "w") as f:
-            f.writelines(json.dumps(doc) + "\n" for doc in docs[i::2])
+        (corpus / f"part-{i}.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs[i::2]), encoding="utf-8")
     out = str(tmp_path_factory.mktemp("prep_learning"))
-    try:
-        prep.run(["--input", "docs=memory://clozeforge-learning/part-*.jsonl", "--output", out, "--vocab-size", "1000",
-                  "--validation-fraction", "0.25", "--dupe-factor", "5", "--rows-per-shard", "2000"])
-    finally:
-        memory.rm("/clozeforge-learning", recursive=True)
+    prep.run(["--input", f"docs={corpus}/part-*.jsonl", "--output", out, "--vocab-size", "1000",
+              "--validation-fraction", "0.25", "--dupe-factor", "5", "--rows-per-shard", "2000"])
     return out
 
 

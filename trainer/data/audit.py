@@ -17,6 +17,11 @@ import numpy as np
 import torch
 
 
+def pair_digest(ids) -> str:
+    """The digest of one pair's ids ([CLS] A [SEP] B [SEP]; any integer sequence or array)."""
+    return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=8).hexdigest()
+
+
 def row_digests(batch: dict[str, torch.Tensor]) -> list[str]:
     """The digest of each row's unmasked ids (the masked positions put back from the MLM labels)."""
     ids = batch["input_ids"].numpy().copy()
@@ -24,12 +29,7 @@ def row_digests(batch: dict[str, torch.Tensor]) -> list[str]:
     rows, cols = np.nonzero(labels != -100)
     ids[rows, positions[rows, cols]] = labels[rows, cols]
     lengths = batch["attention_mask"].numpy().sum(axis=1)
-    return [hashlib.blake2b(ids[r, :n].astype(np.int64).tobytes(), digest_size=8).hexdigest() for r, n in enumerate(lengths)]
-
-
-def pair_digest(ids: list[int]) -> str:
-    """The digest of one pair given as its ids ([CLS] A [SEP] B [SEP]), as row_digests computes it."""
-    return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=8).hexdigest()
+    return [pair_digest(ids[r, :n]) for r, n in enumerate(lengths)]
 
 
 class RowAudit:

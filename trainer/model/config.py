@@ -98,10 +98,6 @@ class ModelConfig(Config):
         if self.mlm_weight == 0 and self.nsp_weight == 0 and not (self.use_sbo and self.sbo_weight > 0):
             raise ValueError("ModelConfig: every loss weight is zero, nothing would be trained")
 
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
     @classmethod
     def preset(cls, name: str, *, vocab_size: int, **overrides: Any) -> ModelConfig:
         """The named preset (see the module docstring) for `vocab_size`, with any field overridden."""

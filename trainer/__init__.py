@@ -1,17 +1,16 @@
 """clozeforge train: a DeepSpeed ZeRO trainer over prep's pair shards (never imports apache_beam).
 
-    pretrain.py  the entry point (`clozeforge train`, `python -m trainer.pretrain`, `deepspeed --module ...`)
-    launch.py    `clozeforge train --nproc-per-node N`: starts N ranks through torch's launcher
-    config.py    TrainConfig, every setting of a run, and the DeepSpeed JSON generated from it
-    runtime.py   this process's place in the job: rank, world size, device, precision
+    pretrain.py  the one entry point: `clozeforge train`, `python -m trainer.pretrain`, `deepspeed --module
+                 trainer.pretrain`, `torchrun -m trainer.pretrain`; with --nproc-per-node N it starts N ranks
+    config.py    TrainConfig, every setting of a run (its flags are generated from it), TrainError, and
+                 RESUME_RULES, the one table of what a resumed run may change
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
-    builders.py  the model, the masker, the engine (optimizer, schedule), each phase's data streams
-    evaluate.py  validation losses and accuracies, over all ranks
-    resume.py    what a checkpoint may be resumed under; the run directory's records
-    stopping.py  SIGTERM / SIGINT → a checkpoint at the end of the step
-    checkpoint.py  DeepSpeed checkpoints, `latest`, and the consolidated fp32 weights for export
-    metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
+    builders.py  the model, the masker, the engine (optimizer, schedule, the DeepSpeed JSON), each phase's streams
     masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
+    evaluate.py  validation losses and accuracies, over all ranks
+    metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
+    run/         the job's processes: launching ranks, runtime and precision, stopping, the run lock, preflight
+    checkpoint/  save and verify, safe loading, resume (refusals by RESUME_RULES), elastic world sizes
     data/        shards → masked batches: layout, reader, collate, streams, mixtures
     model/       the BERT (transformers' parameter names) and its config
     downstream/  export to HuggingFace, fill-mask, embeddings

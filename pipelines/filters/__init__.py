@@ -23,7 +23,8 @@ from pipelines.filters.c4 import c4_rules
 from pipelines.filters.config import PRESETS, FilterConfig
 from pipelines.filters.gopher_quality import gopher_quality
 from pipelines.filters.gopher_repetition import gopher_repetition
-from pipelines.filters.language import LANGUAGES, language_ok
+from pipelines.filters.language import language_ok
+from pipelines.filters.stop_words import LANGUAGES
 
 __all__ = ["DROP_REASONS", "LANGUAGES", "PRESETS", "FilterConfig", "filter_document"]
 

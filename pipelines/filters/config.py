@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipelines.filters.gopher_quality import GOPHER_STOP_WORDS
-from pipelines.filters.language import LANGUAGES
+from pipelines.filters.stop_words import GOPHER_STOP_WORDS, LANGUAGES
 
 PRESETS = ("none", "bert", "c4", "gopher")
 

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pipelines.filters.config import FilterConfig
 
-GOPHER_STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
-"""Gopher App. A.1.1: a document must contain at least two of these."""
 
 _BULLETS = ("•", "-", "*", "‣", "◦", "●", "▪", "–", "·")
 # A word's core: from its first to its last letter or digit ("(don't)," -> "don't"); one match per token,

@@ -3,7 +3,7 @@
     store.py      DeepSpeed checkpoints under RUN/checkpoints/, `latest`, and the consolidated fp32 weights for export
     integrity.py  the record of every file a checkpoint holds (size, sha256), written last and checked on load
     safe_load.py  torch.load with weights_only=True and DeepSpeed's four classes allowed, nothing else
-    rules.py      THE table of the settings that may and may not change when a run resumes
-    resume.py     the run directory before training: the refusals the table asks for, train_config.json, vocab/
+    resume.py     the run directory before training: the refusals trainer/config.py's RESUME_RULES ask for,
+                  train_config.json (read here only), vocab/
     elastic.py    resume on another number of ranks: the run's global batch and partitions, ZeRO → universal
 """

@@ -61,6 +61,20 @@ def digest_tree(root: str) -> dict[str, str]:
     return out
 
 
+def learned_vocab_dir(path, texts: list[str], **config) -> str:
+    """The vocabulary directory prep would write for `texts` (the project's learner; VocabConfig fields as
+    keywords, vocab_size 1000 unless given).
+
+    NOTE: not tokenizers' WordPieceTrainer: its token order changes from run to run (tokenizers issue #1794),
+    which changes the ids, the initial weights they meet and so what a few-step model predicts."""
+    from pipelines.wordpiece import VocabConfig, basic_words, learn_wordpiece, write_vocab
+
+    vocab = VocabConfig(**{"vocab_size": 1000, **config})
+    counts = Counter(w for t in texts * 4 for w in basic_words(t, lowercase=vocab.lowercase, handle_chinese_chars=vocab.handle_chinese_chars))
+    write_vocab(str(path), learn_wordpiece(counts.items(), vocab), vocab)
+    return str(path)
+
+
 def masker_for(manifest):
     """The default BERT masker for a manifest's vocabulary."""
     from trainer.masking import Masker, MaskingConfig

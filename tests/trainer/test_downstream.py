@@ -17,6 +17,7 @@ tokenizers = pytest.importorskip("tokenizers")
 pa = pytest.importorskip("pyarrow")
 
 from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
+from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.data.collate import collate_pairs  # noqa: E402
 from trainer.downstream.embed import embed_main, embed_texts, write_embeddings  # noqa: E402
 from trainer.downstream.export import export_hf  # noqa: E402
@@ -25,7 +26,6 @@ from trainer.downstream.load import load_exported  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
-SPECIALS = list(SPECIAL_TOKENS)
 SENTENCES = [
     "Paris is the capital of France.",
     "Berlin is the capital of Germany.",
@@ -38,24 +38,9 @@ TEXTS = ["Paris is the capital of France.", "The fox jumps.", "A museum opens at
 TRAIN_STEPS = 80  # "capital" at p=0.90 for the Rome sentence after 80 steps, 0.81 after 40
 
 
-def _vocab_dir(path) -> str:
-    """The vocabulary directory prep would write for SENTENCES (the project's learner, uncased).
-
-    NOTE: not tokenizers' WordPieceTrainer: its token order changes from run to run (tokenizers issue #1794),
-    which changed the ids, the initial weights they meet and so what the 80-step model predicts."""
-    from collections import Counter
-
-    from pipelines.wordpiece import VocabConfig, basic_words, learn_wordpiece, write_vocab
-
-    config = VocabConfig(vocab_size=1000, lowercase=True)
-    counts = Counter(w for s in SENTENCES * 4 for w in basic_words(s, lowercase=True))
-    write_vocab(str(path), learn_wordpiece(counts.items(), config), config)
-    return str(path)
-
-
 def _train(model: BertForPretraining, tokenizer: tokenizers.Tokenizer, steps: int) -> None:
     """`steps` MLM+NSP steps on SENTENCES (sentence i paired with i + 1), so the model fills [MASK] sensibly."""
-    ids = {t: tokenizer.token_to_id(t) for t in SPECIALS}
+    ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     encoded = [np.asarray(e.ids, np.int64) for e in tokenizer.encode_batch(SENTENCES, add_special_tokens=False)]
     batch = collate_pairs(encoded, encoded[1:] + encoded[:1], np.zeros(len(encoded), bool), cls_id=ids["[CLS]"],
                           sep_id=ids["[SEP]"], pad_id=ids["[PAD]"], max_seq_len=64)
@@ -79,7 +64,7 @@ def _train(model: BertForPretraining, tokenizer: tokenizers.Tokenizer, steps: in
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     root = tmp_path_factory.mktemp("downstream")
-    vocab = _vocab_dir(root / "vocab")
+    vocab = learned_vocab_dir(root / "vocab", SENTENCES)  # as prep writes it, the same ids on every run
     prep_tokenizer = tokenizers.Tokenizer.from_file(os.path.join(vocab, "tokenizer.json"))
     cfg = ModelConfig.preset("tiny", vocab_size=prep_tokenizer.get_vocab_size(), hidden_dropout=0.0,
                              attention_dropout=0.0, max_position_embeddings=64)

@@ -16,10 +16,10 @@ tokenizers = pytest.importorskip("tokenizers")
 from safetensors import safe_open  # noqa: E402
 
 from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
+from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
-SPECIALS = list(SPECIAL_TOKENS)
 SENTENCES = [
     "Paris is the capital of France, and Berlin is the capital of Germany.",
     "The quick brown Fox jumps over the lazy dog near the River Seine.",
@@ -32,7 +32,7 @@ SENTENCES = [
 def _vocab_dir(path, *, lowercase: bool, with_config: bool = True) -> str:
     """vocab.txt + tokenizer.json (+ vocab_config.json) for a WordPiece trained on SENTENCES, as prep writes them."""
     tok = tokenizers.BertWordPieceTokenizer(lowercase=lowercase)
-    tok.train_from_iterator(SENTENCES * 4, vocab_size=1000, special_tokens=SPECIALS)
+    tok.train_from_iterator(SENTENCES * 4, vocab_size=1000, special_tokens=list(SPECIAL_TOKENS))
     os.makedirs(path, exist_ok=True)
     tok.save_model(str(path))
     tok.save(os.path.join(path, "tokenizer.json"))
@@ -219,15 +219,11 @@ def test_model_card_reports_shape_card_and_dropped_head(uncased):
 def test_a_vocabulary_without_cjk_splitting_exports_as_such(tmp_path):
     """handle_chinese_chars=False in vocab_config.json reaches tokenizer_config.json, so transformers' slow
     tokenizer splits ideographs as prep's encoder did (the fast one reads tokenizer.json)."""
-    from collections import Counter
 
-    from pipelines.wordpiece import VocabConfig, WordPieceEncoder, basic_words, learn_wordpiece, write_vocab
+    from pipelines.wordpiece import WordPieceEncoder
 
-    config = VocabConfig(vocab_size=400, lowercase=True, handle_chinese_chars=False)
     texts = SENTENCES + ["東京は日本の首都です。", "北京是中国的首都。"] * 3
-    counts = Counter(w for t in texts * 4 for w in basic_words(t, lowercase=True, handle_chinese_chars=False))
-    vocab = str(tmp_path / "vocab")
-    write_vocab(vocab, learn_wordpiece(counts.items(), config), config)
+    vocab = learned_vocab_dir(tmp_path / "vocab", texts, vocab_size=400, handle_chinese_chars=False)
     cfg = ModelConfig.preset("tiny", vocab_size=_vocab_size(vocab))
     export_hf(BertForPretraining(cfg).state_dict(), cfg, vocab, str(tmp_path / "hf"))
     with open(tmp_path / "hf" / "tokenizer_config.json") as f:

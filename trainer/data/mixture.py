@@ -51,30 +51,18 @@ _SEED_TAG = 0x636F6D70  # keeps the component seeds apart from every other seede
 class MixtureStream(IterableDataset):
     """Masked batches for one rank from several components, forever (or until `steps`); see the module docstring."""
 
-    def __init__(
-        self,
-        config: MixtureConfig,
-        *,
-        split: str,
-        batch_size: int,
-        masker: Masker,
-        seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-        verify_checksums: bool = True,
-        steps: int | None = None,
-        **layout: Any,  # ShardStream's cache_dir, shuffle_window, length_buckets, ..., for every component
-    ):
-        self.config, self.split, self.batch_size, self.seed = config, split, batch_size, seed
-        self.rank, self.world_size, self.steps = rank, world_size, steps
+    def __init__(self, config: MixtureConfig, *, split: str, seed: int, steps: int | None = None, **stream: Any):
+        """`stream`: ShardStream's own arguments (batch_size, masker, rank, world_size, the layout's), the same
+        for every component; each component gets its own seed (component_seed)."""
+        self.config, self.split, self.seed, self.steps = config, split, seed, steps
+        self.world_size = stream.get("world_size", 1)
         manifests: dict[str, Manifest] = {}
         self.components: list[ShardStream] = []
         for i, spec in enumerate(config.components):
             if spec.data not in manifests:
                 manifests[spec.data] = Manifest.read(spec.data)
             manifest = manifests[spec.data]
-            kwargs = dict(split=split, batch_size=batch_size, masker=masker, seed=component_seed(seed, i),
-                          rank=rank, world_size=world_size, verify_checksums=verify_checksums, **layout)
+            kwargs = dict(split=split, seed=component_seed(seed, i), **stream)
             self.components.append(SourceStream(manifest, source=spec.source, **kwargs) if spec.source else ShardStream(manifest, **kwargs))
         first = self.components[0].manifest
         for spec, c in zip(config.components, self.components):

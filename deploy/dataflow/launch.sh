@@ -23,6 +23,8 @@
 #   PYTHON         (python3) must have apache-beam[gcp] of the same version as the image
 #   DRY_RUN=1      same as --dry-run: print the exact command and exit without submitting
 set -euo pipefail
+# shellcheck source=../run_or_print.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../run_or_print.sh"
 
 dry_run=${DRY_RUN:-0}
 if [[ ${1:-} == --dry-run ]]; then
@@ -65,10 +67,4 @@ cmd=(
 # reference and found in the image's installed package; `python -m pipelines.prep` works too, but then
 # cloudpickle ships prep.py's functions by value from __main__.
 
-if [[ $dry_run == 1 ]]; then
-  printf '%q ' "${cmd[@]}"
-  echo
-  exit 0
-fi
-printf '+ %s\n' "${cmd[*]}" >&2
-exec "${cmd[@]}"
+run_or_print "$dry_run" "${cmd[@]}"

@@ -32,6 +32,8 @@
 # deploy/deepspeed/Dockerfile), reach --data (gs://, s3:// or a shared path) and write --output on a
 # filesystem that all nodes share: DeepSpeed writes each rank's ZeRO partition into the checkpoint.
 set -euo pipefail
+# shellcheck source=../run_or_print.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../run_or_print.sh"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
@@ -88,10 +90,4 @@ fi
 [[ -n $master_addr ]] && cmd+=(--master_addr "$master_addr")
 cmd+=(--master_port "$master_port" --module trainer.pretrain "$@")
 
-if [[ $dry_run == 1 ]]; then
-  printf '%q ' "${cmd[@]}"
-  echo
-  exit 0
-fi
-printf '+ %s\n' "${cmd[*]}" >&2
-exec "${cmd[@]}"
+run_or_print "$dry_run" "${cmd[@]}"

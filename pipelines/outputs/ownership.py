@@ -11,28 +11,23 @@ Whose outputs a directory holds is recorded in RUN_FILE (the settings of the run
 written once the directory is ours: a rerun with the same settings (say after kill -9) carries on, one
 with other settings is refused without --overwrite, as is a directory with outputs and no RUN_FILE.
 
-NOTE: on a local disk the lock is an flock(2) on LOCK_FILE, which the kernel releases when its process
-dies, kill -9 included. An object store has no such lock: there LOCK_FILE is created at start and deleted
-at the end, a check that catches a second run started later but not two started in the same instant, and
-one that a killed launcher leaves behind (the message says to delete it).
+The lock is schemas/lock.py's, the one the trainer's run directory uses: LOCK_FILE created exclusively,
+naming its owner, kept fresh by a heartbeat, taken over once its owner is gone (kill -9 on this host) or its
+heartbeat is stale; on an object store it catches a second run started later, not two in the same instant.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
-import os
 import posixpath
-import socket
-import time
 from collections.abc import Iterable, Iterator
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from pipelines.errors import PrepError
+from schemas import lock
 from schemas import vocab as vocab_files
 
 LOCK_FILE = ".clozeforge.lock"
@@ -54,45 +49,14 @@ class Leftovers:
             ", ..." if len(self.paths) > 5 else "")
 
 
-def _holder() -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-def _busy(output: str, holder: bytes, remedy: str) -> PrepError:
-    try:
-        who = json.loads(holder)
-        by = f" by prep pid {who['pid']} on {who['host']} since {who['since']}"
-    except (ValueError, KeyError, TypeError):
-        by = ""
-    return PrepError(f"--output {output}: in use{by}; wait for it or choose another directory{remedy}")
-
-
 @contextlib.contextmanager
 def _lock(output: str) -> Iterator[None]:
-    fs, root = fsspec.core.url_to_fs(output)
-    path = posixpath.join(root, LOCK_FILE)
-    if isinstance(fs, LocalFileSystem):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0)
-            os.close(fd)
-            raise _busy(output, holder, "") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(_holder()).encode(), 0)
-        try:
-            yield
-        finally:
-            os.close(fd)  # releases the lock; the file stays (unlinking it would race with the next run's open)
-        return
-    if fs.exists(path):
-        raise _busy(output, fs.cat_file(path), f" (if that run is dead, delete {posixpath.join(output, LOCK_FILE)})")
-    fs.pipe_file(path, json.dumps(_holder()).encode())
     try:
-        yield
-    finally:
-        fs.rm(path)
+        with lock.held(output, LOCK_FILE, log=lambda line: print(f"clozeforge prep: {line}", flush=True)):
+            yield
+    except lock.Locked as e:
+        remedy = "" if "://" not in output else f" (if that run is dead, its lock goes stale in {lock.STALE_SECONDS:.0f} s, or delete {e.path})"
+        raise PrepError(f"--output {output}: in use by prep {lock.describe(e.owner)}; wait for it or choose another directory{remedy}") from None
 
 
 def _relative(root: str, path: str) -> str:

@@ -19,7 +19,6 @@ import uuid
 
 import apache_beam as beam
 
-from pipelines import wordpiece
 from pipelines.config import PrepConfig
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig

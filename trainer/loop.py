@@ -15,18 +15,18 @@ import time
 import torch
 
 from schemas import Manifest
-from trainer.checkpoint import store
-from trainer.checkpoint import elastic
-from trainer.run import preflight
-from trainer.run import lock as run_lock
 from trainer.builders import build_engine, build_model, open_phase, phase_of
+from trainer.checkpoint import elastic
+from trainer.checkpoint import store
+from trainer.checkpoint.resume import prepare_run_dir
 from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
 from trainer.data.audit import RowAudit
 from trainer.data.mixture import MixtureStream
 from trainer.evaluate import describe, evaluate, to_device
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
-from trainer.checkpoint.resume import prepare_run_dir
+from trainer.run import lock as run_lock
+from trainer.run import preflight
 from trainer.run.runtime import Runtime
 from trainer.run.stopping import StopFlag
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from trainer.checkpoint import integrity
-from trainer.run import lock as run_lock
 from trainer.checkpoint.safe_load import UntrustedCheckpoint, load, only_weights, refusal
+from trainer.run import lock as run_lock
 
 
 class Payload:

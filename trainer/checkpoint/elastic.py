@@ -25,10 +25,10 @@ import shutil
 
 from trainer.checkpoint import store
 from trainer.checkpoint.resume import recorded
+from trainer.checkpoint.safe_load import only_weights
 from trainer.config import TrainConfig, TrainError, resume_refusal
 from trainer.data.partitions import plan
 from trainer.run.runtime import Runtime
-from trainer.checkpoint.safe_load import only_weights
 
 UNIVERSAL_SUFFIX = "_universal"
 

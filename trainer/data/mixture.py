@@ -41,7 +41,6 @@ from trainer.data.choice import ChoiceSequence
 from trainer.data.mixture_config import MixtureConfig, temperature_probabilities
 from trainer.data.source_stream import SourceStream
 from trainer.data.stream import LAYOUT_KEYS, Cursor, ShardStream
-from trainer.masking import Masker
 
 STATE_VERSION = 3
 """3: one component per optimizer step, components in canonical partitions (2: per micro batch, per-rank layout)."""

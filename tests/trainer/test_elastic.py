@@ -127,8 +127,8 @@ def test_another_global_batch_or_an_unfit_world_size_is_refused_in_one_line(prep
               "--log-every", "1", "--eval-every", "0", "--num-workers", "0", "--zero-stage", "0"]
     first = run_cli(*common, "--global-batch-size", "16", "--partitions", "4", "--stop-after", "1")
     assert first.returncode == 0, first.stderr[-3000:]
-    for flags, message in ((["--global-batch-size", "32"], "the run started with --global-batch-size 16, this invocation asks 32"),
-                           (["--partitions", "8"], "the run started with --partitions 4, this invocation asks 8")):
+    for flags, message in ((["--global-batch-size", "32"], "saved with global_batch_size=16, this run has 32"),
+                           (["--partitions", "8"], "saved with partitions=4, this run has 8")):
         result = run_cli(*common, *flags)
         assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
         assert len(result.stderr.strip().splitlines()) == 1

@@ -124,6 +124,8 @@ class PrepConfig(Config):
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
             (self.word_cache >= 1, f"--word-cache must be >= 1, got {self.word_cache}"),
             (self.vocab_max_words >= 1, f"--vocab-max-words must be >= 1, got {self.vocab_max_words}"),
+            (0 <= self.seed < 1 << 63, f"--seed must be in [0, 2**63), got {self.seed}"),  # numpy seeds are >= 0
+            (self.min_frequency >= 1, f"--min-frequency must be >= 1, got {self.min_frequency}"),
             (self.shuffle in SHUFFLE_MODES, f"--shuffle must be one of {', '.join(SHUFFLE_MODES)}, got {self.shuffle!r}"),
             (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]

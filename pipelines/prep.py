@@ -32,7 +32,8 @@ from pipelines import config as prep_config
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
 from pipelines.outputs import ownership, progress
-from pipelines.stages.read_corpus import expand_inputs
+from pipelines.stages.learn_wordpiece import check_vocab
+from pipelines.stages.read_corpus import expand_inputs, matched_files
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,7 +54,7 @@ def check_output(output: str) -> None:
     try:
         fs, path = fsspec.core.url_to_fs(output)
         fs.makedirs(path, exist_ok=True)
-        probe = posixpath.join(path, f".clozeforge-probe-{uuid.uuid4().hex}")
+        probe = posixpath.join(path, f"{ownership.PROBE_PREFIX}{uuid.uuid4().hex}")
         with fs.open(probe, "wb") as f:
             f.write(b"probe")
         fs.rm(probe)
@@ -75,7 +76,7 @@ LOCAL_RUNNERS = ("fnapirunner", "directrunner", "direct", "bundlebaseddirectrunn
 def input_bytes(config: prep_config.PrepConfig) -> int | None:
     """The inputs' total size, when it measures their text (plain text and JSON lines); else None (no ETA)."""
     total = 0
-    for _, url in expand_inputs(config.inputs):
+    for _, url in expand_inputs(config.inputs, config.output):
         if not url.lower().endswith((".txt", ".jsonl", ".json")):
             return None
         fs, path = fsspec.core.url_to_fs(url)
@@ -110,9 +111,22 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
             shutil.rmtree(progress_dir, ignore_errors=True)
 
 
+def check_inputs(config: prep_config.PrepConfig) -> None:
+    """Match every --input (an object store that does not answer fails here, in seconds) and check --vocab, before
+    --output is touched; say in one line when a glob reaches into --output (what prep wrote there is not read)."""
+    _, _, skipped = matched_files(config.inputs, config.output)
+    if skipped:
+        shown = sorted({posixpath.relpath(p, fsspec.core.url_to_fs(config.output)[1]).split("/")[0] for p in skipped})
+        print(f"clozeforge prep: note: --input reaches into --output {config.output}: its {len(skipped)} files of prep's "
+              f"own ({', '.join(shown[:5])}) are not read as documents", file=sys.stderr)
+    if config.vocab:
+        check_vocab(config.vocab)
+
+
 def run(argv: list[str] | None = None) -> dict:
     """Run prep; returns the report. Raises PrepError for user errors."""
     config, beam_args = parse(argv)
+    check_inputs(config)
     check_output(config.output)
     with ownership.owned(config.output, config.settings(), overwrite=config.overwrite) as leftovers:
         _run_pipeline(config, beam_args, leftovers)

@@ -21,42 +21,59 @@ import fsspec
 from apache_beam.metrics import Metrics
 
 from pipelines.config import typed_input
-from pipelines.documents import splits
+from pipelines.documents import remote, splits
 from pipelines.documents.readers import Event, ReadConfig, file_format, read_file
 from pipelines.documents.records import Drop
 from pipelines.errors import PrepError
+from pipelines.outputs import ownership
 from pipelines.stages.accounting import NAMESPACE
 
 
-def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
-    return matched_files(inputs)[0]
+def expand_inputs(inputs: Sequence[tuple[str, str]], output: str | None = None) -> list[tuple[str, str]]:
+    """[(name, file URL)] for every file the globs match, sorted, less prep's own files under `output`; a glob
+    matching nothing is an error."""
+    return matched_files(inputs, output)[0]
 
 
-def matched_files(inputs: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """expand_inputs' files, and {input name: root}: the URL prefix of the input's folder (the glob's folder
-    before its first wildcard; a directory itself; a plain file's folder). Document ids are made from the
-    input's name and the rest of the URL, so that they do not change when the same corpus is read from
-    another folder or bucket."""
+def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+    """expand_inputs' files; {input name: root}: the URL prefix of the input's folder (the glob's folder
+    before its first wildcard; a directory itself; a plain file's folder); and the files a glob matched under
+    `output` that prep itself writes there (ownership.is_prep_file), left out: a rerun never reads its own
+    vocabulary, lock or run file as documents. Document ids are made from the input's name and the rest of
+    the URL, so that they do not change when the same corpus is read from another folder or bucket."""
     files: list[tuple[str, str]] = []
     roots: dict[str, str] = {}
+    skipped: list[str] = []
+    out_fs, out_root = fsspec.core.url_to_fs(output) if output else (None, "")
     for index, (name, pattern) in enumerate(inputs):
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
             fs, _ = fsspec.core.url_to_fs(pattern)
-            folder = _folder(pattern)
-            if fs.isdir(pattern):
-                folder, pattern = pattern, pattern.rstrip("/") + "/**"
-            matches = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
         except (ImportError, ValueError) as e:
             raise PrepError(f"{flag}: {e}") from None
+        folder = _folder(pattern)
+        with remote.quiet_clients():
+            remote.check_reachable(fs, fs._strip_protocol(folder), flag)
+            try:
+                if fs.isdir(pattern):
+                    folder, pattern = pattern, pattern.rstrip("/") + "/**"
+                found = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
+            except Exception as e:  # noqa: BLE001  (each object store's client has its own errors; the listing failed)
+                raise PrepError(f"{flag}: cannot list it ({remote.describe(e)})") from None
+        matches = []
+        for path in found:
+            inside = out_fs is not None and type(fs) is type(out_fs) and path.startswith(out_root.rstrip("/") + "/")
+            if inside and ownership.is_prep_file(path[len(out_root.rstrip("/")) + 1:]):
+                skipped.append(path)
+            else:
+                matches.append(path)
         if not matches:
-            raise PrepError(f"{flag}: no file matches")
+            raise PrepError(f"{flag}: no file matches" + (f" outside the outputs of --output {output}" if found else ""))
         root = fs._strip_protocol(folder).rstrip("/") + "/"
         url = fs.unstrip_protocol if "://" in pattern else str
         files.extend((name, url(p)) for p in matches)
         roots[name] = url(root) if all(p.startswith(root) for p in matches) else ""
-    return files, roots
+    return files, roots, skipped
 
 
 def _folder(pattern: str) -> str:
@@ -119,9 +136,9 @@ class ReadFileFn(beam.DoFn):
 class ReadCorpus(beam.PTransform):
     """Outputs: `docs` (RawDoc), `drops` (Drop), `accounting` ((path, key) tally keys)."""
 
-    def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig):
+    def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig, output: str | None = None):
         super().__init__()
-        self.files, self.roots = matched_files(inputs)
+        self.files, self.roots, _ = matched_files(inputs, output)  # prep's own files under `output` left out
         self.config = config
 
     def expand(self, pbegin):

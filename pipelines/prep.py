@@ -15,9 +15,12 @@ import contextlib
 import json
 import posixpath
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
 import fsspec
@@ -117,8 +120,9 @@ def check_inputs(config: prep_config.PrepConfig) -> None:
     _, _, skipped = matched_files(config.inputs, config.output)
     if skipped:
         shown = sorted({posixpath.relpath(p, fsspec.core.url_to_fs(config.output)[1]).split("/")[0] for p in skipped})
+        shown = shown[:8] + (["..."] if len(shown) > 8 else [])
         print(f"clozeforge prep: note: --input reaches into --output {config.output}: its {len(skipped)} files of prep's "
-              f"own ({', '.join(shown[:5])}) are not read as documents", file=sys.stderr)
+              f"own ({', '.join(shown)}) are not read as documents", file=sys.stderr)
     if config.vocab:
         check_vocab(config.vocab)
 
@@ -154,18 +158,55 @@ def summarize(report: dict, output: str) -> str:
     if housekeeping.get("replaced_files_removed"):
         lines.append(f"output:  removed {len(housekeeping['replaced_files_removed'])} files of the run this one replaced")
     lines.extend(f"WARNING: {warning}" for warning in report.get("warnings", []))
+    undecodable = t["dropped"].get("invalid_utf8", 0)
+    if undecodable:
+        encoding = report.get("config", {}).get("read", {}).get("encoding", "utf-8")
+        lines.append(f"hint:    {undecodable} records are not {encoding} text and were dropped; if they are latin-1 or "
+                     "Windows text, rerun with --encoding cp1252 (or the files' own codec)")
     lines.append(f"report:  {posixpath.join(output, 'report.json')}")
     if report["unbalanced"]:
         lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@contextlib.contextmanager
+def stop_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, as Ctrl-C does, and are recorded in the yielded list: Beam
+    re-raises an interrupt from inside a stage as a RuntimeError quoting it, so the record, not the exception's
+    type, says the run was stopped. Only the main thread can set handlers; elsewhere nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def stop(signum, _frame):
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        report = run(argv)
-    except PrepError as e:
-        print(f"clozeforge prep: error: {e}", file=sys.stderr)
-        return 2
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    with stop_signals() as received:
+        try:
+            report = run(argv)
+        except PrepError as e:
+            print(f"clozeforge prep: error: {e}", file=sys.stderr)
+            return 2
+        except BaseException:
+            if not received:
+                raise
+            # NOTE: nothing is final before report.json: the rerun finds this run's settings in its run file,
+            # removes its temporaries (.tmp-*) and writes every output again.
+            name = signal.Signals(received[0]).name
+            print(f"clozeforge prep: stopped by {name}; no output is complete until report.json is written: rerun "
+                  "the same command to start again", file=sys.stderr)
+            return 128 + received[0]  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports them
     output = parse(argv)[0].output
     print(summarize(report, output))
     if report["unbalanced"]:

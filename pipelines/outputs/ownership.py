@@ -72,7 +72,7 @@ def _lock(output: str) -> Iterator[None]:
     fs, root = fsspec.core.url_to_fs(output)
     path = posixpath.join(root, LOCK_FILE)
     if isinstance(fs, LocalFileSystem):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides, as for every other file
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -8,7 +8,9 @@ paragraphs stay whole. Each split (or whole file) is read by one worker, streami
 pipelines/documents/readers.py), and its documents go on in the same worker: no shuffle of whole documents
 here, since Beam's local runner would hold all of them in memory (the next stage that needs them spread,
 Deduplicate or WriteCleanDocs, goes through prep's shuffle). The records, their ids and the report are the same
-however a file is split. Every record read is also tallied as a ('read', path) accounting key.
+however a file is split. Every record read is also tallied as a ('read', path) accounting key, and every
+matched file as a ('file', path) key, so that report.json lists it even when it holds no record (an
+`empty_file` event then says so).
 """
 
 from __future__ import annotations
@@ -119,18 +121,24 @@ class ReadFileFn(beam.DoFn):
         source, path, split = element
         if split is None or split.start == 0:
             self.files.inc()
+            yield beam.pvalue.TaggedOutput("accounting", (path, "file"))  # every matched file is in the report
         name = f"{source}/{path.removeprefix(self.roots[source])}"
+        records = 0
         for item in read_file(source, path, self.config, split, name=name):
             if isinstance(item, Event):
                 Metrics.counter(NAMESPACE, f"event_{item.kind}").inc()
                 yield beam.pvalue.TaggedOutput("accounting", (item.path, f"event:{item.kind}"))
                 continue
+            records += 1
             self.records.inc()
             yield beam.pvalue.TaggedOutput("accounting", (path, "read"))
             if isinstance(item, Drop):
                 yield beam.pvalue.TaggedOutput("drops", item)
             else:
                 yield item
+        if split is None and not records:  # a 0-byte file, or one of blank lines: no record, but not unseen
+            Metrics.counter(NAMESPACE, "event_empty_file").inc()
+            yield beam.pvalue.TaggedOutput("accounting", (path, "event:empty_file"))
 
 
 class ReadCorpus(beam.PTransform):

@@ -6,6 +6,8 @@ In:  --input [NAME=]GLOB (repeatable), --output DIR, the project's flags (pipeli
 Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + manifest.json, DIR/report.json;
      the stages between them are pipelines/graph.py's. Without --runner, Beam's FnApiRunner is used (the
      DirectRunner's engine, minus the attempt to fetch the Prism binary).
+Order: flags, then the inputs (matched; an object store must answer) and --vocab, then --output, then the
+corpus: a user error is one line before any work. SIGINT / SIGTERM end the run in one line (exit 130 / 143).
 """
 
 from __future__ import annotations

@@ -99,6 +99,8 @@ class PrepConfig(Config):
     overwrite: bool = False
     """Replace the outputs of another run in --output (files the new run does not write are removed);
     without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
+    verbose: bool = False
+    """Show Apache Beam's own log lines (warnings, start-up messages) on stderr; without it only errors pass."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -143,8 +145,8 @@ class PrepConfig(Config):
 
     def settings(self) -> dict[str, Any]:
         """What the outputs depend on, as JSON would give it back: not where they go, how they were shuffled,
-        --overwrite or --progress."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle")}
+        --overwrite, --progress or --verbose."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle", "verbose")}
         return json.loads(json.dumps(body))
 
 

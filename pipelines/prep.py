@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import posixpath
 import shutil
 import signal
@@ -89,20 +90,38 @@ def input_bytes(config: prep_config.PrepConfig) -> int | None:
     return total
 
 
+@contextlib.contextmanager
+def beam_logs(verbose: bool) -> Iterator[None]:
+    """Beam's log lines (start-up notes, warnings about options) kept off the terminal unless --verbose; its
+    errors still pass, and prep's own messages say what a user needs."""
+    beam_logger = logging.getLogger("apache_beam")
+    level = beam_logger.level
+    if not verbose:
+        beam_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        beam_logger.setLevel(level)
+
+
 def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftovers: ownership.Leftovers) -> None:
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
     options = PipelineOptions(beam_args, save_main_session=False)
     # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
     # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
-    multi_worker = options.view_as(DirectOptions).direct_running_mode in ("multi_threading", "multi_processing")
+    direct = options.view_as(DirectOptions)
+    multi_worker = direct.direct_running_mode in ("multi_threading", "multi_processing")
+    if (direct.direct_num_workers or 1) != 1 and not multi_worker:  # said here in one line, Beam's warning hidden
+        print(f"clozeforge prep: note: --direct_num_workers {direct.direct_num_workers} has no effect without "
+              "--direct_running_mode multi_threading or multi_processing", file=sys.stderr)
     runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1].lower()
     show = config.progress == "always" or (config.progress == "auto" and sys.stderr.isatty())
     progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runner in LOCAL_RUNNERS else None
     try:
         # the reporter writes to the terminal's stderr as it was before quiet_workers holds fd 2
         reporter = progress.Reporter(progress_dir, input_bytes(config)) if progress_dir else contextlib.nullcontext()
-        with reporter, quiet_workers(hold_stderr=multi_worker):
+        with reporter, quiet_workers(hold_stderr=multi_worker), beam_logs(config.verbose):
             try:
                 with beam.Pipeline(options=options) as p:
                     build(p, config, leftovers, progress_dir)

@@ -222,3 +222,16 @@ def test_inspect_is_one_line_for_a_path_that_holds_no_manifest_and_names_a_shard
     (pairs / "manifest.json").write_text(json.dumps(manifest))
     assert inspect_command.main([str(pairs)]) == 1
     assert f"FAILED    {shard['path']}: not an Arrow IPC file" in capsys.readouterr().out
+
+
+@pytest.mark.integration  # runs prep
+def test_beams_own_log_lines_stay_off_the_terminal_unless_verbose(tmp_path):
+    """Beam logged a 250-character WARNING for --direct_num_workers 2 without a running mode; prep now says it
+    in one line of its own, and Beam's log lines pass only under --verbose."""
+    write_corpus(tmp_path, 30)
+    argv = ("--input", str(tmp_path / "a.jsonl"), "--output", str(tmp_path / "out"), "--vocab-size", "200",
+            "--direct_num_workers", "2")
+    rc, _, stderr = finish(prep_process(*argv))
+    assert rc == 0 and stderr.strip().splitlines() == [
+        "clozeforge prep: note: --direct_num_workers 2 has no effect without --direct_running_mode multi_threading "
+        "or multi_processing"], stderr[-2000:]

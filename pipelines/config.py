@@ -93,6 +93,8 @@ class PrepConfig(Config):
     overwrite: bool = False
     """Replace the outputs of another run in --output (files the new run does not write are removed);
     without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
+    verbose: bool = False
+    """Show Apache Beam's own log lines (warnings, start-up messages) on stderr; without it only errors pass."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -112,6 +114,7 @@ class PrepConfig(Config):
             (self.spill_mb >= 1, f"--spill-mb must be >= 1, got {self.spill_mb}"),
             (self.word_cache >= 1, f"--word-cache must be >= 1, got {self.word_cache}"),
             (self.vocab_max_words >= 1, f"--vocab-max-words must be >= 1, got {self.vocab_max_words}"),
+            (0 <= self.seed < 1 << 63, f"--seed must be in [0, 2**63), got {self.seed}"),  # numpy seeds are >= 0
             (self.bytes_per_shard is None or self.bytes_per_shard >= 1024, f"--bytes-per-shard must be >= 1024, got {self.bytes_per_shard}"),
         ]
         for ok, message in checks:
@@ -128,8 +131,8 @@ class PrepConfig(Config):
 
     def settings(self) -> dict[str, Any]:
         """What the outputs depend on, as JSON would give it back: not where they go, how they were shuffled,
-        --overwrite or --progress."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle")}
+        --overwrite, --progress or --verbose."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle", "verbose")}
         return json.loads(json.dumps(body))
 
 

@@ -44,7 +44,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
-    read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read)
+    read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read, output=config.output)
     cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
         NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
         dataclasses.replace(FilterConfig.preset(config.filters), language=config.language),

@@ -6,6 +6,8 @@ In:  --input [NAME=]GLOB (repeatable), --output DIR, the project's flags (pipeli
 Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + manifest.json, DIR/report.json;
      the stages between them are pipelines/graph.py's. Without --runner, Beam's FnApiRunner is used (the
      DirectRunner's engine, minus the attempt to fetch the Prism binary).
+Order: flags, then the inputs (matched; an object store must answer) and --vocab, then --output, then the
+corpus: a user error is one line before any work. SIGINT / SIGTERM end the run in one line (exit 130 / 143).
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import posixpath
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
 import fsspec
@@ -32,7 +38,8 @@ from pipelines import config as prep_config
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
 from pipelines.outputs import ownership, progress
-from pipelines.stages.read_corpus import expand_inputs
+from pipelines.stages.learn_wordpiece import check_vocab
+from pipelines.stages.read_corpus import expand_inputs, matched_files
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,7 +60,7 @@ def check_output(output: str) -> None:
     try:
         fs, path = fsspec.core.url_to_fs(output)
         fs.makedirs(path, exist_ok=True)
-        probe = posixpath.join(path, f".clozeforge-probe-{uuid.uuid4().hex}")
+        probe = posixpath.join(path, f"{ownership.PROBE_PREFIX}{uuid.uuid4().hex}")
         with fs.open(probe, "wb") as f:
             f.write(b"probe")
         fs.rm(probe)
@@ -75,12 +82,26 @@ LOCAL_RUNNERS = ("fnapirunner", "directrunner", "direct", "bundlebaseddirectrunn
 def input_bytes(config: prep_config.PrepConfig) -> int | None:
     """The inputs' total size, when it measures their text (plain text and JSON lines); else None (no ETA)."""
     total = 0
-    for _, url in expand_inputs(config.inputs):
+    for _, url in expand_inputs(config.inputs, config.output):
         if not url.lower().endswith((".txt", ".jsonl", ".json")):
             return None
         fs, path = fsspec.core.url_to_fs(url)
         total += fs.size(path)
     return total
+
+
+@contextlib.contextmanager
+def beam_logs(verbose: bool) -> Iterator[None]:
+    """Beam's log lines (start-up notes, warnings about options) kept off the terminal unless --verbose; its
+    errors still pass, and prep's own messages say what a user needs."""
+    beam_logger = logging.getLogger("apache_beam")
+    level = beam_logger.level
+    if not verbose:
+        beam_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        beam_logger.setLevel(level)
 
 
 def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftovers: ownership.Leftovers) -> None:
@@ -89,14 +110,18 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
     options = PipelineOptions(beam_args, save_main_session=False)
     # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
     # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
-    multi_worker = options.view_as(DirectOptions).direct_running_mode in ("multi_threading", "multi_processing")
+    direct = options.view_as(DirectOptions)
+    multi_worker = direct.direct_running_mode in ("multi_threading", "multi_processing")
+    if (direct.direct_num_workers or 1) != 1 and not multi_worker:  # said here in one line, Beam's warning hidden
+        print(f"clozeforge prep: note: --direct_num_workers {direct.direct_num_workers} has no effect without "
+              "--direct_running_mode multi_threading or multi_processing", file=sys.stderr)
     runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1].lower()
     show = config.progress == "always" or (config.progress == "auto" and sys.stderr.isatty())
     progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runner in LOCAL_RUNNERS else None
     try:
         # the reporter writes to the terminal's stderr as it was before quiet_workers holds fd 2
         reporter = progress.Reporter(progress_dir, input_bytes(config)) if progress_dir else contextlib.nullcontext()
-        with reporter, quiet_workers(hold_stderr=multi_worker):
+        with reporter, quiet_workers(hold_stderr=multi_worker), beam_logs(config.verbose):
             try:
                 with beam.Pipeline(options=options) as p:
                     build(p, config, leftovers, progress_dir)
@@ -110,9 +135,23 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
             shutil.rmtree(progress_dir, ignore_errors=True)
 
 
+def check_inputs(config: prep_config.PrepConfig) -> None:
+    """Match every --input (an object store that does not answer fails here, in seconds) and check --vocab, before
+    --output is touched; say in one line when a glob reaches into --output (what prep wrote there is not read)."""
+    _, _, skipped = matched_files(config.inputs, config.output)
+    if skipped:
+        shown = sorted({posixpath.relpath(p, fsspec.core.url_to_fs(config.output)[1]).split("/")[0] for p in skipped})
+        shown = shown[:8] + (["..."] if len(shown) > 8 else [])
+        print(f"clozeforge prep: note: --input reaches into --output {config.output}: its {len(skipped)} files of prep's "
+              f"own ({', '.join(shown)}) are not read as documents", file=sys.stderr)
+    if config.vocab:
+        check_vocab(config.vocab)
+
+
 def run(argv: list[str] | None = None) -> dict:
     """Run prep; returns the report. Raises PrepError for user errors."""
     config, beam_args = parse(argv)
+    check_inputs(config)
     check_output(config.output)
     with ownership.owned(config.output, config.settings(), overwrite=config.overwrite) as leftovers:
         _run_pipeline(config, beam_args, leftovers)
@@ -140,18 +179,55 @@ def summarize(report: dict, output: str) -> str:
     if housekeeping.get("replaced_files_removed"):
         lines.append(f"output:  removed {len(housekeeping['replaced_files_removed'])} files of the run this one replaced")
     lines.extend(f"WARNING: {warning}" for warning in report.get("warnings", []))
+    undecodable = t["dropped"].get("invalid_utf8", 0)
+    if undecodable:
+        encoding = report.get("config", {}).get("read", {}).get("encoding", "utf-8")
+        lines.append(f"hint:    {undecodable} records are not {encoding} text and were dropped; if they are latin-1 or "
+                     "Windows text, rerun with --encoding cp1252 (or the files' own codec)")
     lines.append(f"report:  {posixpath.join(output, 'report.json')}")
     if report["unbalanced"]:
         lines.append(f"ACCOUNTING MISMATCH in {report['unbalanced']}")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@contextlib.contextmanager
+def stop_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, as Ctrl-C does, and are recorded in the yielded list: Beam
+    re-raises an interrupt from inside a stage as a RuntimeError quoting it, so the record, not the exception's
+    type, says the run was stopped. Only the main thread can set handlers; elsewhere nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def stop(signum, _frame):
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        report = run(argv)
-    except PrepError as e:
-        print(f"clozeforge prep: error: {e}", file=sys.stderr)
-        return 2
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    with stop_signals() as received:
+        try:
+            report = run(argv)
+        except PrepError as e:
+            print(f"clozeforge prep: error: {e}", file=sys.stderr)
+            return 2
+        except BaseException:
+            if not received:
+                raise
+            # NOTE: nothing is final before report.json: the rerun finds this run's settings in its run file,
+            # removes its temporaries (.tmp-*) and writes every output again.
+            name = signal.Signals(received[0]).name
+            print(f"clozeforge prep: stopped by {name}; no output is complete until report.json is written: rerun "
+                  "the same command to start again", file=sys.stderr)
+            return 128 + received[0]  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports them
     output = parse(argv)[0].output
     print(summarize(report, output))
     if report["unbalanced"]:

@@ -30,16 +30,22 @@ def shard_stats(manifest: Manifest, split: str) -> tuple[dict, list[str]]:
         except FileNotFoundError:
             problems.append(f"{shard.path}: missing")
             continue
+        except OSError as e:
+            problems.append(f"{shard.path}: cannot read ({type(e).__name__}: {e})")
+            continue
         if hashlib.sha256(data).hexdigest() != shard.sha256:
             problems.append(f"{shard.path}: sha256 mismatch")
             continue
-        reader = pa.ipc.open_file(pa.BufferReader(data))
-        try:
+        try:  # the sha256 matched, so the manifest itself names this file: still, it may not be a shard at all
+            reader = pa.ipc.open_file(pa.BufferReader(data))
             validate_pairs_schema(reader.schema, shard.path)
+            table = reader.read_all()
         except ContractError as e:
             problems.append(str(e))
             continue
-        table = reader.read_all()
+        except pa.ArrowException as e:
+            problems.append(f"{shard.path}: not an Arrow IPC file ({e})")
+            continue
         if table.num_rows != shard.rows:
             problems.append(f"{shard.path}: {table.num_rows} rows, manifest says {shard.rows}")
         lengths.append(table.column("num_tokens").to_numpy())
@@ -69,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         manifest = Manifest.read(args.pairs)
     except ContractError as e:
         print(f"clozeforge inspect: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (a file where a directory should be, an object store's own errors)
+        text = (str(e).strip().splitlines() or [""])[0][:200]
+        print(f"clozeforge inspect: error: {args.pairs}: cannot read a manifest there ({type(e).__name__}: {text})",
+              file=sys.stderr)
         return 2
     v = manifest.vocab
     print(f"manifest  {manifest.url} (format {manifest.format_version}, fingerprint {manifest.fingerprint[:16]})")

@@ -9,7 +9,9 @@ Out: --output FILE (any fsspec URL): {"ids": [...]} per text, in input order, wi
 What a "text" is: with --per line (the default), each line of a .txt file, an empty line included (so
 output line i belongs to input line i); with --per document, each whole .txt file. A .jsonl line is one
 text either way (the value of --text-field). User errors (no vocabulary, a glob matching nothing, a bad
-JSON line, bytes that are not UTF-8) print one line on stderr and exit with status 2.
+JSON line, bytes that are not UTF-8, a binary file) print one line on stderr and exit with status 2, and
+leave an existing --output as it was: the output is written to a temporary and renamed once whole. An
+--input glob that matches --output leaves it out.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Iterator
 
 import fsspec
 
+from pipelines.errors import PrepError
+from pipelines.outputs.atomic import open_atomically
 from pipelines.wordpiece import WordPieceEncoder
 
 PER_CHOICES = ("line", "document")
@@ -38,37 +42,50 @@ def _is_jsonl(path: str) -> bool:
     return name.endswith((".jsonl", ".json", ".ndjson"))
 
 
-def input_files(patterns: list[str]) -> list[fsspec.core.OpenFile]:
-    """The files matching each pattern (sorted within a pattern); a pattern that matches nothing is an error."""
+def input_files(patterns: list[str], output: str | None = None) -> list[fsspec.core.OpenFile]:
+    """The files matching each pattern (sorted within a pattern), less `output` and its temporaries (a command
+    never reads what it writes); a pattern that matches nothing else is an error."""
     files = []
+    out_fs, out_path = fsspec.core.url_to_fs(output) if output else (None, None)
     for pattern in patterns:
         # NOTE: newline="\n": only a line feed ends a line, so a lone carriage return stays inside its line
         # (the encoder treats it as whitespace) and output line i is input line i. open_files also returns
         # a handle for a plain path that does not exist, hence the isfile check.
-        matched = fsspec.open_files(pattern, mode="rt", compression="infer", encoding="utf-8", newline="\n")
-        matched = [h for h in matched if h.fs.isfile(h.path)]
+        try:
+            matched = fsspec.open_files(pattern, mode="rt", compression="infer", encoding="utf-8", newline="\n")
+            matched = [h for h in matched if h.fs.isfile(h.path)]
+        except (ImportError, ValueError, OSError) as e:
+            raise UsageError(f"--input {pattern}: {e}") from None
+        matched = [h for h in matched
+                   if not (type(h.fs) is type(out_fs) and (h.path == out_path or h.path.startswith(f"{out_path}.tmp-")))]
         if not matched:
-            raise UsageError(f"--input {pattern}: no file matches")
+            raise UsageError(f"--input {pattern}: no file matches" + (" other than --output" if output else ""))
         files.extend(sorted(matched, key=lambda h: h.path))
     return files
 
 
-def iter_texts(patterns: list[str], *, per: str = "line", text_field: str = "text") -> Iterator[str]:
+def iter_texts(patterns: list[str], *, per: str = "line", text_field: str = "text", output: str | None = None) -> Iterator[str]:
     """Every text of the files matching `patterns`, in order (see the module docstring for what a text is)."""
     if per not in PER_CHOICES:
         raise UsageError(f"--per must be one of {', '.join(PER_CHOICES)}, got {per!r}")
-    for handle in input_files(patterns):
+    for handle in input_files(patterns, output):
         try:
             with handle as f:
                 if _is_jsonl(handle.path):
-                    yield from _jsonl_texts(f, handle.path, text_field)
+                    texts = _jsonl_texts(f, handle.path, text_field)
                 elif per == "document":
-                    yield f.read()
+                    texts = iter([f.read()])
                 else:
-                    for line in f:
-                        yield line.removesuffix("\n")
+                    texts = (line.removesuffix("\n") for line in f)
+                for number, text in enumerate(texts, 1):
+                    if "\x00" in text:  # UTF-8 can hold NUL bytes; text does not
+                        raise UsageError(f"{handle.path}:{number}: a NUL byte: a binary file, not text")
+                    yield text
         except UnicodeDecodeError as e:
-            raise UsageError(f"{handle.path}: not UTF-8 text ({e.reason})") from None
+            raise UsageError(f"{handle.path}: not UTF-8 text ({e.reason} at byte {e.start} of a block); "
+                             "convert it first (iconv -f latin1 -t utf-8, say)") from None
+        except (OSError, EOFError) as e:  # a truncated .gz / .zst, a file that vanished
+            raise UsageError(f"{handle.path}: cannot read ({type(e).__name__}: {e})") from None
 
 
 def _jsonl_texts(f, path: str, text_field: str) -> Iterator[str]:
@@ -102,17 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             encoder = WordPieceEncoder.from_directory(args.vocab)
-        except (FileNotFoundError, ValueError, KeyError) as e:
-            raise UsageError(f"--vocab: {e}") from None
-        input_files(args.input)  # fail on a glob that matches nothing before creating the output
-        with fsspec.open(args.output, "w", encoding="utf-8") as out:
-            for text in iter_texts(args.input, per=args.per, text_field=args.text_field):
+        except (OSError, ValueError, KeyError) as e:  # ContractError is a ValueError
+            raise UsageError(f"--vocab {args.vocab}: {e}") from None
+        input_files(args.input, args.output)  # fail on a glob that matches nothing before creating the output
+        # The output is written under a temporary name and renamed once complete: a bad input, a full disk or
+        # Ctrl-C half-way leaves an existing output as it was (and no temporary).
+        with open_atomically(args.output) as out:
+            for text in iter_texts(args.input, per=args.per, text_field=args.text_field, output=args.output):
                 ids = encoder.encode(text)
-                out.write(json.dumps({"ids": ids}) + "\n")
+                out.write((json.dumps({"ids": ids}) + "\n").encode())
                 texts, tokens, chars = texts + 1, tokens + len(ids), chars + len(text)
-    except UsageError as e:
+    except (UsageError, PrepError) as e:  # PrepError: open_atomically's one line for a write that failed
         print(f"clozeforge tokenize: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"clozeforge tokenize: interrupted; {args.output} is as it was before", file=sys.stderr)
+        return 130
     seconds = time.perf_counter() - started
     summary = f"{texts} texts, {chars} characters -> {tokens} tokens in {seconds:.1f}s -> {args.output}"
     print(f"clozeforge tokenize: {summary}", file=sys.stderr)

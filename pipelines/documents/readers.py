@@ -48,8 +48,14 @@ class ReadConfig:
     """Field holding the user's document id (optional; the id becomes part of clozeforge's doc_id)."""
     txt_mode: str = flag("document", choices=TXT_MODES)
     """.txt files: one document per file ('document'), per blank-line-separated block ('paragraph') or per line."""
-    invalid_utf8: str = flag("replace", choices=UTF8_POLICIES)
-    """Bytes that are not UTF-8: replace them with U+FFFD and keep the record (counted), or drop the record."""
+    encoding: str = flag("utf-8", metavar="CODEC")
+    """Encoding of the text inputs (a Python codec that keeps ASCII as is: utf-8, latin-1, cp1252, ...). It is
+    stated, not guessed: charset-normalizer 3.5.3 read French and German latin-1 text as cp1250 ("naïve" ->
+    "naďve"), which would keep wrong letters without a trace."""
+    invalid_utf8: str = flag("drop", choices=UTF8_POLICIES)
+    """A record whose bytes do not decode under --encoding: drop it (counted as `invalid_utf8`), or replace the
+    bad bytes with U+FFFD and keep it (counted as an event; cleaning then removes the U+FFFD, and the letters
+    they stood for are lost: "Café" in latin-1 becomes "Caf")."""
     strict: bool = False
     """Stop at the first bad record with an error naming file and line, instead of counting a drop."""
     max_record_bytes: int = flag(64 << 20, metavar="N")
@@ -68,6 +74,14 @@ class ReadConfig:
         if not isinstance(self.split_bytes, int) or self.split_bytes < 1:
             raise PrepError(f"--split-bytes must be a positive number of bytes, got {self.split_bytes!r}")
         check_choices(self, PrepError)
+        try:
+            ascii_safe = "\n a".encode(self.encoding) == b"\n a"
+        except LookupError:
+            raise PrepError(f"--encoding {self.encoding}: no such codec (e.g. utf-8, latin-1, cp1252)") from None
+        except UnicodeError:
+            ascii_safe = False
+        if not ascii_safe:  # lines are split at b"\n" before decoding: UTF-16 and the like cannot be read so
+            raise PrepError(f"--encoding {self.encoding}: not an ASCII-compatible codec (convert the files to UTF-8)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,12 +215,13 @@ def _joined(lines: Iterator[bytes | TooLong], limit: int, by_paragraph: bool) ->
 
 def _decode(path: str, line: int, raw: bytes, config: ReadConfig) -> tuple[str | None, list[Drop | Event]]:
     try:
-        return raw.decode("utf-8"), []
-    except UnicodeDecodeError:
-        sample = raw[:_SAMPLE_CHARS].decode("utf-8", "replace")
+        return raw.decode(config.encoding), []
+    except UnicodeDecodeError as e:
+        # the sample shows where the bad bytes are, escaped, so that a reader can tell their encoding
+        sample = raw[max(0, e.start - 20): e.start + 20].decode(config.encoding, "backslashreplace")[:_SAMPLE_CHARS]
         if config.invalid_utf8 == "drop" or config.strict:
             return None, [Drop(path, "invalid_utf8", line, sample)]
-        return raw.decode("utf-8", "replace"), [Event(path, "invalid_utf8_replaced", line)]
+        return raw.decode(config.encoding, "replace"), [Event(path, "invalid_utf8_replaced", line)]
 
 
 def _record(source: str, path: str, ids: str, fmt: str, line: int, raw: bytes, config: ReadConfig) -> Iterator[RawDoc | Drop | Event]:

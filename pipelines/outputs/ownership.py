@@ -89,6 +89,18 @@ def is_leftover(relative: str) -> bool:
     return parts[0].startswith(".tmp-") or ".tmp-" in parts[-1]
 
 
+PROBE_PREFIX = ".clozeforge-probe-"
+"""The file prep.check_output writes and removes at start, to see that --output is writable."""
+
+
+def is_prep_file(relative: str) -> bool:
+    """A path (relative to --output) that prep writes or ever wrote there: its outputs, the lock, the run file,
+    a write probe, or a temporary. An --input glob that reaches into --output leaves these out."""
+    first = relative.split("/")[0]
+    return (first in AREAS or relative in (REPORT_FILE, LOCK_FILE, RUN_FILE) or first.startswith(PROBE_PREFIX)
+            or is_leftover(relative))
+
+
 def remove_leftovers(output: str) -> Leftovers:
     """Remove every `.tmp-*` directory and `*.tmp-*` file under `output` (call with the lock held)."""
     fs, root = fsspec.core.url_to_fs(output)

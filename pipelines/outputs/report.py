@@ -1,7 +1,7 @@
 """The run report: every input record accounted for, per file and in total (pure, no Beam import).
 
-In:  accounting tallies ((path, key), count) where key is 'read', 'kept', 'dropped:<reason>' or
-     'event:<kind>', plus the pair statistics, the vocabulary summary and the shard list.
+In:  accounting tallies ((path, key), count) where key is 'file' (the file was matched), 'read', 'kept',
+     'dropped:<reason>' or 'event:<kind>', plus the pair statistics, the vocabulary summary and the shard list.
 Out: the report.json body. `read` is counted where records are read and `kept` where they leave
      deduplication, independently, so `read == kept + sum(dropped)` is a real check: a mismatch is
      reported under "unbalanced" (and fails the run in the CLI) instead of being made true by arithmetic.
@@ -19,6 +19,8 @@ def _empty() -> dict[str, Any]:
 
 def _add(entry: dict[str, Any], key: str, count: int) -> None:
     kind, _, detail = key.partition(":")
+    if kind == "file":  # the file was matched: its entry exists, with whatever else it counts
+        return
     if kind in ("read", "kept"):
         entry[kind] += count
     elif kind == "dropped":

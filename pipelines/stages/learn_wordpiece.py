@@ -42,6 +42,23 @@ class LearnWordPiece(beam.PTransform):
         )
 
 
+def check_vocab(source: str) -> None:
+    """Read and check the --vocab directory as reuse_vocab will, at start: a PrepError naming it and the cause
+    (no vocab.txt, no vocab_config.json nor tokenizer.json, a malformed file, a missing special token)."""
+    from pipelines.errors import PrepError
+
+    try:
+        tokens = vocab_files.read_tokens(source)
+        wordpiece.read_vocab_config(source)
+        wordpiece.check_tokens(tokens)
+        recorded = (vocab_files.read_config(source) or {}).get("size")
+        if recorded is not None and recorded != len(tokens):
+            raise ValueError(f"vocab.txt holds {len(tokens)} tokens, vocab_config.json says {recorded}")
+    except (OSError, ValueError, KeyError, TypeError) as e:  # ContractError is a ValueError
+        message = str(e) if str(e).startswith(source.rstrip("/")) else f"{source}: {e}"
+        raise PrepError(f"--vocab {message}") from None
+
+
 def reuse_vocab(source: str, directory: str) -> dict:
     """Write an existing vocabulary (a prep run's vocab/, or a HuggingFace BERT's files) into `directory`;
     return its summary."""

@@ -8,7 +8,9 @@ paragraphs stay whole. Each split (or whole file) is read by one worker, streami
 pipelines/documents/readers.py), and its documents go on in the same worker: no shuffle of whole documents
 here, since Beam's local runner would hold all of them in memory (the next stage that needs them spread,
 Deduplicate or WriteCleanDocs, goes through prep's shuffle). The records, their ids and the report are the same
-however a file is split. Every record read is also tallied as a ('read', path) accounting key.
+however a file is split. Every record read is also tallied as a ('read', path) accounting key, and every
+matched file as a ('file', path) key, so that report.json lists it even when it holds no record (an
+`empty_file` event then says so).
 """
 
 from __future__ import annotations
@@ -21,42 +23,59 @@ import fsspec
 from apache_beam.metrics import Metrics
 
 from pipelines.config import typed_input
-from pipelines.documents import splits
+from pipelines.documents import remote, splits
 from pipelines.documents.readers import Event, ReadConfig, file_format, read_file
 from pipelines.documents.records import Drop
 from pipelines.errors import PrepError
+from pipelines.outputs import ownership
 from pipelines.stages.accounting import NAMESPACE
 
 
-def expand_inputs(inputs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """[(name, file URL)] for every file the globs match, sorted; a glob matching nothing is an error."""
-    return matched_files(inputs)[0]
+def expand_inputs(inputs: Sequence[tuple[str, str]], output: str | None = None) -> list[tuple[str, str]]:
+    """[(name, file URL)] for every file the globs match, sorted, less prep's own files under `output`; a glob
+    matching nothing is an error."""
+    return matched_files(inputs, output)[0]
 
 
-def matched_files(inputs: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """expand_inputs' files, and {input name: root}: the URL prefix of the input's folder (the glob's folder
-    before its first wildcard; a directory itself; a plain file's folder). Document ids are made from the
-    input's name and the rest of the URL, so that they do not change when the same corpus is read from
-    another folder or bucket."""
+def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+    """expand_inputs' files; {input name: root}: the URL prefix of the input's folder (the glob's folder
+    before its first wildcard; a directory itself; a plain file's folder); and the files a glob matched under
+    `output` that prep itself writes there (ownership.is_prep_file), left out: a rerun never reads its own
+    vocabulary, lock or run file as documents. Document ids are made from the input's name and the rest of
+    the URL, so that they do not change when the same corpus is read from another folder or bucket."""
     files: list[tuple[str, str]] = []
     roots: dict[str, str] = {}
+    skipped: list[str] = []
+    out_fs, out_root = fsspec.core.url_to_fs(output) if output else (None, "")
     for index, (name, pattern) in enumerate(inputs):
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
             fs, _ = fsspec.core.url_to_fs(pattern)
-            folder = _folder(pattern)
-            if fs.isdir(pattern):
-                folder, pattern = pattern, pattern.rstrip("/") + "/**"
-            matches = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
         except (ImportError, ValueError) as e:
             raise PrepError(f"{flag}: {e}") from None
+        folder = _folder(pattern)
+        with remote.quiet_clients():
+            remote.check_reachable(fs, fs._strip_protocol(folder), flag)
+            try:
+                if fs.isdir(pattern):
+                    folder, pattern = pattern, pattern.rstrip("/") + "/**"
+                found = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
+            except Exception as e:  # noqa: BLE001  (each object store's client has its own errors; the listing failed)
+                raise PrepError(f"{flag}: cannot list it ({remote.describe(e)})") from None
+        matches = []
+        for path in found:
+            inside = out_fs is not None and type(fs) is type(out_fs) and path.startswith(out_root.rstrip("/") + "/")
+            if inside and ownership.is_prep_file(path[len(out_root.rstrip("/")) + 1:]):
+                skipped.append(path)
+            else:
+                matches.append(path)
         if not matches:
-            raise PrepError(f"{flag}: no file matches")
+            raise PrepError(f"{flag}: no file matches" + (f" outside the outputs of --output {output}" if found else ""))
         root = fs._strip_protocol(folder).rstrip("/") + "/"
         url = fs.unstrip_protocol if "://" in pattern else str
         files.extend((name, url(p)) for p in matches)
         roots[name] = url(root) if all(p.startswith(root) for p in matches) else ""
-    return files, roots
+    return files, roots, skipped
 
 
 def _folder(pattern: str) -> str:
@@ -102,26 +121,32 @@ class ReadFileFn(beam.DoFn):
         source, path, split = element
         if split is None or split.start == 0:
             self.files.inc()
+            yield beam.pvalue.TaggedOutput("accounting", (path, "file"))  # every matched file is in the report
         name = f"{source}/{path.removeprefix(self.roots[source])}"
+        records = 0
         for item in read_file(source, path, self.config, split, name=name):
             if isinstance(item, Event):
                 Metrics.counter(NAMESPACE, f"event_{item.kind}").inc()
                 yield beam.pvalue.TaggedOutput("accounting", (item.path, f"event:{item.kind}"))
                 continue
+            records += 1
             self.records.inc()
             yield beam.pvalue.TaggedOutput("accounting", (path, "read"))
             if isinstance(item, Drop):
                 yield beam.pvalue.TaggedOutput("drops", item)
             else:
                 yield item
+        if split is None and not records:  # a 0-byte file, or one of blank lines: no record, but not unseen
+            Metrics.counter(NAMESPACE, "event_empty_file").inc()
+            yield beam.pvalue.TaggedOutput("accounting", (path, "event:empty_file"))
 
 
 class ReadCorpus(beam.PTransform):
     """Outputs: `docs` (RawDoc), `drops` (Drop), `accounting` ((path, key) tally keys)."""
 
-    def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig):
+    def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig, output: str | None = None):
         super().__init__()
-        self.files, self.roots = matched_files(inputs)
+        self.files, self.roots, _ = matched_files(inputs, output)  # prep's own files under `output` left out
         self.config = config
 
     def expand(self, pbegin):

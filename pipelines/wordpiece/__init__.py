@@ -12,7 +12,7 @@ Import from here.
 from pipelines.wordpiece.basic import basic_words, bert_normalize
 from pipelines.wordpiece.config import VocabConfig, special_token_layout
 from pipelines.wordpiece.encoder import DEFAULT_CACHE_SIZE, WordPieceEncoder
-from pipelines.wordpiece.files import read_vocab_config, write_vocab
+from pipelines.wordpiece.files import check_tokens, read_vocab_config, write_vocab
 from pipelines.wordpiece.learner import learn_wordpiece
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "VocabConfig",
     "WordPieceEncoder",
     "basic_words",
+    "check_tokens",
     "bert_normalize",
     "learn_wordpiece",
     "read_vocab_config",

@@ -36,16 +36,27 @@ def read_vocab_config(directory: str) -> VocabConfig:
     return VocabConfig.from_dict({k: v for k, v in body.items() if k not in CONFIG_RECORD_KEYS})
 
 
+def check_tokens(tokens: list[str]) -> dict[str, int]:
+    """The special tokens' ids, once `tokens` is found fit for a vocabulary: each special token present, every
+    token distinct, non-empty, without line breaks or edge whitespace; else a ValueError saying which."""
+    ids = vocab_files.special_token_ids(tokens)
+    bad = [t for t in tokens if not t or t != t.strip() or any(c in t for c in "\n\r")]
+    if bad:
+        raise ValueError(f"tokens must be non-empty, without line breaks or edge whitespace: {bad[:5]}")
+    if len(set(tokens)) != len(tokens):
+        seen: set[str] = set()
+        twice = [t for t in tokens if t in seen or seen.add(t)]
+        raise ValueError(f"tokens must be distinct, found again: {twice[:5]}")
+    return ids
+
+
 def write_vocab(directory: str, tokens: list[str], config: VocabConfig) -> dict:
     """Write the vocabulary directory (see the module docstring); returns the manifest's `vocab` entry.
 
     {"file": the vocabulary file's name, "sha256": hex digest of its bytes, "size": len(tokens), "lowercase": bool}
     Each file goes to a temporary name first, then is renamed, so a retried writer never leaves half a file.
     """
-    ids = vocab_files.special_token_ids(tokens)
-    bad = [t for t in tokens if not t or t != t.strip() or any(c in t for c in "\n\r")]
-    if bad or len(set(tokens)) != len(tokens):
-        raise ValueError(f"tokens must be distinct, non-empty, without line breaks or edge whitespace: {bad[:5]}")
+    ids = check_tokens(tokens)
     vocab_bytes = vocab_files.encode_tokens(tokens)
     sha256 = hashlib.sha256(vocab_bytes).hexdigest()
     record = {"format_version": FORMAT_VERSION, **config.to_dict(), "size": len(tokens), "sha256": sha256, "special_tokens": ids}

@@ -275,7 +275,8 @@ def test_counters_equal_the_report(tmp_path):
     ]) + b"\n")
     args, _ = prep.parser().parse_known_args([
         "--input", f"{tmp_path}/*.jsonl", "--output", str(tmp_path / "out"), "--dedup", "near", "--near-threshold",
-        "0.99", "--language", "en", "--vocab-size", "200", "--validation-fraction", "0", "--bucket-docs", "10"])
+        "0.99", "--language", "en", "--vocab-size", "200", "--validation-fraction", "0", "--bucket-docs", "10",
+        "--invalid-utf8", "replace"])
     p = beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"]))
     prep.build(p, prep_config.from_args(args))
     result = p.run()

@@ -46,17 +46,32 @@ def write(tmp_path, name, data: bytes):
 
 def test_every_bad_jsonl_kind_is_counted(tmp_path):
     path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
-    docs, drops, events = tally(list(read_file("web", path, ReadConfig())))
+    docs, drops, events = tally(list(read_file("web", path, ReadConfig(invalid_utf8="replace"))))
     assert [d.text for d in docs] == ["A good document.", "caf\ufffd latin-1 byte", "Another good one."]
     assert drops == {"bad_json": 1, "not_an_object": 1, "missing_text": 1, "null_text": 1, "non_string_text": 1, "empty_text": 1}
     assert events == {"invalid_utf8_replaced": 1}
     assert [d.line for d in docs] == [1, 8, 10]
 
 
-def test_invalid_utf8_can_be_dropped(tmp_path):
+def test_invalid_utf8_is_dropped_by_default(tmp_path):
     path = write(tmp_path, "ugly.jsonl", UGLY_JSONL)
-    docs, drops, _ = tally(list(read_file("web", path, ReadConfig(invalid_utf8="drop"))))
+    docs, drops, _ = tally(list(read_file("web", path, ReadConfig())))
     assert len(docs) == 2 and drops["invalid_utf8"] == 1
+
+
+def test_latin1_text_is_decoded_by_the_stated_encoding_or_dropped_never_stripped(tmp_path):
+    """Issue 26 row 9: a latin-1 .txt was kept with "Café" -> "Caf" (U+FFFD replaced, then removed by cleaning)."""
+    path = write(tmp_path, "latin.txt", "Café au lait is naïve.\nA second line.".encode("latin-1"))
+    docs, drops, events = tally(list(read_file("web", path, ReadConfig())))
+    assert docs == [] and drops == {"invalid_utf8": 1} and not events
+    sample = next(i for i in read_file("web", path, ReadConfig()) if isinstance(i, Drop)).sample
+    assert "Caf\\xe9" in sample  # the offending byte shown, escaped, so its encoding can be told
+    docs, drops, _ = tally(list(read_file("web", path, ReadConfig(encoding="latin-1"))))
+    assert [d.text for d in docs] == ["Café au lait is naïve.\nA second line."] and not drops
+    with pytest.raises(PrepError, match="--encoding utf-16: not an ASCII-compatible codec"):
+        ReadConfig(encoding="utf-16")
+    with pytest.raises(PrepError, match="--encoding nope: no such codec"):
+        ReadConfig(encoding="nope")
 
 
 def test_strict_names_file_and_line(tmp_path):

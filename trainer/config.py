@@ -165,6 +165,13 @@ class TrainConfig(Config):
         for ok, message in checks:
             if not ok:
                 raise TrainError(message)
+        if self.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
+            from trainer.data.mixture_config import ComponentSpec, MixtureConfig
+
+            try:
+                MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in self.mix), alpha=self.mix_alpha)
+            except ValueError as e:
+                raise TrainError(f"--mix: {e}") from None
 
     @property
     def warmup(self) -> int:
@@ -250,6 +257,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
                     help="Training processes (ranks) to start on this machine through torch's launcher; one per GPU, "
                          "or a few on a CPU box (default: 1)")
+    ap.add_argument("--verbose", action="store_true", help="also show third-party start-up messages (DeepSpeed's accelerator detection)")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
 
 

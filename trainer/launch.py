@@ -131,9 +131,16 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.pretrain import main as pretrain_main
 
         return pretrain_main(argv)
-    from trainer.pretrain import parser
+    from trainer.preflight import problem
+    from trainer.pretrain import TrainError, checked_config, parser
 
-    parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
+    try:  # a bad flag or file: one line here, before any rank starts, not one per rank
+        found = problem(checked_config(parser().parse_args(argv)))
+    except TrainError as e:
+        found = str(e)
+    if found:
+        print(f"clozeforge train: error: {found}", file=sys.stderr)
+        return 2
     sys.stdout.flush()
     return supervise(start_ranks(nproc, argv))
 

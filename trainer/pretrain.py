@@ -22,7 +22,7 @@ from schemas import ContractError
 from trainer import config as train_config
 from trainer.config import TrainError
 from trainer.loop import train
-from trainer.runtime import shutdown_runtime, start_runtime
+from trainer.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.stopping import follow_launcher
 
 
@@ -32,6 +32,33 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def output_problem(output: str) -> str | None:
+    """Why --output cannot be a run directory here (a file in its path, no permission), or None."""
+    probe = os.path.abspath(output)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"--output {output}: {probe} is a file, not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"--output {output}: no permission to write in {probe}"
+    return None
+
+
+def checked_config(args: argparse.Namespace) -> train_config.TrainConfig:
+    """The run's config from its flags, with --output and the user's DeepSpeed JSON checked: a TrainError (one
+    line) before any rank starts. --data and the --mix components: trainer/preflight.py."""
+    try:
+        config = train_config.from_args(args)
+    except ValueError as e:  # a config dataclass rejected a flag value
+        raise TrainError(str(e)) from None
+    if config.deepspeed_config:
+        train_config.read_user_deepspeed_config(config.deepspeed_config)
+    problem = output_problem(config.output)
+    if problem:
+        raise TrainError(problem)
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
@@ -39,12 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             from trainer.launch import main as launch_main
 
             return launch_main(argv)
-        try:
-            config = train_config.from_args(args)
-        except ValueError as e:  # a config dataclass rejected a flag value
-            raise TrainError(str(e)) from None
-        if config.deepspeed_config:
-            train_config.read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
+        quiet_startup(args.verbose)
+        config = checked_config(args)
         rt = start_runtime(config.precision)
         if rt.world_size > 1:
             follow_launcher()  # a launcher killed by -9 leaves no orphan ranks training on

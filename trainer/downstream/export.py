@@ -32,7 +32,7 @@ import torch
 
 from schemas import ContractError, Manifest
 from trainer import checkpoint
-from trainer.downstream.output_dir import CARD_TAGS, OutputDirError, replace_directory
+from trainer.downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.runtime import quiet_startup
 
@@ -294,6 +294,7 @@ def export_main(argv: list[str] | None = None) -> int:
     if output == run or run.startswith(output + os.sep) or output.startswith(run + os.sep):
         return _fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
     try:
+        check_destination(args.output, overwrite=args.overwrite)  # before the checkpoint is read
         model, client, tag, state = load_run_model(args.run, args.tag)
         metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
         card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,

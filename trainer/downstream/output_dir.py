@@ -51,16 +51,22 @@ def _user_mode(directory: str) -> None:
         os.chmod(os.path.join(directory, name), 0o666 & ~umask)
 
 
-def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrite: bool = False) -> None:
-    """Have `write(staging)` fill a new sibling directory, then swap it in for `output_dir`: a reader sees the
-    old directory or the new one, never a mix, and a failure leaves the old one as it was. A directory that is
-    not an earlier export is refused (OutputDirError) unless `overwrite`."""
-    output_dir = os.path.abspath(output_dir)
+def check_destination(output_dir: str, *, overwrite: bool = False) -> None:
+    """OutputDirError when `output_dir` is a file, or a directory that is not ours and `overwrite` is not given;
+    call it before the work too, so a refusal costs nothing."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise OutputDirError(f"--output {output_dir}: exists and is not a directory")
     foreign = foreign_contents(output_dir) if os.path.isdir(output_dir) else None
     if foreign and not overwrite:
         raise OutputDirError(f"--output {output_dir}: {foreign}; pass --overwrite to replace the whole directory")
+
+
+def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrite: bool = False) -> None:
+    """Have `write(staging)` fill a new sibling directory, then swap it in for `output_dir`: a reader sees the
+    old directory or the new one, never a mix, and a failure leaves the old one as it was. A directory that is
+    not an earlier export is refused (OutputDirError) unless `overwrite`."""
+    output_dir = os.path.abspath(output_dir)
+    check_destination(output_dir, overwrite=overwrite)
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)

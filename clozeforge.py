@@ -96,6 +96,9 @@ where the CPU has it (`--precision auto`), and a recipe for a short run of a sma
 tokens masked (validation still masks 15%), no dropout, a learning rate of 3e-3 with 6% warm-up and linear
 decay, the run bounded by steps (`python bench/run.py quality` measures what each of these buys). A short
 2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data.
+
+Ctrl-C (or SIGTERM) at any point: the running stage saves what it can and the demo exits 130 saying what was
+kept; the same command continues from there.
 """
 
 EXAMPLES = [

@@ -5,7 +5,8 @@ Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy
      DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock while it runs (one trainer
      per RUN: trainer/run_lock.py). A rerun with the same RUN resumes from its newest intact checkpoint:
      model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT to any rank
-     stops every rank at one step with a checkpoint (trainer/stopping.py). Errors are one line: status 2
+     stops every rank at one step with a checkpoint (trainer/stopping.py) and exits 0, as a complete run
+     does: `RUN/checkpoints/latest` short of --max-steps tells them apart (the demo reads it). Errors are one line: status 2
      for a user error or bad input, 1 for an I/O error outside checkpoints.
 
 Without a launcher it runs as a single process (world size 1); under `deepspeed` or `torchrun` it picks up

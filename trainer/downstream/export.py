@@ -218,6 +218,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
         import transformers
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
     device = next(model.parameters()).device
     reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}

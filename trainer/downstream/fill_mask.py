@@ -84,10 +84,14 @@ def fill_mask_parser() -> argparse.ArgumentParser:
 
 def fill_mask_main(argv: list[str] | None = None) -> int:
     args = fill_mask_parser().parse_args(argv)
+    if args.top_k < 1:
+        return _fail("fill-mask", f"--top-k must be >= 1, got {args.top_k}")
     try:
         model, tokenizer = load_exported(args.model)
     except (FileNotFoundError, ContractError) as e:
         return _fail("fill-mask", str(e))
+    if args.top_k > model.config.vocab_size:
+        return _fail("fill-mask", f"--top-k {args.top_k} is more than the model's {model.config.vocab_size} tokens")
     for text in args.text:
         try:
             predictions = fill_mask(model, tokenizer, text, top_k=args.top_k,

@@ -308,6 +308,9 @@ def test_a_long_text_without_a_mask_is_quoted_short(export, capsys):
     assert fill_mask_main([export["dir"], "word " * 6000]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 200 and "(30,000 characters)" in err
+    for k in ("0", "100000"):  # checked at start: no torch error from topk
+        assert fill_mask_main([export["dir"], "a [MASK].", "--top-k", k]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_embed_decodes_strictly_and_names_the_byte(export, tmp_path, capsys):

@@ -18,8 +18,13 @@ Imports are deferred to the chosen subcommand so that `prep` runs on a Dataflow 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
+import re
+import shlex
+import signal
+import site
 import subprocess
 import sys
 import time
@@ -91,6 +96,9 @@ where the CPU has it (`--precision auto`), and a recipe for a short run of a sma
 tokens masked (validation still masks 15%), no dropout, a learning rate of 3e-3 with 6% warm-up and linear
 decay, the run bounded by steps (`python bench/run.py quality` measures what each of these buys). A short
 2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data.
+
+Ctrl-C (or SIGTERM) at any point: the running stage saves what it can and the demo exits 130 saying what was
+kept; the same command continues from there.
 """
 
 EXAMPLES = [
@@ -100,14 +108,93 @@ EXAMPLES = [
 ]
 
 
-def _run(title: str, command: list[str]) -> None:
-    print(f"\n== {title}\n$ {' '.join(command)}", flush=True)
-    started = time.time()
+class Interrupted(Exception):
+    """A stage stopped before its end (a signal to the demo or to the stage's own process); the message says
+    what it saved."""
+
+
+def _python(module: str) -> list[str]:
+    """`python -m MODULE` that imports this installation's packages whatever the working directory holds (a
+    folder named `clozeforge` or `trainer` there would otherwise shadow them): -P (3.11+) keeps the working
+    directory off sys.path; 3.10 drops it by hand. PYTHONPATH (see _child_env) names where ours are."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module]
+    return [sys.executable, "-c", "import runpy, sys; del sys.path[0]; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)", module]
+
+
+def _child_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(command, check=False, env=env)
-    if result.returncode != 0:
-        raise SystemExit(f"clozeforge demo: {title} failed with exit status {result.returncode}")
+    here = os.path.dirname(os.path.abspath(__file__))  # where this module and its packages were imported from
+    if here not in site.getsitepackages() + [site.getusersitepackages()]:  # a checkout, or an editable install
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the demo dies, even by kill -9, so a trainer checkpoints
+    and exits instead of running on unseen in its own session."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _run(title: str, command: list[str], saved=lambda: None) -> None:
+    """Run one stage as its own process and wait for it; SIGINT/SIGTERM to the demo is passed on to it.
+
+    The child runs in its own session so that a terminal's Ctrl-C reaches it once, through here (twice would
+    stop a trainer at once, without its checkpoint). `saved()` says what an unfinished stage kept (None:
+    the stage is complete); a stage stopped by a signal, to the demo or to the child alone, raises
+    Interrupted instead of reporting success."""
+    print(f"\n== {title}\n$ {' '.join(command)}", flush=True)
+    started, signals, child = time.time(), [], []
+
+    def forward(signum, _frame) -> None:
+        signals.append(signum)
+        print(f"\nclozeforge demo: {signal.Signals(signum).name}: passed on to {title}; waiting for it to save and exit",
+              file=sys.stderr, flush=True)
+        if child:
+            child[0].send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        child.append(subprocess.Popen(command, env=_child_env(), start_new_session=True, preexec_fn=_die_with_parent))
+        if signals:  # arrived while it was starting
+            child[0].send_signal(signals[-1])
+        status = child[0].wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    kept = saved()
+    if signals or status in (130, -signal.SIGINT, -signal.SIGTERM) or (status == 0 and kept):
+        raise Interrupted(f"{title} stopped before its end{f' ({signal.Signals(signals[0]).name})' if signals else ''}; "
+                          + (kept or "nothing of it is kept"))
+    if status != 0:
+        raise SystemExit(f"clozeforge demo: {title} failed with exit status {status}")
     print(f"-- {title}: {time.time() - started:.0f} s", flush=True)
+
+
+def _checkpoint_step(run: str) -> int | None:
+    """The step of the run's complete checkpoint: `clozeforge train` names it in RUN/checkpoints/latest
+    (step_<8 digits>, trainer/checkpoint.py), replaced only once a checkpoint is whole. Read here without
+    importing torch."""
+    try:
+        with open(os.path.join(run, "checkpoints", "latest")) as f:
+            found = re.fullmatch(r"step_(\d{8})", f.read().strip())
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def _training_kept(run: str, steps: int):
+    """For _run: None once the run's checkpoint is at `steps`, else what is kept. `clozeforge train` stopped by
+    a signal exits 0 after its checkpoint, like a complete run: the checkpoint's step tells them apart."""
+    def kept() -> str | None:
+        step = _checkpoint_step(run)
+        if step == steps:
+            return None
+        return f"checkpoint at step {step} of {steps} in {run}" if step else f"no checkpoint yet in {run}"
+    return kept
 
 
 def demo_parser() -> argparse.ArgumentParser:
@@ -123,10 +210,29 @@ def demo_parser() -> argparse.ArgumentParser:
 
 
 def demo(argv: list[str] | None = None) -> int:
-    """`clozeforge demo` (see DEMO_DOC): each stage as its own process, exactly the command a user would type."""
+    """`clozeforge demo` (see DEMO_DOC): each stage as its own process, exactly the command a user would type.
+
+    Ctrl-C or SIGTERM at any point: the running stage gets the signal and keeps what it can (train its
+    checkpoint), the demo says what was kept and exits 130; the same command continues (the corpus and prep
+    are deterministic, so they are redone to the same bytes, and train resumes from its checkpoint)."""
     args = demo_parser().parse_args(argv)
+    for ok, flag in ((args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
+                     (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0")):
+        if not ok:
+            demo_parser().error(flag)
+    again = shlex.join(["clozeforge", "demo", *(sys.argv[2:] if argv is None else argv)])
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # outside a stage, SIGTERM ends the demo as Ctrl-C does
+    try:
+        return _demo(args)
+    except Interrupted as e:
+        print(f"\nclozeforge demo: {e}\nRun `{again}` to continue.", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\nclozeforge demo: interrupted outside a stage; nothing is lost. Run `{again}` to continue.", file=sys.stderr)
+    return 130
+
+
+def _demo(args: argparse.Namespace) -> int:
     work = os.path.abspath(args.workdir)
-    py = sys.executable
     started = time.time()
     corpus = args.corpus
     if corpus is None:
@@ -138,26 +244,27 @@ def demo(argv: list[str] | None = None) -> int:
         corpus = os.path.join(work, "corpus", "*.jsonl")
         print(f"   {len(files)} files under {os.path.dirname(files[0])}")
     prep, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
-    _run("prep", [py, "-m", "pipelines.prep", "--input", f"docstrings={corpus}", "--output", prep,
+    _run("prep", [*_python("pipelines.prep"), "--input", f"docstrings={corpus}", "--output", prep,
                   "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                   "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     pairs = os.path.join(prep, "pairs")
-    train = [py, "-m", "trainer.pretrain", "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
+    train = [*_python("trainer.pretrain"), "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
              "--mask-prob", "0.3", "--dropout", "0"]
     _run("train", [*train, f"--nproc-per-node={args.nproc}", "--output", run, "--max-steps", str(args.steps),
                    "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
-                   "--save-every", str(args.steps)])
+                   "--save-every", str(args.steps)], saved=_training_kept(run, args.steps))
     if args.ranks_check_steps:
+        ranks_run = os.path.join(work, "run-2-ranks")
         _run("train on 2 DeepSpeed ranks (ZeRO-2 over gloo; a short run on the same data)",
-             [*train, "--nproc-per-node=2", "--output", os.path.join(work, "run-2-ranks"), "--max-steps", str(args.ranks_check_steps),
+             [*train, "--nproc-per-node=2", "--output", ranks_run, "--max-steps", str(args.ranks_check_steps),
               "--log-every", str(max(1, args.ranks_check_steps // 2)), "--eval-every", "0", "--eval-batches", "2",
-              "--save-every", str(args.ranks_check_steps)])
+              "--save-every", str(args.ranks_check_steps)], saved=_training_kept(ranks_run, args.ranks_check_steps))
     # --verify reloads the export with transformers, which the `demo` extra installs and `train` does not
     verify = ["--verify"] if importlib.util.find_spec("transformers") else []
     if not verify:
         print("\n(transformers is not installed: the export is not reloaded to compare logits; pip install transformers)")
-    _run("export", [py, "-m", "clozeforge", "export", run, "--output", hf, *verify])
-    _run("fill-mask", [py, "-m", "clozeforge", "fill-mask", hf, *EXAMPLES])
+    _run("export", [*_python("clozeforge"), "export", run, "--output", hf, *verify])
+    _run("fill-mask", [*_python("clozeforge"), "fill-mask", hf, *EXAMPLES])
     print(f"\n== done in {time.time() - started:.0f} s")
     for label, path in (("corpus", corpus), ("report", os.path.join(prep, "report.json")), ("vocabulary", os.path.join(prep, "vocab")),
                         ("pair shards", pairs), ("checkpoints", os.path.join(run, "checkpoints")),

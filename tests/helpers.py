@@ -127,3 +127,17 @@ def tmpfs(path, size: str):
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def wait_for(condition, proc: subprocess.Popen, what: str, bound_s: float = HANG_S, poll_s: float = 0.2) -> None:
+    """Poll `condition()` until it holds; fail loudly, naming `what`, if `proc` exits first or `bound_s` passes
+    (a guard against hangs, as HANG_S: the test itself is bounded by steps)."""
+    import time
+
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the process exited with status {proc.returncode} before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen within {bound_s:.0f} s")
+        time.sleep(poll_s)

@@ -7,8 +7,9 @@ Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy
      RUN/checkpoints/ (resumable DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock
      while it runs (one trainer per RUN: trainer/run/lock.py). A rerun with the same RUN resumes from its newest
      intact checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT
-     to any rank stops every rank at one step with a checkpoint (trainer/run/stopping.py). Errors are one line:
-     status 2 for a user error or bad input, 1 for an I/O error outside checkpoints.
+     to any rank stops every rank at one step with a checkpoint (trainer/run/stopping.py) and exits 0, as a
+     complete run does: `RUN/checkpoints/latest` short of --max-steps tells them apart (the demo reads it).
+     Errors are one line: status 2 for a user error or bad input, 1 for an I/O error outside checkpoints.
 
 Without a launcher and with --nproc-per-node 1 it trains in this process (world size 1). With --nproc-per-node N
 it becomes the launcher of N ranks of itself (trainer/run/launch.py). Under `deepspeed` or `torchrun` (RANK is
@@ -28,7 +29,8 @@ from trainer.builders import read_user_deepspeed_config
 from trainer.config import TrainConfig, TrainError
 from trainer.loop import train
 from trainer.run.launch import launch
-from trainer.run.runtime import shutdown_runtime, start_runtime
+from trainer.run.preflight import problem
+from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
 
 
@@ -45,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
                     help="Training processes (ranks) to start on this machine, each `python -m trainer.pretrain` "
                          "(trainer/run/launch.py); one per GPU, or a few on a CPU box. Under deepspeed or torchrun, "
                          "which start the ranks themselves, it is ignored (default: 1)")
+    ap.add_argument("--verbose", action="store_true", help="also show third-party start-up messages (DeepSpeed's accelerator detection)")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     return ap
 
@@ -57,15 +60,41 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise TrainError(str(e)) from None
 
 
+def output_problem(output: str) -> str | None:
+    """Why --output cannot be a run directory here (a file in its path, no permission), or None."""
+    probe = os.path.abspath(output)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"--output {output}: {probe} is a file, not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"--output {output}: no permission to write in {probe}"
+    return None
+
+
+def checked_config(args: argparse.Namespace) -> TrainConfig:
+    """The run's config from its flags, with --output and the user's DeepSpeed JSON checked: a TrainError (one
+    line) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
+    config = config_from_args(args)
+    if config.deepspeed_config:
+        read_user_deepspeed_config(config.deepspeed_config)
+    found = output_problem(config.output)
+    if found:
+        raise TrainError(found)
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
+        quiet_startup(args.verbose)
+        config = checked_config(args)
         if args.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
+            found = problem(config)  # a bad --data or --mix: one line here, before any rank starts
+            if found:
+                raise TrainError(found)
             return launch(args.nproc_per_node, argv)
-        config = config_from_args(args)
-        if config.deepspeed_config:
-            read_user_deepspeed_config(config.deepspeed_config)  # its errors before any rank starts
         rt = start_runtime(config.precision)
         if rt.world_size > 1:
             follow_launcher()  # a launcher killed by -9 leaves no orphan ranks training on

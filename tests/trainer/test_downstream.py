@@ -21,7 +21,7 @@ from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.data.collate import collate_pairs  # noqa: E402
 from trainer.downstream.embed import embed_main, embed_texts, write_embeddings  # noqa: E402
 from trainer.downstream.export import export_hf  # noqa: E402
-from trainer.downstream.fill_mask import fill_mask, fill_mask_main  # noqa: E402
+from trainer.downstream.fill_mask import fill_mask, fill_mask_main, mask_windows  # noqa: E402
 from trainer.downstream.load import load_exported  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
@@ -267,3 +267,54 @@ def test_readme_example(export, capsys):
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "fine-tuning loss after 3 steps" in out
+
+
+FILLER = " ".join(["the quick brown fox jumps over the lazy dog."] * 300)  # far more than the fixture's 64 positions
+
+
+def test_fill_mask_reads_a_long_text_in_a_window_around_each_mask(loaded):
+    model, tokenizer = loaded
+    notes = []
+    middle = fill_mask(model, tokenizer, f"{FILLER} Berlin is the [MASK] of Germany. {FILLER}", top_k=3, warn=notes.append)
+    ends = fill_mask(model, tokenizer, f"[MASK] {FILLER} [MASK]", top_k=3, warn=notes.append)
+    assert len(middle) == 1 and len(ends) == 2 and all(len(options) == 3 for options in middle + ends)
+    assert len(notes) == 2 and all("\n" not in n and len(n) < 300 for n in notes)
+    assert "more than the model's 64 positions: each of its 2 [MASK] is predicted from the 62 tokens around it" in notes[1]
+    fill_mask(model, tokenizer, "Berlin is the [MASK] of Germany.", warn=notes.append)
+    assert len(notes) == 2  # a text that fits is read whole
+
+
+def test_mask_windows_keep_the_whole_width_at_the_ends_of_a_text():
+    assert mask_windows(10, [3, 9], 20) == [(0, 10), (0, 10)]
+    assert mask_windows(100, [0, 50, 99], 20) == [(0, 20), (40, 60), (80, 100)]
+
+
+def test_a_long_text_without_a_mask_is_quoted_short(export, capsys):
+    assert fill_mask_main([export["dir"], "word " * 6000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 200 and "(30,000 characters)" in err
+    for k in ("0", "100000"):  # checked at start: no torch error from topk
+        assert fill_mask_main([export["dir"], "a [MASK].", "--top-k", k]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_embed_decodes_strictly_and_names_the_byte(export, tmp_path, capsys):
+    latin, binary, output = tmp_path / "latin.txt", tmp_path / "data.bin", tmp_path / "e.arrow"
+    latin.write_bytes("Café au lait\nnaïve\n".encode("latin-1"))
+    binary.write_bytes(bytes(range(256)) * 4)
+    for path, message in ((latin, "not utf-8: byte 0xe9 on line 1 (offset 3); pass --encoding"), (binary, "a binary file")):
+        assert embed_main([export["dir"], "--input", str(path), "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and not output.exists()
+    assert embed_main([export["dir"], "--input", str(latin), "--output", str(output), "--encoding", "nope"]) == 2
+    assert "--encoding: unknown encoding 'nope'" in capsys.readouterr().err
+    assert embed_main([export["dir"], "--input", str(latin), "--output", str(output), "--encoding", "latin-1"]) == 0
+    assert pa.ipc.open_file(str(output)).read_all().column("text").to_pylist() == ["Café au lait", "naïve"]
+
+
+def test_embed_names_the_texts_cut_at_the_model_positions(export, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text(f"{TEXTS[0]}\n{FILLER}\n")
+    assert embed_main([export["dir"], "--input", str(texts), "--output", str(tmp_path / "e.npy")]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 text(s) longer than the model's 64 positions embedded from their first 62 tokens only (line 2)" in err

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import warnings
 
 import pytest
@@ -18,6 +19,7 @@ from safetensors import safe_open  # noqa: E402
 from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
 from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
+from trainer.downstream.output_dir import EXPORT_FILES, OutputDirError  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
 SENTENCES = [
@@ -244,3 +246,34 @@ def test_model_card_metrics_stop_at_the_exported_step(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert _final_metrics(str(tmp_path), up_to_step=10) == {"train_step": 10, "train_loss": 5.0, "valid_step": 10, "valid_mlm_loss": 4.5}
     assert _final_metrics(str(tmp_path), up_to_step=None)["valid_mlm_loss"] == 2.5
+
+
+def test_export_replaces_an_earlier_export_whole_and_refuses_another_model(uncased, tmp_path):
+    """Files of another model never survive beside a new export: transformers would load a stale
+    added_tokens.json (one token more than the embedding) and a pytorch_model.bin would sit beside ours."""
+    cfg, vocab, state = uncased["cfg"], uncased["vocab"], uncased["model"].state_dict()
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "added_tokens.json").write_text(json.dumps({"[NEW]": cfg.vocab_size}))
+    (other / "pytorch_model.bin").write_bytes(b"not ours")
+    with pytest.raises(OutputDirError, match=r"added_tokens.json, pytorch_model.bin\); pass --overwrite") as err:
+        export_hf(state, cfg, vocab, str(other))
+    assert "\n" not in str(err.value)
+    assert sorted(os.listdir(other)) == ["added_tokens.json", "pytorch_model.bin"]  # left as it was
+    export_hf(state, cfg, vocab, str(other), overwrite=True)
+    assert set(os.listdir(other)) == EXPORT_FILES
+    assert len(transformers.AutoTokenizer.from_pretrained(str(other))) == _vocab_size(vocab)
+    export_hf(state, cfg, vocab, str(other))  # an earlier export of ours needs no flag
+    assert set(os.listdir(other)) == EXPORT_FILES
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no staging left behind
+
+
+def test_export_files_have_the_modes_of_the_umask(uncased, tmp_path):
+    previous = os.umask(0o022)
+    try:
+        export_hf(uncased["model"].state_dict(), uncased["cfg"], uncased["vocab"], str(tmp_path / "hf"))
+    finally:
+        os.umask(previous)
+    modes = {name: stat.S_IMODE(os.stat(tmp_path / "hf" / name).st_mode) for name in os.listdir(tmp_path / "hf")}
+    assert modes == dict.fromkeys(EXPORT_FILES, 0o644)
+    assert stat.S_IMODE(os.stat(tmp_path / "hf").st_mode) == 0o755

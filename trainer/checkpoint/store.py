@@ -19,7 +19,9 @@ Dropout randomness is re-seeded from (seed, step, rank) every step, so no RNG st
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import os
 import re
 import shutil
@@ -221,7 +223,8 @@ def consolidated_state_dict(run_dir: str, tag: str | None = None) -> tuple[dict[
             get_fp32_state_dict_from_zero_checkpoint,
         )
 
-        with only_weights():
+        # its progress lines and bars ("Processing zero checkpoint ...") are not for the user of export: errors raise
+        with only_weights(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             state = get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir(run_dir), tag=tag)
     else:
         state = meta["module"]

@@ -1,6 +1,8 @@
 """`clozeforge embed HF_DIR --input FILE --output X.npy|X.arrow`: contextual embeddings of texts.
 
-In:  an exported directory and texts (one a line).
+In:  an exported directory and texts (one a line), decoded strictly with --encoding (UTF-8 by default; a
+     binary file or a byte that does not decode is one line naming it). A text longer than the model's
+     positions is embedded from its start, and a note names the lines cut.
 Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, or per-token vectors as the
      average of the last four layers (the feature-based recipe of the BERT paper, section 5.3), whose rows
      `embedded_tokens` names; written to .npy, or .arrow with the texts and tokens beside.
@@ -9,6 +11,9 @@ Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, o
 from __future__ import annotations
 
 import argparse
+import codecs
+import os
+import sys
 
 import numpy as np
 import torch
@@ -52,11 +57,25 @@ def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooli
 def write_embeddings(vectors, path: str, columns: dict[str, list] | None = None) -> None:
     """Save to .npy (sentence vectors only) or .arrow: `embedding` and `shape` per row, plus `columns`
     (for example the texts, and for per-token vectors the tokens each row of the matrix belongs to)."""
-    if path.endswith(".npy"):
-        if isinstance(vectors, list):
-            raise ValueError("per-token embeddings have ragged lengths: write them to .arrow")
-        np.save(path, vectors)
-    elif path.endswith(".arrow"):
+    if not path.endswith((".npy", ".arrow")):
+        raise ValueError(f"--output must end in .npy or .arrow, got {path}")
+    if path.endswith(".npy") and isinstance(vectors, list):
+        raise ValueError("per-token embeddings have ragged lengths: write them to .arrow")
+    # NOTE: written beside, then renamed: a failure leaves an earlier output whole; open() keeps the user's umask
+    partial = f"{path}.tmp-{os.getpid()}"
+    try:
+        _write(vectors, partial, ".npy" if path.endswith(".npy") else ".arrow", columns)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def _write(vectors, path: str, kind: str, columns: dict[str, list] | None) -> None:
+    if kind == ".npy":
+        with open(path, "wb") as f:
+            np.save(f, vectors)
+    else:
         import pyarrow as pa
 
         rows = list(vectors)
@@ -68,8 +87,6 @@ def write_embeddings(vectors, path: str, columns: dict[str, list] | None = None)
         table = pa.table({"embedding": column, "shape": dims, **extra})
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-    else:
-        raise ValueError(f"--output must end in .npy or .arrow, got {path}")
 
 
 def embed_parser() -> argparse.ArgumentParser:
@@ -80,7 +97,38 @@ def embed_parser() -> argparse.ArgumentParser:
     ap.add_argument("--pooling", default="cls", choices=("cls", "mean", "tokens"),
                     help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 layers)")
     ap.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per forward pass (default: 32)")
+    ap.add_argument("--encoding", default="utf-8",
+                    help="how --input is decoded, strictly: a byte that does not decode is an error (default: utf-8)")
     return ap
+
+
+def read_texts(path: str, encoding: str) -> tuple[list[str], list[int]]:
+    """The non-empty lines of `path` and their line numbers. The file is decoded strictly with `encoding`:
+    a byte that does not decode is a ValueError naming the line and offset, never a silently changed text."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if b"\0" in data[:8192]:
+        raise ValueError(f"--input {path}: a binary file (NUL bytes), not text")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"--input {path}: not {encoding}: byte 0x{data[e.start]:02x} on line {line} (offset {e.start}); "
+                         "pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8") from None
+    rows = [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    return [t for _, t in rows], [n for n, _ in rows]
+
+
+def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:
+    """One line naming the texts longer than the model's positions, whose vectors see only their start."""
+    width = model.config.max_position_embeddings - 2
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    long = [n for n, e in zip(lines, tokenizer.encode_batch(texts, add_special_tokens=False)) if len(e.ids) > width]
+    if not long:
+        return None
+    shown = ", ".join(map(str, long[:5])) + (" ..." if len(long) > 5 else "")
+    return f"{len(long)} text(s) longer than the model's {width + 2} positions embedded from their first {width} tokens only (line {shown})"
 
 
 def embed_main(argv: list[str] | None = None) -> int:
@@ -89,18 +137,31 @@ def embed_main(argv: list[str] | None = None) -> int:
         return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
     if args.pooling == "tokens" and args.output.endswith(".npy"):
         return _fail("embed", "per-token embeddings have ragged lengths: use an .arrow --output")
+    if args.batch_size < 1:
+        return _fail("embed", f"--batch-size must be >= 1, got {args.batch_size}")
     try:
+        codecs.lookup(args.encoding)
+    except LookupError:
+        return _fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
+    try:
+        texts, lines = read_texts(args.input, args.encoding)
+        if not texts:
+            return _fail("embed", f"{args.input}: no non-empty line")
         model, tokenizer = load_exported(args.model)
-        with open(args.input, encoding="utf-8") as f:
-            texts = [line.rstrip("\n") for line in f if line.strip()]
-    except (FileNotFoundError, ContractError) as e:
+    except (ValueError, ContractError) as e:
         return _fail("embed", str(e))
-    if not texts:
-        return _fail("embed", f"{args.input}: no non-empty line")
+    except OSError as e:
+        return _fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
+    note = cut_note(model, tokenizer, texts, lines)
+    if note:
+        print(f"clozeforge embed: note: {note}", file=sys.stderr)
     vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size)
     columns = {"text": texts}
     if args.pooling == "tokens":
         columns["tokens"] = embedded_tokens(model, tokenizer, texts)
-    write_embeddings(vectors, args.output, columns)
+    try:
+        write_embeddings(vectors, args.output, columns)
+    except OSError as e:
+        return _fail("embed", f"--output {args.output}: {e.strerror or e}")
     print(f"embedded {len(texts)} texts ({args.pooling}) -> {args.output}")
     return 0

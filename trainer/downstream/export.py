@@ -13,7 +13,9 @@ URL). Out, in `output_dir`:
     README.md                model card: shape, objectives, training config, data fingerprint, final metrics
 
 Project-only weights (the SBO head `sbo.*`) are dropped and the card says so; a pre-LayerNorm model is refused
-(transformers' BERT is post-LN). Each file is written whole in a sibling staging directory, then renamed in.
+(transformers' BERT is post-LN). The whole directory is written as a hidden sibling, then swapped in for
+`output_dir` (an earlier export is replaced whole; any other non-empty directory needs --overwrite), with
+the modes of the user's umask.
 `verify_export` reloads the directory with transformers and measures how far its logits are from ours.
 """
 
@@ -22,9 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from typing import Any
 
 import torch
@@ -32,7 +32,9 @@ import torch
 from schemas import ContractError, Manifest
 from schemas import vocab as vocab_files
 from trainer.checkpoint import store
+from trainer.downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
 from trainer.model import BertForPretraining, ModelConfig
+from trainer.run.runtime import quiet_startup
 
 TIED_KEYS = {
     "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -108,7 +110,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
 def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any]) -> str:
     c = model_config
     lines = [
-        "---", "library_name: transformers", "pipeline_tag: fill-mask", "tags: [bert, fill-mask, clozeforge]", "---",
+        "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS, "---",
         "",
         f"# {card.get('name', 'clozeforge BERT')}", "",
         card.get("description", "A BERT encoder pretrained from scratch with clozeforge (masked LM + next sentence)."),
@@ -142,8 +144,9 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
 
 
 def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vocab_dir: str, output_dir: str,
-              *, card: dict[str, Any] | None = None) -> None:
-    """Write the HuggingFace directory described in the module docstring into `output_dir` (a local path)."""
+              *, card: dict[str, Any] | None = None, overwrite: bool = False) -> None:
+    """Write the HuggingFace directory described in the module docstring as `output_dir` (a local path), whole:
+    see replace_directory."""
     from safetensors.torch import save_file
 
     tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
@@ -152,19 +155,13 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
     texts["config.json"] = json.dumps(model_config.to_hf_config(), indent=2) + "\n"
     texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {})
 
-    output_dir = os.path.abspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.", dir=os.path.dirname(output_dir))
-    try:
+    def write(staging: str) -> None:
         save_file(tensors, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})
         for name, text in texts.items():
             with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
                 f.write(text)
-        # README last: a directory with a model card is a complete export
-        for name in ["model.safetensors", *(n for n in texts if n != "README.md"), "README.md"]:
-            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    replace_directory(output_dir, write, overwrite=overwrite)
 
 
 def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -176,6 +173,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
         import transformers
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
     device = next(model.parameters()).device
     reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -236,22 +234,32 @@ def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tens
 def export_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge export", description="Export a run's checkpoint as a HuggingFace directory.")
     ap.add_argument("run", help="run directory of clozeforge train (its checkpoints/, vocab/ and train_config.json)")
-    ap.add_argument("--output", required=True, metavar="HF_DIR", help="HuggingFace directory to write (created; files replaced whole)")
+    ap.add_argument("--output", required=True, metavar="HF_DIR",
+                    help="HuggingFace directory to write; written whole beside it, then swapped in for an earlier export")
+    ap.add_argument("--overwrite", action="store_true", help="replace HF_DIR even when it holds files that are not a clozeforge export")
     ap.add_argument("--tag", default=None, help="checkpoint tag (default: the latest)")
+    ap.add_argument("--verbose", action="store_true", help="also show third-party start-up messages (DeepSpeed's accelerator detection)")
     ap.add_argument("--verify", action="store_true", help="reload the export with transformers and compare its MLM and NSP logits with ours (fails above 1e-4)")
     return ap
 
 
 def export_main(argv: list[str] | None = None) -> int:
     args = export_parser().parse_args(argv)
+    quiet_startup(args.verbose)
+    output, run = os.path.realpath(args.output), os.path.realpath(args.run)
+    if output == run or run.startswith(output + os.sep) or output.startswith(run + os.sep):
+        return _fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
     try:
+        check_destination(args.output, overwrite=args.overwrite)  # before the checkpoint is read
         model, client, tag, state = load_run_model(args.run, args.tag)
         metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
         card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
                 "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
-        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card)
-    except (FileNotFoundError, ContractError, ExportError) as e:
+        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card, overwrite=args.overwrite)
+    except (FileNotFoundError, ContractError, ExportError, OutputDirError) as e:
         return _fail("export", str(e))
+    except OSError as e:  # the destination: no permission, a full disk
+        return _fail("export", f"--output {args.output}: {e.strerror or e} ({e.filename or args.output})")
     print(f"exported {args.run} ({tag}, step {client.get('step')}) -> {args.output}")
     if args.verify:
         try:

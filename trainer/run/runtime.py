@@ -12,6 +12,7 @@ first use (~2 min), and gloo moves our gradients fast enough on one box.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 import torch
@@ -88,6 +89,18 @@ def start_runtime(precision: str) -> Runtime:
     rt = Runtime(rank, world, device, chosen.name, name, autocast=chosen.autocast)
     rt.log(chosen.describe())
     return rt
+
+
+def quiet_startup(verbose: bool = False) -> None:
+    """Keep DeepSpeed's accelerator detection ("Setting accelerator to CPU ...", a warning on every import on a
+    machine without a GPU, before any line of ours) out of the terminal unless --verbose. A filter on its
+    logger: set before the import, which configures the same logger object and keeps the filter."""
+    if not verbose:
+        logging.getLogger("DeepSpeed").addFilter(_not_accelerator_detection)
+
+
+def _not_accelerator_detection(record: logging.LogRecord) -> bool:
+    return os.path.basename(record.pathname) != "real_accelerator.py"
 
 
 def shutdown_runtime() -> None:

@@ -21,6 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # standard library's `tokenize` (which inspect, and so torch, import), and `bench.*`, `pipelines.*` must import.
 sys.path[0] = os.path.dirname(HERE)
 
+from trainer import cpu_sharing  # noqa: E402 (needs the path above)
+
+cpu_sharing.apply()  # the OpenMP defaults clozeforge's own processes run with, set before a bench imports torch
+
 
 def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([HERE]) if m.name not in ("run", "__init__") and not m.name.startswith("_"))

@@ -2,6 +2,7 @@
 
     pretrain.py  the entry point (`clozeforge train`, `python -m trainer.pretrain`, `deepspeed --module ...`)
     launch.py    `clozeforge train --nproc-per-node N`: starts N ranks through torch's launcher
+    cpu_sharing.py  threading defaults (OpenMP wait policy) set on import, before torch loads; threads per rank
     config.py    TrainConfig, every setting of a run, and the DeepSpeed JSON generated from it
     runtime.py   this process's place in the job: rank, world size, device, precision
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
@@ -16,3 +17,8 @@
     model/       the BERT (transformers' parameter names) and its config
     downstream/  export to HuggingFace, fill-mask, embeddings
 """
+
+from trainer import cpu_sharing
+
+# Before any trainer module imports torch (and so loads its OpenMP runtime): see trainer/cpu_sharing.py.
+cpu_sharing.apply()

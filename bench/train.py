@@ -242,7 +242,11 @@ def gpu_mfu(*, preset: str = "base", device: str = "cuda", dtype: torch.dtype = 
     return out
 
 
-def main(corpus: str | None, quick: bool) -> dict:
+def main(corpus: str | None, quick: bool, contended: bool = False) -> dict:
+    if contended:  # beside a busy loop and beside another training process: bench/_contended.py
+        from bench import _contended
+
+        return _contended.main(quick)
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)  # dropout masks draw from the global generator; seeded so reruns do the same work
     rng = np.random.default_rng(0)

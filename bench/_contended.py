@@ -2,15 +2,16 @@
 of the same measurement alone, taken in the same run.
 
 In:  nothing (random token ids with BERT's pair lengths, as `train --quick` uses). Out: for each environment,
-     "clozeforge" (trainer/cpu_sharing.py's defaults, what every clozeforge process runs with) and "torch
-     defaults" (libgomp's own spin-then-sleep, GOMP_SPINCOUNT 300,000), the tokens/s of our tiny model (seq 128, batch 32, fp32, as
-     many torch threads as usable cores, as `clozeforge train` takes) alone, beside a single-threaded busy loop,
-     and beside a second copy of itself, with each contended figure as a fraction of the alone one.
+     "clozeforge" (trainer/cpu_sharing.py's defaults, what every clozeforge process runs with) and
+     "torch_defaults" (libgomp's own spin-then-sleep, GOMP_SPINCOUNT 300,000), the tokens/s of our tiny model
+     (seq 128, batch 32, fp32, as many torch threads as usable cores, as `clozeforge train` takes) alone, beside
+     a single-threaded busy loop, and beside a second copy of itself, each contended figure also as a fraction
+     of the alone one.
 
 Each measurement is its own process (the wait policy is read when torch loads), started after the competitor
 has warmed up, timing whole steps for a fixed wall-clock window after warm-up steps; "alone" is measured before
-and after the contended runs and averaged, so a drift in the machine's load shows as their difference
-(`alone_drift`). The machine's other load counts too: take these on an otherwise quiet machine.
+and after the contended runs and averaged, so a drift in the machine's load shows in their ratio
+(`alone_drift`, after / before). The machine's other load counts too: take these on an otherwise quiet machine.
 """
 
 from __future__ import annotations

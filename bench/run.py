@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a small run (seconds), for smoke tests")
     ap.add_argument("--scale", action="store_true", help="the benchmark's large case (prep: >= 1 GB, 2 workers; long)")
     ap.add_argument("--contended", action="store_true",
-                    help="train: throughput beside a busy loop and beside another training process, as a fraction of alone")
+                    help="train: throughput beside a busy loop and beside another training run, as a fraction of alone")
     args = ap.parse_args(argv)
     if args.name not in available():
         print(f"bench: unknown benchmark {args.name!r}; available: {', '.join(available())}", file=sys.stderr)
@@ -45,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"bench.{args.name}")
     started = time.time()
     options = {name: True for name in ("scale", "contended") if getattr(args, name)}
+    import inspect  # here, not above: it imports `tokenize`, which bench/tokenize.py shadows until sys.path is fixed
+
+    unknown = set(options) - set(inspect.signature(module.main).parameters)
+    if unknown:
+        print(f"bench: {args.name} has no --{' --'.join(sorted(unknown))} case", file=sys.stderr)
+        return 2
     figures = module.main(args.corpus, args.quick, **options)
     figures = {"bench": args.name, "quick": args.quick, **figures, "wall_s": round(time.time() - started, 1)}
     print(json.dumps(figures, sort_keys=False))

@@ -55,6 +55,10 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the OpenMP defaults of every torch process this command is or starts (the demo's stages), before torch loads
+    from trainer import cpu_sharing
+
+    cpu_sharing.apply()
     if argv and argv[0] in ("-V", "--version"):
         print(f"clozeforge {version()}")
         return 0

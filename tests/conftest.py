@@ -8,6 +8,11 @@ import json
 import pytest
 
 from tests.helpers import run_cli
+from trainer import cpu_sharing
+
+# This process and every run it starts (CLI runs, 2-rank DeepSpeed jobs) get clozeforge's OpenMP defaults; here,
+# before a test module imports torch (trainer/cpu_sharing.py).
+cpu_sharing.apply()
 
 BROKEN_LINES = ['{"text": "unterminated', '["not", "an", "object"]', '{"text": null}', '{"text": "   "}']
 

@@ -4,6 +4,7 @@
                  trainer.pretrain`, `torchrun -m trainer.pretrain`; with --nproc-per-node N it starts N ranks
     config.py    TrainConfig, every setting of a run (its flags are generated from it), TrainError, and
                  RESUME_RULES, the one table of what a resumed run may change
+    cpu_sharing.py  threading defaults (OpenMP wait policy) set on import, before torch loads; threads per rank
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
     builders.py  the model, the masker, the engine (optimizer, schedule, the DeepSpeed JSON), each phase's streams
     masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
@@ -15,3 +16,8 @@
     model/       the BERT (transformers' parameter names) and its config
     downstream/  export to HuggingFace, fill-mask, embeddings
 """
+
+from trainer import cpu_sharing
+
+# Before any trainer module imports torch (and so loads its OpenMP runtime): see trainer/cpu_sharing.py.
+cpu_sharing.apply()

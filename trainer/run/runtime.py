@@ -4,8 +4,9 @@ In:  the environment a launcher sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/
      `torchrun`), or nothing, for a single process.
 Out: a Runtime after torch.distributed is up (gloo on CPU, nccl on GPU, through deepspeed.init_distributed).
 
-On CPU, ranks on one host split its cores between them (torch would otherwise start one thread per core in
-every rank and oversubscribe), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
+On CPU, ranks on one host split the cores this process may use between them (torch would otherwise start one
+thread per core in every rank and oversubscribe; the OpenMP wait policy is set before torch loads, by
+trainer/cpu_sharing.py), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
 first use (~2 min), and gloo moves our gradients fast enough on one box.
 """
 
@@ -19,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from schemas.ports import free_port
+from trainer.cpu_sharing import intra_op_threads
 from trainer.run.precision import Precision, resolve_precision
 
 
@@ -74,7 +76,7 @@ def start_runtime(precision: str) -> Runtime:
         bf16 = torch.cuda.is_bf16_supported()
     else:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+        torch.set_num_threads(intra_op_threads(local_world))
         device, name, bf16 = torch.device("cpu"), "cpu", False
     try:
         chosen = resolve_precision(precision, on_gpu=on_gpu, gpu_bf16=bf16)

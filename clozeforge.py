@@ -6,6 +6,7 @@
     clozeforge train     pairs → DeepSpeed checkpoints                     (torch; never imports apache_beam)
     clozeforge export    a run's checkpoint → a HuggingFace directory
     clozeforge fill-mask / embed   use an exported model
+    clozeforge finetune  fine-tune an export (or a run's checkpoints) on labelled data, beside a scratch baseline
     clozeforge demo      all of the above on a built-in corpus, no flags, no download
 
 `demo` lives here too: it is no part of either half, it runs every command above in turn, each as its own
@@ -34,6 +35,7 @@ COMMANDS = {
     "export": ("trainer.downstream.export", "export_main"),
     "fill-mask": ("trainer.downstream.fill_mask", "fill_mask_main"),
     "embed": ("trainer.downstream.embed", "embed_main"),
+    "finetune": ("trainer.downstream.finetune.command", "finetune_main"),
     "demo": ("clozeforge", "demo"),
 }
 

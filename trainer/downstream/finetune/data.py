@@ -90,7 +90,7 @@ def _rows(url: str) -> tuple[list[tuple[int, dict]], str]:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise DataError(f"{url}:{number}: invalid UTF-8 at byte {e.start} of the line") from None
+            raise DataError(f"{url}:{number}: invalid UTF-8 at byte column {e.start + 1}") from None
     text = raw.decode("utf-8").removeprefix("\ufeff")
     if name.endswith((".csv", ".tsv")):
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if name.endswith(".tsv") else ",")

@@ -271,8 +271,11 @@ def finetune_main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(from_flags(FinetuneConfig, args), model=args.model)
     except ValueError as e:
         return _fail(str(e))
-    import transformers
-
+    try:
+        import sklearn  # noqa: F401
+        import transformers
+    except ImportError as e:
+        return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
     transformers.logging.set_verbosity_error()  # "some weights were newly initialised" is the point of fine-tuning
     transformers.utils.logging.disable_progress_bar()  # a bar per model load: the epoch lines say enough
     try:

@@ -95,7 +95,7 @@ class FinetuneConfig(Config):
                   (all(lr > 0 for lr in self.lr), f"--lr must be positive, got {self.lr}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
                   (8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
-                  (0 <= self.stride < self.max_seq_len // 2, f"--stride must be in [0, max_seq_len/2), got {self.stride}")]
+                  (0 <= self.stride <= self.max_seq_len // 2, f"--stride must be in [0, max_seq_len / 2], got {self.stride}")]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

@@ -169,3 +169,15 @@ def test_checkpoint_sweep_writes_the_figure_and_table(assets, tmp_path):
     assert "| 10 |" in table and "| 20 |" in table and "scratch" in table
     assert _run(run, "classify", files["classify"], tmp_path / "one", "--checkpoints", "20") == 0
     assert _run(run, "classify", files["classify"], tmp_path / "bad", "--checkpoints", "30") == 2
+
+
+def test_float_labels_are_a_regression_scored_by_pearson(assets, tmp_path):
+    hf, _, _ = assets
+    rows = [{"text": r["text"], "label": {"sport": 0.1, "food": 0.5, "tech": 0.9}[r["label"]]} for r in classify_rows()]
+    data = write_jsonl(tmp_path / "r.jsonl", rows)
+    assert _run(hf, "classify", data, tmp_path / "o") == 0
+    results = _results(tmp_path / "o")
+    assert results["labels"] == "regression" and results["metric"] == "pearson"
+    assert "spearman" in results["pretrained"]["runs"][0]["validation"]
+    with open(tmp_path / "o" / "predictions.jsonl") as f:
+        assert isinstance(json.loads(f.readline())["prediction"], float)

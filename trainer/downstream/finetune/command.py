@@ -72,17 +72,21 @@ def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None,
     return [(int(_STEP.match(t).group(1)), t) for t in chosen]
 
 
+_EXPORTED: dict[tuple[str, str | None], tuple[str, int | None]] = {}
+
+
 def export_dir(model: str, tag: str | None, scratch_root: str) -> tuple[str, int | None]:
     """An export directory for MODEL (itself, or a checkpoint exported into `scratch_root`) and its step."""
     if os.path.exists(os.path.join(model, "config.json")):
         return model, None
-    from trainer.downstream.export import export_hf, load_run_model
+    if (model, tag) not in _EXPORTED:
+        from trainer.downstream.export import export_hf, load_run_model
 
-    net, client, tag, state = load_run_model(model, tag)
-    target = os.path.join(scratch_root, tag)
-    if not os.path.exists(os.path.join(target, "README.md")):
-        export_hf(state, net.config, os.path.join(model, "vocab"), target, card={"checkpoint": tag, "step": client.get("step")})
-    return target, client.get("step")
+        net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
+        target = os.path.join(scratch_root, tag_used)
+        export_hf(state, net.config, os.path.join(model, "vocab"), target, card={"checkpoint": tag_used, "step": client.get("step")})
+        _EXPORTED[(model, tag)] = (target, client.get("step"))
+    return _EXPORTED[(model, tag)]
 
 
 def build_model(task: str, model_dir: str, head: dict, dropout: float, seed: int, pretrained: bool):
@@ -182,6 +186,7 @@ def run(config: FinetuneConfig) -> int:
     import transformers
 
     started = time.time()
+    _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
             output.staged_output(config.output, config.overwrite) as out:

@@ -112,3 +112,14 @@ def test_csv_row_with_more_fields_than_the_header(tmp_path):
 def test_csv_lists_are_json(tmp_path):
     (tmp_path / "g.csv").write_text('tokens,tags\n"[""Alice"", ""runs""]","[""B-PER"", ""O""]"\n')
     assert read_split(str(tmp_path / "g.csv"), "tag", COLUMNS).examples[0]["tags"] == ["B-PER", "O"]
+
+
+def test_integer_classes_from_csv_are_numbers_in_both_splits(tmp_path):
+    (tmp_path / "t.csv").write_text("text,label\n" + "".join(f"row {i},{[2, 10][i % 2]}\n" for i in range(6)))
+    (tmp_path / "v.csv").write_text("text,label\nq,10\n")
+    train = read_split(str(tmp_path / "t.csv"), "classify", COLUMNS)
+    labels = label_map(train, "label")
+    assert labels.labels == [2, 10]
+    valid = read_split(str(tmp_path / "v.csv"), "classify", COLUMNS)
+    check_labels(valid, labels, "label")
+    assert valid.examples[0]["label"] == 10

@@ -207,7 +207,8 @@ def label_map(train: Split, label_column: str) -> LabelMap | None:
         for e, n in zip(train.examples, numbers):
             e["label"] = n
         return None
-    values = [int(v) if isinstance(v, float) else v for v in values]
+    if None not in numbers:  # integer classes, also when a CSV gives them as text: ordered 2 < 10, not "10" < "2"
+        values = [int(n) for n in numbers]
     for e, v in zip(train.examples, values):
         e["label"] = v
     labels = LabelMap.of(values)
@@ -239,8 +240,9 @@ def check_labels(split: Split, labels: LabelMap | None, label_column: str) -> No
                 raise DataError(f"{split.url}:{e['line']}: column {label_column!r}: {value!r} is not a number "
                                 "(the training labels are floats: regression)") from None
             continue
-        if isinstance(value, float) and value.is_integer():
-            value = e["label"] = int(value)
+        number = _number(value)
+        if isinstance(labels.labels[0], int) and number is not None and number.is_integer():
+            value = e["label"] = int(number)
         if value not in labels.ids:
             raise DataError(f"{split.url}:{e['line']}: column {label_column!r}: label {value!r} never appears in the "
                             f"training split ({len(labels)} labels: {', '.join(map(str, labels.labels[:8]))}"

@@ -186,6 +186,8 @@ def demo(argv: list[str] | None = None) -> int:
                         ("pair shards", pairs), ("checkpoints", os.path.join(run, "checkpoints")),
                         ("metrics", os.path.join(run, "metrics.jsonl")), ("loss curves", os.path.join(run, "curves.png")),
                         ("HF model", hf), ("fine-tuned", os.path.join(finetune, "results.json"))):
+        if label == "fine-tuned" and not os.path.exists(path):  # skipped: no transformers, or --finetune-seeds 0
+            continue
         print(f"   {label:<12} {path}")
     print(f"\nLoad it with transformers:  AutoModelForMaskedLM.from_pretrained({hf!r})")
     return 0

@@ -91,7 +91,7 @@ def plot_sweep(points: list[dict], baseline: dict | None, metric: str, path: str
         ax.axhline(baseline["mean"], color="grey", linestyle="--", label="from scratch")
         ax.axhspan(baseline["mean"] - baseline["se"], baseline["mean"] + baseline["se"], color="grey", alpha=0.2)
     ax.set_xlabel("pretraining step")
-    ax.set_ylabel(f"{metric} (mean ± SE over seeds)")
+    ax.set_ylabel(f"{metric}, points (mean ± SE over seeds)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend()

@@ -6,6 +6,7 @@
     clozeforge train     pairs → DeepSpeed checkpoints                     (torch; never imports apache_beam)
     clozeforge export    a run's checkpoint → a HuggingFace directory
     clozeforge fill-mask / embed   use an exported model
+    clozeforge finetune  fine-tune an export (or a run's checkpoints) on labelled data, beside a scratch baseline
     clozeforge demo      all of the above on a built-in corpus, no flags, no download
 
 `demo` lives here too: it is no part of either half, it runs every command above in turn, each as its own
@@ -39,6 +40,7 @@ COMMANDS = {
     "export": ("trainer.downstream.export", "export_main"),
     "fill-mask": ("trainer.downstream.fill_mask", "fill_mask_main"),
     "embed": ("trainer.downstream.embed", "embed_main"),
+    "finetune": ("trainer.downstream.finetune.command", "finetune_main"),
     "demo": ("clozeforge", "demo"),
 }
 
@@ -86,11 +88,14 @@ def main(argv: list[str] | None = None) -> int:
 
 DEMO_DOC = """`clozeforge demo`: the whole flow on a built-in corpus, with no download and no flags.
 
-In:  nothing (optional: --workdir, --corpus GLOB to use your own text, --steps, --nproc, --ranks-check-steps).
+In:  nothing (optional: --workdir, --corpus GLOB to use your own text, --steps, --nproc, --ranks-check-steps,
+     --finetune-seeds).
 Out: WORKDIR/corpus (docstrings of the installed Python modules, read with `ast`), WORKDIR/prep (clean/,
      vocab/, pairs/, report.json), WORKDIR/run (checkpoints, metrics.jsonl, curves.png), WORKDIR/hf (a
-     HuggingFace directory), WORKDIR/run-2-ranks (the same job on 2 DeepSpeed ranks, a few steps), and a
-     fill-mask example on stdout.
+     HuggingFace directory), WORKDIR/run-2-ranks (the same job on 2 DeepSpeed ranks, a few steps), a
+     fill-mask example on stdout, and WORKDIR/finetune: the export fine-tuned on a topic task made from the
+     environment's source comments (WORKDIR/topic-task; not in the pretraining corpus) beside the same model
+     trained from scratch, both as mean ± SE over seeds.
 
 Each stage runs as its own process, exactly the command a user would type, so prep never shares an
 interpreter with torch and train never with Beam. The defaults suit a small corpus on a small machine: a
@@ -110,6 +115,10 @@ EXAMPLES = [
     "Raise a [MASK] if the file does not exist.",
     "The [MASK] of the list is not changed.",
 ]
+
+
+DEMO_FINETUNE = ["--lr", "1e-3", "--epochs", "10", "--max-seq-len", "64"]
+"""The demo's fine-tuning recipe (see bench/README.md, "finetune"): one learning rate instead of a grid."""
 
 
 class Interrupted(Exception):
@@ -210,6 +219,8 @@ def demo_parser() -> argparse.ArgumentParser:
     ap.add_argument("--nproc", type=int, default=1, help="training ranks; one rank uses every core (default: %(default)s)")
     ap.add_argument("--ranks-check-steps", type=int, default=20,
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")
+    ap.add_argument("--finetune-seeds", type=int, default=3,
+                    help="seeds of the closing fine-tuning stage, pretrained and from scratch; 0 skips it (default: %(default)s)")
     return ap
 
 
@@ -221,7 +232,8 @@ def demo(argv: list[str] | None = None) -> int:
     are deterministic, so they are redone to the same bytes, and train resumes from its checkpoint)."""
     args = demo_parser().parse_args(argv)
     for ok, flag in ((args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
-                     (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0")):
+                     (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0"),
+                     (args.finetune_seeds >= 0, "--finetune-seeds must be >= 0")):
         if not ok:
             demo_parser().error(flag)
     again = shlex.join(["clozeforge", "demo", *(sys.argv[2:] if argv is None else argv)])
@@ -269,11 +281,25 @@ def _demo(args: argparse.Namespace) -> int:
         print("\n(transformers is not installed: the export is not reloaded to compare logits; pip install transformers)")
     _run("export", [*_python("clozeforge"), "export", run, "--output", hf, *verify])
     _run("fill-mask", [*_python("clozeforge"), "fill-mask", hf, *EXAMPLES])
+    finetune = os.path.join(work, "finetune")
+    if args.finetune_seeds and verify:  # fine-tuning runs on transformers' heads
+        from trainer.downstream.finetune.demo_task import write_task  # standard library only
+
+        task = os.path.join(work, "topic-task")
+        classes = write_task(task)
+        print(f"\n== downstream task: which standard-library package a source comment comes from ({len(classes)} "
+              f"classes: {', '.join(classes)}); comments were not in the pretraining corpus", flush=True)
+        _run("finetune: the export and the same model from scratch",
+             [*_python("clozeforge"), "finetune", hf, "--task", "classify", *(f"--{split}={os.path.join(task, split)}.jsonl"
+              for split in ("train", "validation", "test")), "--output", finetune, "--baseline", "scratch",
+              "--seeds", str(args.finetune_seeds), *DEMO_FINETUNE])
     print(f"\n== done in {time.time() - started:.0f} s")
     for label, path in (("corpus", corpus), ("report", os.path.join(prep, "report.json")), ("vocabulary", os.path.join(prep, "vocab")),
                         ("pair shards", pairs), ("checkpoints", os.path.join(run, "checkpoints")),
                         ("metrics", os.path.join(run, "metrics.jsonl")), ("loss curves", os.path.join(run, "curves.png")),
-                        ("HF model", hf)):
+                        ("HF model", hf), ("fine-tuned", os.path.join(finetune, "results.json"))):
+        if label == "fine-tuned" and not os.path.exists(path):  # skipped: no transformers, or --finetune-seeds 0
+            continue
         print(f"   {label:<12} {path}")
     print(f"\nLoad it with transformers:  AutoModelForMaskedLM.from_pretrained({hf!r})")
     return 0

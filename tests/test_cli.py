@@ -15,6 +15,7 @@ from tests.helpers import run_cli
 from trainer import pretrain
 from trainer.config import TrainConfig
 from trainer.downstream import embed, export, fill_mask
+from trainer.downstream.finetune import command as finetune
 
 PARSERS = {
     "prep": prep.parser,
@@ -24,6 +25,7 @@ PARSERS = {
     "export": export.export_parser,
     "fill-mask": fill_mask.fill_mask_parser,
     "embed": embed.embed_parser,
+    "finetune": finetune.finetune_parser,
     "demo": clozeforge.demo_parser,
 }
 

@@ -44,7 +44,7 @@ class LearnWordPiece(beam.PTransform):
 
 def check_vocab(source: str) -> None:
     """Read and check the --vocab directory as reuse_vocab will, at start: a PrepError naming it and the cause
-    (no vocab.txt, no vocab_config.json nor tokenizer.json, a malformed file, a missing special token)."""
+    (no vocabulary file, no vocab_config.json nor tokenizer.json, a malformed file, a missing special token)."""
     from pipelines.errors import PrepError
 
     try:
@@ -53,7 +53,7 @@ def check_vocab(source: str) -> None:
         wordpiece.check_tokens(tokens)
         recorded = (vocab_files.read_config(source) or {}).get("size")
         if recorded is not None and recorded != len(tokens):
-            raise ValueError(f"vocab.txt holds {len(tokens)} tokens, vocab_config.json says {recorded}")
+            raise ValueError(f"{vocab_files.VOCAB_FILE} holds {len(tokens)} tokens, {vocab_files.CONFIG_FILE} says {recorded}")
     except (OSError, ValueError, KeyError, TypeError) as e:  # ContractError is a ValueError
         message = str(e) if str(e).startswith(source.rstrip("/")) else f"{source}: {e}"
         raise PrepError(f"--vocab {message}") from None

@@ -1,25 +1,32 @@
 """A directory output written whole: filled as a hidden sibling, then swapped in, so nothing of an earlier
 output (or of another model) survives beside the new files, and a failure leaves the old directory as it was.
 
-In:  the destination, a function that fills a staging directory, and whether a foreign directory may go.
-Out: the destination replaced (modes from the user's umask), or OutputDirError naming why not, before any
-     work is lost: a directory that is not an earlier export (other files, no clozeforge model card) is only
-     replaced with --overwrite. Used by `clozeforge export`.
+In:  the destination, whether a foreign directory may go, and how to tell one (`foreign`: export's files and
+     model card by default; finetune passes its own test).
+Out: `staged_directory` yields a staging directory and swaps it in when the block ends without an error;
+     `replace_directory` does the same around a function that fills it. Modes follow the user's umask; one
+     writer at a time (schemas/lock.py, a lock file beside the destination); OutputDirError naming why not,
+     before any work is lost: a directory that is not ours is only replaced with --overwrite. Used by
+     `clozeforge export` and `clozeforge finetune`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from schemas import lock
+from schemas.vocab import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, VOCAB_FILE
 
 
 class OutputDirError(ValueError):
     """The destination cannot be replaced without the user's say (the message names it and the flag)."""
 
 
-EXPORT_FILES = frozenset({"config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+EXPORT_FILES = frozenset({"config.json", "model.safetensors", VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
                           "special_tokens_map.json", "README.md"})
 """Every file an export holds: a directory of these and our model card is an earlier export, replaced freely."""
 CARD_TAGS = "tags: [bert, fill-mask, clozeforge]"
@@ -51,27 +58,35 @@ def _user_mode(directory: str) -> None:
         os.chmod(os.path.join(directory, name), 0o666 & ~umask)
 
 
-def check_destination(output_dir: str, *, overwrite: bool = False) -> None:
-    """OutputDirError when `output_dir` is a file, or a directory that is not ours and `overwrite` is not given;
-    call it before the work too, so a refusal costs nothing."""
+def check_destination(output_dir: str, *, overwrite: bool = False,
+                      foreign: Callable[[str], str | None] = foreign_contents) -> None:
+    """OutputDirError when `output_dir` is a file, or a directory that is not ours (`foreign` says why) and
+    `overwrite` is not given; call it before the work too, so a refusal costs nothing."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise OutputDirError(f"--output {output_dir}: exists and is not a directory")
-    foreign = foreign_contents(output_dir) if os.path.isdir(output_dir) else None
-    if foreign and not overwrite:
-        raise OutputDirError(f"--output {output_dir}: {foreign}; pass --overwrite to replace the whole directory")
+    why = foreign(output_dir) if os.path.isdir(output_dir) and os.listdir(output_dir) else None
+    if why and not overwrite:
+        raise OutputDirError(f"--output {output_dir}: {why}; pass --overwrite to replace the whole directory")
 
 
-def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrite: bool = False) -> None:
-    """Have `write(staging)` fill a new sibling directory, then swap it in for `output_dir`: a reader sees the
-    old directory or the new one, never a mix, and a failure leaves the old one as it was. A directory that is
-    not an earlier export is refused (OutputDirError) unless `overwrite`."""
+@contextlib.contextmanager
+def staged_directory(output_dir: str, *, overwrite: bool = False,
+                     foreign: Callable[[str], str | None] = foreign_contents) -> Iterator[str]:
+    """A new sibling directory to fill in the block, then swapped in for `output_dir`: a reader sees the old
+    directory or the new one, never a mix, and an error (Ctrl-C included) leaves the old one as it was."""
     output_dir = os.path.abspath(output_dir)
-    check_destination(output_dir, overwrite=overwrite)
-    parent = os.path.dirname(output_dir)
+    check_destination(output_dir, overwrite=overwrite, foreign=foreign)
+    parent, name = os.path.split(output_dir)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-    try:
-        write(staging)
+    with contextlib.ExitStack() as cleanup:
+        try:
+            cleanup.enter_context(lock.held(parent, f".{name}.lock", log=lambda line: print(line, flush=True)))
+        except lock.Locked as e:
+            raise OutputDirError(f"--output {output_dir}: being written by {lock.describe(e.owner)}") from None
+        staging = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+        cleanup.callback(shutil.rmtree, staging, ignore_errors=True)
+        check_destination(output_dir, overwrite=overwrite, foreign=foreign)  # again, now that it is ours alone
+        yield staging
         _user_mode(staging)
         if not os.path.isdir(output_dir):
             os.rename(staging, output_dir)
@@ -84,5 +99,9 @@ def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrit
             os.rename(old, output_dir)
             raise
         shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrite: bool = False) -> None:
+    """`write(staging)` fills a new directory that replaces `output_dir` whole (see staged_directory)."""
+    with staged_directory(output_dir, overwrite=overwrite) as staging:
+        write(staging)

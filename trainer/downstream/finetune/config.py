@@ -1,0 +1,107 @@
+"""FinetuneConfig: every setting of `clozeforge finetune`, one field each; the flags are generated from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from schemas.config import Config, flag
+from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
+from trainer.downstream.finetune.tasks import TASKS
+
+
+def _floats(values) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FinetuneConfig(Config):
+    model: str = flag(default="", hidden=True)
+    """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
+    exported on the fly (the latest, or those of --checkpoints)."""
+    task: str = flag(choices=TASKS)
+    """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
+    SQuAD-style question, context and answers with character offsets."""
+    train: str
+    """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
+    validation: str
+    """Validation split (picks the learning rate, and the epoch with --patience)."""
+    test: str | None = None
+    """Test split: scored with the chosen recipe, and its predictions written to predictions.jsonl."""
+    output: str = flag(metavar="DIR")
+    """Directory to write (results.json, model/, predictions.jsonl); replaced whole when the run ends."""
+    overwrite: bool = False
+    """Replace an --output directory that holds files this command did not write."""
+    text_column: str = "text"
+    """Column of the (first) text."""
+    text_pair_column: str = "text_pair"
+    """Column of the second text (--task pair)."""
+    label_column: str = "label"
+    """Column of the label: strings or integers are classes, floats a regression target."""
+    tokens_column: str = "tokens"
+    """Column of the word list (--task tag)."""
+    tags_column: str = "tags"
+    """Column of the tags, one per word (--task tag)."""
+    question_column: str = "question"
+    """Column of the question (--task span)."""
+    context_column: str = "context"
+    """Column of the context (--task span)."""
+    answers_column: str = "answers"
+    """Column of the answers, {"text": [...], "answer_start": [...]} as in SQuAD (--task span)."""
+    skip_bad_rows: bool = False
+    """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
+    drop in results.json instead of stopping at it."""
+    seeds: int = 3
+    """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
+    lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
+    """Learning rate; repeat the flag for a grid (default: BERT's {2e-5, 3e-5, 5e-5} x 768/hidden, at most 1e-3)."""
+    epochs: int = 3
+    """Epochs per run (the longest a run goes with --patience)."""
+    patience: int = 0
+    """Stop a run after this many epochs without a better validation score and keep its best epoch; 0 trains
+    all --epochs and keeps the last, as BERT's recipe does."""
+    batch_size: int = 32
+    """Examples per step."""
+    warmup: float = 0.1
+    """Fraction of the steps with a linearly rising learning rate (then linear decay to zero)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not on biases and LayerNorm)."""
+    dropout: float = 0.1
+    """Dropout of the encoder and the head while fine-tuning (BERT's 0.1; the export's own value is ignored)."""
+    strategy: str = flag(default="full", choices=STRATEGIES)
+    """full: train every weight; probe: freeze the encoder, train the head (a linear probe); last-n: train the
+    top --unfreeze-layers layers, the pooler and the head."""
+    unfreeze_layers: int = 2
+    """Layers trained by --strategy last-n."""
+    max_seq_len: int = 128
+    """Longest input in word pieces (at most the model's positions); longer texts are cut, long contexts windowed."""
+    stride: int = 32
+    """Word pieces shared by two consecutive windows of a long context (--task span)."""
+    max_answer_tokens: int = 30
+    """Longest answer span predicted, in word pieces (--task span)."""
+    baseline: str = flag(default="none", choices=("none", "scratch"))
+    """scratch: the same architecture from random initialisation, the same recipe and seeds; results.json then
+    holds the gain from pretraining with its standard error."""
+    checkpoints: str | None = flag(default=None, metavar="all|STEP,...")
+    """With a RUN directory: fine-tune from each of these checkpoints and write downstream.png and
+    downstream.md (score against pretraining step)."""
+
+    def __post_init__(self) -> None:
+        checks = [(self.seeds >= 1, f"--seeds must be >= 1, got {self.seeds}"),
+                  (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
+                  (self.patience >= 0, f"--patience must be >= 0, got {self.patience}"),
+                  (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
+                  (0 <= self.warmup < 1, f"--warmup must be in [0, 1), got {self.warmup}"),
+                  (0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),
+                  (all(lr > 0 for lr in self.lr), f"--lr must be positive, got {self.lr}"),
+                  (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
+                  (8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
+                  (0 <= self.stride <= self.max_seq_len // 2, f"--stride must be in [0, max_seq_len / 2], got {self.stride}")]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def recipe(self) -> Recipe:
+        return Recipe(epochs=self.epochs, batch_size=self.batch_size, warmup=self.warmup,
+                      weight_decay=self.weight_decay, strategy=self.strategy, unfreeze_layers=self.unfreeze_layers,
+                      patience=self.patience, max_answer_tokens=self.max_answer_tokens)

@@ -67,7 +67,7 @@ def test_the_split_does_not_depend_on_where_the_corpus_lies(tmp_path):
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, name), "w") as f:
             f.write(lines)
-        files, roots = matched_files([("docs", f"{folder}/*.jsonl")])
+        files, roots, _ = matched_files([("docs", f"{folder}/*.jsonl")])
         reader = ReadFileFn(ReadConfig(), roots)
         docs = [d for source, path in files for d in reader.process((source, path, None)) if isinstance(d, RawDoc)]
         return [(d.doc_id, split_of(d.doc_id, seed=12345, validation_fraction=0.25)) for d in docs]

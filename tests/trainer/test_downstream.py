@@ -257,7 +257,7 @@ def test_embed_cli_writes_what_embed_texts_returns(export, loaded, tmp_path, cap
 
 
 def test_readme_example(export, capsys):
-    """The README's fine-tuning and tokenizer round-trip example runs as written on a real export."""
+    """The README's fill-mask and tokenizer round-trip example runs as written on a real export."""
     import re
 
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
@@ -266,7 +266,7 @@ def test_readme_example(export, capsys):
     code = code.replace('MODEL_DIR = "clozeforge-demo/hf"', f"MODEL_DIR = {export['dir']!r}")
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "fine-tuning loss after 3 steps" in out
+    assert len(out.splitlines()) == 1 and out.strip()  # the top prediction for the [MASK], a word of the vocabulary
 
 
 FILLER = " ".join(["the quick brown fox jumps over the lazy dog."] * 300)  # far more than the fixture's 64 positions

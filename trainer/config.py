@@ -162,13 +162,6 @@ class TrainConfig(Config):
         for ok, message in checks:
             if not ok:
                 raise TrainError(message)
-        if self.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
-            from trainer.data.mixture_config import ComponentSpec, MixtureConfig
-
-            try:
-                MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in self.mix), alpha=self.mix_alpha)
-            except ValueError as e:
-                raise TrainError(f"--mix: {e}") from None
 
     @property
     def warmup(self) -> int:

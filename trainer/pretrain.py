@@ -27,6 +27,7 @@ from schemas.config import add_flags, from_flags
 from schemas.exits import exit_with
 from trainer.builders import read_user_deepspeed_config
 from trainer.config import TrainConfig, TrainError
+from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.loop import train
 from trainer.run.launch import launch
 from trainer.run.preflight import problem
@@ -73,9 +74,14 @@ def output_problem(output: str) -> str | None:
 
 
 def checked_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config from its flags, with --output and the user's DeepSpeed JSON checked: a TrainError (one
+    """The run's config from its flags, with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
     line) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
     config = config_from_args(args)
+    if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
+        try:
+            MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
+        except ValueError as e:
+            raise TrainError(f"--mix: {e}") from None
     if config.deepspeed_config:
         read_user_deepspeed_config(config.deepspeed_config)
     found = output_problem(config.output)

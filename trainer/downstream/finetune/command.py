@@ -107,19 +107,18 @@ class Job:
     def __init__(self, config: FinetuneConfig, tokenizer, hidden_size: int) -> None:
         self.config, self.task, self.recipe = config, config.task, config.recipe
         c = config
-        columns = data_mod.Columns(c.text_column, c.text_pair_column, c.label_column, c.tokens_column, c.tags_column,
-                                   c.question_column, c.context_column, c.answers_column)
+        columns = c.columns
         read = lambda url: data_mod.read_split(url, c.task, columns, skip_bad_rows=c.skip_bad_rows)  # noqa: E731
         self.splits = {"train": read(c.train), "validation": read(c.validation)}
         if c.test:
             self.splits["test"] = read(c.test)
         others = [s for name, s in self.splits.items() if name != "train"]
         if c.task in ("classify", "pair"):
-            self.labels = data_mod.label_map(self.splits["train"], c.label_column)
+            self.labels = data_mod.label_map(self.splits["train"], c.columns.label_column)
             for split in others:
-                data_mod.check_labels(split, self.labels, c.label_column)
+                data_mod.check_labels(split, self.labels, c.columns.label_column)
         elif c.task == "tag":
-            self.labels = data_mod.tag_map(self.splits["train"], others, c.tags_column)
+            self.labels = data_mod.tag_map(self.splits["train"], others, c.columns.tags_column)
         else:
             self.labels = None
         self.head = tasks.head_config(c.task, self.labels)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from trainer.downstream.finetune.data import Columns
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
 from trainer.downstream.finetune.tasks import TASKS
 
@@ -31,22 +32,7 @@ class FinetuneConfig(Config):
     """Directory to write (results.json, model/, predictions.jsonl); replaced whole when the run ends."""
     overwrite: bool = False
     """Replace an --output directory that holds files this command did not write."""
-    text_column: str = "text"
-    """Column of the (first) text."""
-    text_pair_column: str = "text_pair"
-    """Column of the second text (--task pair)."""
-    label_column: str = "label"
-    """Column of the label: strings or integers are classes, floats a regression target."""
-    tokens_column: str = "tokens"
-    """Column of the word list (--task tag)."""
-    tags_column: str = "tags"
-    """Column of the tags, one per word (--task tag)."""
-    question_column: str = "question"
-    """Column of the question (--task span)."""
-    context_column: str = "context"
-    """Column of the context (--task span)."""
-    answers_column: str = "answers"
-    """Column of the answers, {"text": [...], "answer_start": [...]} as in SQuAD (--task span)."""
+    columns: Columns = Columns()  # noqa: RUF009  (frozen: one shared default is safe)
     skip_bad_rows: bool = False
     """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
     drop in results.json instead of stopping at it."""

@@ -26,21 +26,33 @@ from typing import Any
 
 import fsspec
 
+from schemas.config import Config, flag
+
 
 class DataError(ValueError):
     """Labelled data that cannot be used as given; the message names file, line and column."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Columns:
-    text: str = "text"
-    text_pair: str = "text_pair"
-    label: str = "label"
-    tokens: str = "tokens"
-    tags: str = "tags"
-    question: str = "question"
-    context: str = "context"
-    answers: str = "answers"
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Columns(Config):
+    """The column flags of `clozeforge finetune` (nested in its FinetuneConfig)."""
+
+    text_column: str = flag("text", metavar="NAME")
+    """Column of the (first) text."""
+    text_pair_column: str = flag("text_pair", metavar="NAME")
+    """Column of the second text (--task pair)."""
+    label_column: str = flag("label", metavar="NAME")
+    """Column of the label: strings or integers are classes, floats a regression target."""
+    tokens_column: str = flag("tokens", metavar="NAME")
+    """Column of the word list (--task tag)."""
+    tags_column: str = flag("tags", metavar="NAME")
+    """Column of the tags, one per word (--task tag)."""
+    question_column: str = flag("question", metavar="NAME")
+    """Column of the question (--task span)."""
+    context_column: str = flag("context", metavar="NAME")
+    """Column of the context (--task span)."""
+    answers_column: str = flag("answers", metavar="NAME")
+    """Column of the answers, {"text": [...], "answer_start": [...]} as in SQuAD (--task span)."""
 
 
 @dataclasses.dataclass
@@ -130,13 +142,13 @@ def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = F
     split = Split(url=url, sha256=digest, examples=[], read=len(rows))
     if not rows:
         raise DataError(f"{url}: empty split (no rows)")
-    needed = {"classify": [columns.text, columns.label], "pair": [columns.text, columns.text_pair, columns.label],
-              "tag": [columns.tokens, columns.tags], "span": [columns.question, columns.context, columns.answers]}[task]
+    needed = {"classify": [columns.text_column, columns.label_column], "pair": [columns.text_column, columns.text_pair_column, columns.label_column],
+              "tag": [columns.tokens_column, columns.tags_column], "span": [columns.question_column, columns.context_column, columns.answers_column]}[task]
     line, first = rows[0]
     for column in needed:
         if column not in first:
             raise DataError(f"{url}:{line}: no column {column!r} (columns: {', '.join(map(str, first))}; "
-                            f"name yours with --{_flag_of(columns, column)}-column)")
+                            f"name yours with --{_flag_of(columns, column)})")
 
     def bad(where: str, reason: str, message: str) -> None:
         if not skip_bad_rows:
@@ -149,27 +161,27 @@ def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = F
         if missing:
             raise DataError(f"{where}: no column {missing[0]!r}")
         if task in ("classify", "pair"):
-            text, label = row[columns.text], row[columns.label]
+            text, label = row[columns.text_column], row[columns.label_column]
             if text in (None, "") or label in (None, ""):
                 split.dropped["empty_text" if text in (None, "") else "empty_label"] += 1
                 continue
             example = {"text": str(text), "label": label, "line": line}
             if task == "pair":
-                example["text_pair"] = "" if row[columns.text_pair] is None else str(row[columns.text_pair])
+                example["text_pair"] = "" if row[columns.text_pair_column] is None else str(row[columns.text_pair_column])
             split.examples.append(example)
         elif task == "tag":
-            tokens = _json_field(row[columns.tokens], where, columns.tokens)
-            tags = _json_field(row[columns.tags], where, columns.tags)
+            tokens = _json_field(row[columns.tokens_column], where, columns.tokens_column)
+            tags = _json_field(row[columns.tags_column], where, columns.tags_column)
             if not tokens:
                 split.dropped["empty_tokens"] += 1
                 continue
             if len(tokens) != len(tags):
-                bad(where, "tag_count_differs", f"column {columns.tags!r} has {len(tags)} tags for {len(tokens)} tokens")
+                bad(where, "tag_count_differs", f"column {columns.tags_column!r} has {len(tags)} tags for {len(tokens)} tokens")
                 continue
             split.examples.append({"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags], "line": line})
         else:
-            context, question = str(row[columns.context] or ""), str(row[columns.question] or "")
-            answers = _json_field(row[columns.answers], where, columns.answers) or {}
+            context, question = str(row[columns.context_column] or ""), str(row[columns.question_column] or "")
+            answers = _json_field(row[columns.answers_column], where, columns.answers_column) or {}
             texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
             if not context or not question:
                 split.dropped["empty_question_or_context"] += 1
@@ -178,11 +190,11 @@ def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = F
                 split.dropped["no_answer"] += 1  # SQuAD 2.0's unanswerable questions: not trained here
                 continue
             if len(texts) != len(starts):
-                raise DataError(f"{where}: column {columns.answers!r} has {len(texts)} texts and {len(starts)} answer_start")
+                raise DataError(f"{where}: column {columns.answers_column!r} has {len(texts)} texts and {len(starts)} answer_start")
             wrong = next(((t, s) for t, s in zip(texts, starts) if context[int(s): int(s) + len(t)] != t), None)
             if wrong is not None:
                 t, s = wrong
-                bad(where, "answer_not_at_offset", f"column {columns.answers!r}: answer {t!r} is not at character {s} "
+                bad(where, "answer_not_at_offset", f"column {columns.answers_column!r}: answer {t!r} is not at character {s} "
                     f"of the context (found {context[int(s): int(s) + len(t)]!r})")
                 continue
             split.examples.append({"question": question, "context": context, "answers": texts,

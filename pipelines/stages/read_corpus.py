@@ -46,7 +46,7 @@ def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) 
     files: list[tuple[str, str]] = []
     roots: dict[str, str] = {}
     skipped: list[str] = []
-    out_fs, out_root = fsspec.core.url_to_fs(output) if output else (None, "")
+    out_protocol = (fsspec.core.split_protocol(output)[0] or "file") if output else None
     for index, (name, pattern) in enumerate(inputs):
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
@@ -63,8 +63,11 @@ def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) 
             except Exception as e:  # noqa: BLE001  (each object store's client has its own errors; the listing failed)
                 raise PrepError(f"{flag}: cannot list it ({remote.describe(e)})") from None
         matches = []
+        # the output's filesystem is opened only when this input lies on the same kind of store (a Dataflow job
+        # built offline reads local files and writes gs://: building its graph must not need gcsfs)
+        out_root = fsspec.core.url_to_fs(output)[1] if (fsspec.core.split_protocol(pattern)[0] or "file") == out_protocol else None
         for path in found:
-            inside = out_fs is not None and type(fs) is type(out_fs) and path.startswith(out_root.rstrip("/") + "/")
+            inside = out_root is not None and path.startswith(out_root.rstrip("/") + "/")
             if inside and ownership.is_prep_file(path[len(out_root.rstrip("/")) + 1:]):
                 skipped.append(path)
             else:

@@ -27,6 +27,7 @@ import fsspec
 from pipelines.errors import PrepError
 from pipelines.outputs.atomic import open_atomically
 from pipelines.wordpiece import WordPieceEncoder
+from schemas.jsonl import json_objects
 
 PER_CHOICES = ("line", "document")
 
@@ -89,17 +90,14 @@ def iter_texts(patterns: list[str], *, per: str = "line", text_field: str = "tex
 
 
 def _jsonl_texts(f, path: str, text_field: str) -> Iterator[str]:
-    for number, line in enumerate(f, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{path}:{number}: not a JSON line ({e.msg})") from None
-        text = record.get(text_field) if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            raise UsageError(f"{path}:{number}: no string field {text_field!r} (set --text-field)")
-        yield text
+    try:
+        for number, record in json_objects(f, path):
+            text = record.get(text_field)
+            if not isinstance(text, str):
+                raise UsageError(f"{path}:{number}: no string field {text_field!r} (set --text-field)")
+            yield text
+    except ValueError as e:  # a line that is not a JSON object
+        raise UsageError(str(e)) from None
 
 
 def parser() -> argparse.ArgumentParser:

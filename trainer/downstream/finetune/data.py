@@ -27,6 +27,7 @@ from typing import Any
 import fsspec
 
 from schemas.config import Config, flag
+from schemas.jsonl import json_objects
 
 
 class DataError(ValueError):
@@ -112,18 +113,10 @@ def _rows(url: str) -> tuple[list[tuple[int, dict]], str]:
                 raise DataError(f"{url}:{reader.line_num}: {len(row) - 1 + len(row[None])} fields, the header has {len(row) - 1}")
             rows.append((reader.line_num, row))
         return rows, digest
-    rows = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{url}:{number}: not JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{url}:{number}: expected a JSON object, got {type(row).__name__}")
-        rows.append((number, row))
-    return rows, digest
+    try:
+        return list(json_objects(text.split("\n"), url)), digest
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def _json_field(value, where: str, column: str):

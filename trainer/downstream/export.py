@@ -31,7 +31,7 @@ import torch
 
 from schemas import ContractError, Manifest
 from schemas import vocab as vocab_files
-from trainer.checkpoint import store
+from trainer.checkpoint import resume, store
 from trainer.downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.run.runtime import quiet_startup
@@ -274,7 +274,7 @@ def export_main(argv: list[str] | None = None) -> int:
 
 
 def _data_fingerprint(run_dir: str) -> str | None:
-    path = os.path.join(run_dir, "train_config.json")
+    path = os.path.join(run_dir, resume.RECORD)
     if not os.path.exists(path):
         return None
     with open(path) as f:

@@ -20,7 +20,9 @@ Timing: the machine is shared, so the sides take turns step by step (the order r
 timed alone, warm-up steps are dropped, and the median over steps is reported: a load spike then costs each side
 a few steps, not a whole window. On a CPU with native bf16 (AVX512_BF16 or AMX_BF16, what `--precision auto`
 looks for), both models are also trained in bf16 autocast (copies from the same weights, in the same rotation):
-`bf16_speedup` = ours in bf16 / ours in fp32 and `bf16_ratio` = ours / transformers, both in bf16. With a GPU,
+`bf16_speedup` = ours in bf16 / ours in fp32 and `bf16_ratio` = ours / transformers, both in bf16. On Linux with
+glibc, a second shorter timing gives both sides the allocator setting a training rank runs with
+(`heap_allocator_*`: large freed blocks kept for reuse, trainer/cpu_sharing.py). With a GPU,
 `base` is also trained in bf16 autocast and its model-FLOPs utilisation (MFU) reported, ours and transformers'.
 """
 
@@ -279,6 +281,20 @@ def main(corpus: str | None, quick: bool, contended: bool = False) -> dict:
         "eval_loss_transformers": round(losses["transformers"], 5),
         "cpu_bf16": " and ".join(bf16) or "none (the bf16 figures need avx512_bf16 or amx_bf16)",
     }
+    # The trainer's allocator setting (trainer/cpu_sharing.keep_freed_memory, what a rank on CPU runs with), given
+    # to both sides for a second, shorter timing: the figures above are glibc's defaults on both sides.
+    from trainer.cpu_sharing import keep_freed_memory
+
+    if keep_freed_memory():
+        pair = {name: models[name] for name in ("ours", "transformers")}
+        heap_seconds, heap_timed = time_steps(pair, batches, warmup=2, rounds=12 if quick else 40,
+                                              budget_s=20.0 if quick else 90.0)
+        heap = {name: float(np.median(tokens[heap_timed] / s)) for name, s in heap_seconds.items()}
+        result.update({
+            "heap_allocator_ours_tokens_per_s": round(heap["ours"]),
+            "heap_allocator_transformers_tokens_per_s": round(heap["transformers"]),
+            "heap_allocator_ratio": round(heap["ours"] / heap["transformers"], 2),
+        })
     if bf16:
         result.update({
             "ours_bf16_tokens_per_s": round(tps["ours_bf16"]),

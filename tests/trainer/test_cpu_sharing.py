@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import ROOT
 from trainer import cpu_sharing
 
@@ -53,3 +55,37 @@ def test_torch_loaded_through_the_trainer_package_sleeps_instead_of_spinning():
     assert _gomp_settings(child)["GOMP_SPINCOUNT"] == "0"
     # a user's own choice is kept
     assert _gomp_settings("import trainer.model", OMP_WAIT_POLICY="ACTIVE")["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+_FAULTS = """
+import resource, sys
+import numpy as np
+from trainer import cpu_sharing
+print(cpu_sharing.keep_freed_memory() if sys.argv[1] == "keep" else "-")
+for i in range(6):
+    if i == 1:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = np.ones(10_000_000, dtype=np.float32)  # 40 MB: over the 32 MiB that glibc's own threshold tops out at
+    del block
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _faults(mode: str, **extra: str) -> tuple[str, int]:
+    env = {k: v for k, v in os.environ.items() if k not in cpu_sharing.MALLOC_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", _FAULTS, mode], cwd=ROOT, env={**env, "PYTHONPATH": ROOT, **extra},
+                          capture_output=True, text=True, timeout=600, check=True)
+    setting, faults = done.stdout.split()
+    return setting, int(faults)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_a_training_process_reuses_freed_blocks_instead_of_faulting_them_in_again():
+    # glibc's default: every 40 MB block is mapped fresh and faulted in again (here ~570 faults a block, the
+    # kernel mapping several pages per fault; 5 blocks after the first), kept: none after the first
+    assert _faults("default")[1] >= 5 * 100
+    setting, faults = _faults("keep")
+    assert setting == "True" and faults < 50
+    # a user's own glibc setting wins: nothing is changed
+    setting, faults = _faults("keep", MALLOC_MMAP_THRESHOLD_="131072")
+    assert setting == "False" and faults >= 5 * 100

@@ -282,3 +282,72 @@ def test_dropout_flag_reaches_every_dropout_of_the_model(prepped, tmp_path, drop
     b["mlm_labels"] = torch.where(b["mlm_labels"] >= 0, b["mlm_labels"] % model.config.vocab_size, b["mlm_labels"])
     first, second = model(**b)["loss"], model(**b)["loss"]
     assert torch.equal(first, second) == (dropout == 0.0)
+
+
+def test_softmax_cross_entropy_is_cross_entropy_with_argmax_counts():
+    from trainer.model.bert import SoftmaxCrossEntropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(300, 50, generator=g, dtype=torch.float64) * 4).requires_grad_()
+    labels = torch.randint(0, 50, (300,), generator=g)
+    labels[::7] = IGNORE_INDEX
+    loss, correct = SoftmaxCrossEntropy.apply(logits, labels)
+    loss.backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    ref = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
+    ref.backward()
+    assert abs(float(loss.detach()) - float(ref.detach())) < 1e-9 and (ours - logits.grad).abs().max() < 1e-12
+    valid = labels != IGNORE_INDEX
+    assert int(correct) == int(((logits.argmax(-1) == labels) & valid).sum()) > 0
+    # every row left out: loss 0 and no gradient, never NaN
+    none = torch.randn(4, 3, requires_grad=True)
+    loss, correct = SoftmaxCrossEntropy.apply(none, torch.full((4,), IGNORE_INDEX))
+    loss.backward()
+    assert float(loss) == 0.0 and int(correct) == 0 and not none.grad.any()
+    # logits far from 0 stay finite (the max is subtracted before exp)
+    big = torch.tensor([[1e4, -1e4, 0.0]], requires_grad=True)
+    loss, _ = SoftmaxCrossEntropy.apply(big, torch.tensor([1]))
+    assert float(loss) == 2e4
+    # the gradient is built in the saved buffer, so a second backward is refused, not wrong
+    again = torch.randn(5, 4, requires_grad=True)
+    loss, _ = SoftmaxCrossEntropy.apply(again, torch.arange(4).repeat(2)[:5])
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second backward"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_cpu_dropout_drops_p_and_keeps_the_mean(p):
+    from trainer.model.bert import dropout
+
+    torch.manual_seed(0)
+    x = torch.ones(400, 1001)  # an element count that is not a multiple of 4 lanes per draw
+    y = dropout(x, p, True)
+    dropped = float((y == 0).float().mean())
+    assert abs(dropped - p) < 0.005  # 400,400 draws: the standard error is under 0.001
+    assert torch.allclose(y[y != 0], torch.tensor(1 / (1 - p)), rtol=1e-4) and abs(float(y.mean()) - 1) < 0.01
+    lanes = (y == 0).view(-1)[:400_000].view(-1, 4).float().mean(0)  # each 16-bit lane of a 64-bit draw
+    assert ((lanes - p).abs() < 0.01).all()
+    assert dropout(x, p, False) is x and dropout(x, 0.0, True) is x
+    torch.manual_seed(1)
+    a = dropout(x, p, True)
+    torch.manual_seed(1)
+    assert torch.equal(a, dropout(x, p, True))  # the global generator decides, so a seeded step repeats
+    y.sum().backward() if y.requires_grad else None
+    grad_in = torch.ones(3, 9, requires_grad=True)
+    out = dropout(grad_in, p, True)
+    out.sum().backward()
+    assert torch.equal(grad_in.grad, out.detach())  # the gradient is the same mask times the same scale
+
+
+def test_the_written_out_cpu_attention_is_sdpas_arithmetic():
+    """Training with attention dropout on a CPU takes the written-out attention (for its cheaper dropout mask); an
+    attention dropout too small to drop anything (it rounds to 0 of 65,536) takes that path and must give the
+    eval-mode (SDPA) loss."""
+    model = BertForPretraining(_config(hidden_dropout=0.0, attention_dropout=1e-9), seed=0)
+    b = _batch()
+    with torch.no_grad():
+        train_loss = float(model.train()(**b)["loss"])
+        eval_loss = float(model.eval()(**b)["loss"])
+    assert abs(train_loss - eval_loss) < 1e-5

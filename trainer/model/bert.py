@@ -14,11 +14,20 @@ MLM logits are computed at the masked positions only ("sparse prediction"): the 
 the dense decoder work, which for small models dominates a step (vocabulary 30,522 vs hidden 128-768);
 `python bench/run.py train` measures the gain (its `dense_ratio`).
 
+Two CPU-only shortcuts keep the arithmetic and change only how it is computed (`bench/README.md` has the
+profiles): dropout masks are cut from 16-bit lanes of full 64-bit random words (`dropout`; torch's bernoulli draws
+one random number per element and was 15% of a CPU step), and the MLM/NSP/SBO losses are one softmax
+cross-entropy with its own backward (`SoftmaxCrossEntropy`: three passes over the logits forward and one back,
+where log_softmax + nll_loss + argmax made about ten). On a GPU, `dropout` is F.dropout and attention is SDPA
+with its fused kernels, so the GPU path is the code transformers runs.
+
 NOTE: every cross-module weight use (the tied decoder in the MLM and SBO heads) goes through the owning
 module's forward, never a raw `.weight` access, so DeepSpeed ZeRO-3's gather hooks see it.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +38,37 @@ from trainer.model.config import ModelConfig
 IGNORE_INDEX = -100
 """Label of padding entries in mlm_positions/mlm_labels (transformers' convention)."""
 
+_LANE_LEVELS = 1 << 16  # a dropout decision per 16-bit lane: p is rounded to a multiple of 1/65,536
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout, F.dropout's contract (zero with probability p, scale the rest by 1/(1-p)).
+
+    On a CPU the mask comes from 16-bit lanes of 64-bit random words (four decisions per draw of the generator,
+    against one per element in torch's bernoulli, which is single-threaded there: 4x faster for the mask); p is
+    rounded to a multiple of 1/65,536 (0.1 becomes 0.100006) and the scale follows the rounded p. Elsewhere
+    this is F.dropout, whose fused kernels are already cheap."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p, True)
+    drop = round(p * _LANE_LEVELS)
+    n = x.numel()
+    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None)  # every bit uniform
+    keep = words.view(torch.int16)[:n].view(x.shape) >= drop - _LANE_LEVELS // 2
+    return x * torch.where(keep, _LANE_LEVELS / (_LANE_LEVELS - drop), 0.0).to(x.dtype)
+
+
+class _Dropout(nn.Module):
+    """`dropout` as a module (no parameters, so the state dict is unchanged)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training)
+
 
 class _Embeddings(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -37,7 +77,7 @@ class _Embeddings(nn.Module):
         self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout)
+        self.dropout = _Dropout(cfg.hidden_dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (seq,)
@@ -67,7 +107,15 @@ class _SelfAttention(nn.Module):
             # whose keys are all padding then gets a finite uniform softmax on every torch version and backend
             # (boolean masks gave NaN there on some; torch 2.13 CPU returns zeros).
             bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill_(~keep, torch.finfo(q.dtype).min)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=self.p_drop if self.training else 0.0)
+        if self.training and self.p_drop > 0 and x.device.type == "cpu":
+            # SDPA's CPU math path, written out so the probabilities' dropout is `dropout`'s cheap mask
+            scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(h // self.num_heads))  # (batch, heads, seq, seq)
+            if bias is not None:
+                scores = scores + bias
+            out = dropout(scores.softmax(-1), self.p_drop, True) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
+                                                 dropout_p=self.p_drop if self.training else 0.0)
         return out.transpose(1, 2).reshape(b, s, h)
 
 
@@ -78,7 +126,7 @@ class _DenseNorm(nn.Module):
         super().__init__()
         self.dense = nn.Linear(in_features, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.hidden_dropout)
+        self.dropout = _Dropout(cfg.hidden_dropout)
 
 
 class _Attention(nn.Module):
@@ -194,15 +242,43 @@ def _gather(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Ten
     return torch.gather(sequence_output, 1, index)
 
 
+class SoftmaxCrossEntropy(torch.autograd.Function):
+    """(summed cross-entropy, correct count) of (N, C) float logits against (N,) labels, -100 rows left out.
+
+    F.cross_entropy's value and gradient, in fewer passes over the logits: forward keeps exp(logits - max) and
+    its row sums, backward is one multiply plus a scatter at the labels. A row is correct when its label's
+    logit equals the row's maximum, which is argmax == label except that a tie counts as correct."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        valid = labels != IGNORE_INDEX  # (N,)
+        index = labels.clamp(min=0)[:, None]  # (N, 1), any class for the left-out rows
+        top = logits.amax(-1, keepdim=True)  # (N, 1)
+        exp = (logits - top).exp_()  # (N, C)
+        total = exp.sum(-1, keepdim=True)  # (N, 1)
+        target = logits.gather(1, index)  # (N, 1)
+        loss = torch.where(valid, (top + total.log() - target).squeeze(1), 0.0).sum()
+        correct = ((target >= top).squeeze(1) & valid).sum()
+        ctx.save_for_backward(exp, total, index, valid)
+        ctx.mark_non_differentiable(correct)
+        return loss, correct
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor, _grad_correct: torch.Tensor):
+        if getattr(ctx, "spent", False):
+            raise RuntimeError("SoftmaxCrossEntropy: a second backward through the same loss is not supported")
+        ctx.spent = True  # the gradient is built in the saved buffer: a fresh (N, C) tensor costs page faults
+        exp, total, index, valid = ctx.saved_tensors
+        weight = torch.where(valid, grad_loss, 0.0)[:, None]  # (N, 1)
+        grad = exp.mul_(weight / total)  # softmax, scaled
+        return grad.scatter_add_(1, index, -weight), None  # minus one at each label
+
+
 def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
     """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals."""
-    labels = labels.long()
-    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
-    valid = flat_labels != IGNORE_INDEX
-    count = valid.sum()
-    loss_sum = F.cross_entropy(flat_logits.float(), flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
-    with torch.no_grad():
-        correct = ((flat_logits.argmax(-1) == flat_labels) & valid).sum()
+    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long()
+    count = (flat_labels != IGNORE_INDEX).sum()
+    loss_sum, correct = SoftmaxCrossEntropy.apply(flat_logits, flat_labels)
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 

@@ -6,7 +6,7 @@ Out: a Runtime after torch.distributed is up (gloo on CPU, nccl on GPU, through 
 
 On CPU, ranks on one host split the cores this process may use between them (torch would otherwise start one
 thread per core in every rank and oversubscribe; the OpenMP wait policy is set before torch loads, by
-trainer/cpu_sharing.py), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
+trainer/cpu_sharing.py, as is malloc's reuse of freed blocks), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
 first use (~2 min), and gloo moves our gradients fast enough on one box.
 """
 
@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from schemas.ports import free_port
-from trainer.cpu_sharing import intra_op_threads
+from trainer.cpu_sharing import intra_op_threads, keep_freed_memory
 from trainer.run.precision import Precision, resolve_precision
 
 
@@ -77,6 +77,7 @@ def start_runtime(precision: str) -> Runtime:
     else:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(intra_op_threads(local_world))
+        keep_freed_memory()
         device, name, bf16 = torch.device("cpu"), "cpu", False
     try:
         chosen = resolve_precision(precision, on_gpu=on_gpu, gpu_bf16=bf16)

@@ -4,7 +4,8 @@ of the same measurement alone, taken in the same run.
 In:  nothing (random token ids with BERT's pair lengths, as `train --quick` uses). Out: for each environment,
      "clozeforge" (trainer/cpu_sharing.py's defaults, what every clozeforge process runs with) and
      "torch_defaults" (libgomp's own spin-then-sleep, GOMP_SPINCOUNT 300,000), the tokens/s of our tiny model
-     (seq 128, batch 32, fp32, as many torch threads as usable cores, as `clozeforge train` takes) alone, beside
+     (seq 128, batch 32, fp32, as many torch threads as usable cores and malloc keeping freed blocks, as a
+     `clozeforge train` rank on CPU runs) alone, beside
      a single-threaded busy loop, and beside a second copy of itself, each contended figure also as a fraction
      of the alone one.
 
@@ -37,6 +38,7 @@ def _worker(seconds: float) -> None:
     from trainer.model import BertForPretraining, ModelConfig
 
     torch.set_num_threads(cpu_sharing.intra_op_threads(1))
+    cpu_sharing.keep_freed_memory()  # as a training rank on CPU does (trainer/run/runtime.py)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     batches = make_batches(rng.integers(5, 8192, 200_000), 8, rng)

@@ -6,8 +6,9 @@ Out: a Runtime after torch.distributed is up (gloo on CPU, nccl on GPU, through 
 
 On CPU, ranks on one host split the cores this process may use between them (torch would otherwise start one
 thread per core in every rank and oversubscribe; the OpenMP wait policy is set before torch loads, by
-trainer/cpu_sharing.py, as is malloc's reuse of freed blocks), and DeepSpeed's shared-memory comm op is turned off: it is JIT-compiled on
-first use (~2 min), and gloo moves our gradients fast enough on one box.
+trainer/cpu_sharing.py), malloc keeps freed blocks for reuse (cpu_sharing.keep_freed_memory), and DeepSpeed's
+shared-memory comm op is turned off: it is JIT-compiled on first use (~2 min), and gloo moves our gradients fast
+enough on one box.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ looks for), both models are also trained in bf16 autocast (copies from the same 
 `bf16_speedup` = ours in bf16 / ours in fp32 and `bf16_ratio` = ours / transformers, both in bf16. On Linux with
 glibc, a second shorter timing gives both sides the allocator setting a training rank runs with
 (`heap_allocator_*`: large freed blocks kept for reuse, trainer/cpu_sharing.py). With a GPU,
-`base` is also trained in bf16 autocast and its model-FLOPs utilisation (MFU) reported, ours and transformers'.
+`base` is also trained in bf16 autocast and its model-FLOPs utilisation (MFU) reported, ours and transformers'
+(after their fp32 eval losses on the GPU agree), and a `model.compile()` trial of ours against eager.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def real_tokens(batches: list[Batch]) -> np.ndarray:
 
 
 def gpu_mfu(*, preset: str = "base", device: str = "cuda", dtype: torch.dtype = torch.bfloat16, steps: int = 20,
-            vocab_size: int = 30522, batch_size: int = 64) -> dict:
+            vocab_size: int = 30522, batch_size: int = 64, compile_trial: bool = True) -> dict:
     """Tokens/s and model-FLOPs utilisation of `preset` in `dtype` autocast, ours and transformers', random ids.
 
     Model FLOPs are the same for both sides: what training on the batch needs, 6 per weight multiply-add and real
@@ -223,9 +224,13 @@ def gpu_mfu(*, preset: str = "base", device: str = "cuda", dtype: torch.dtype = 
     batches = [{k: v.to(device) for k, v in b.items()}
                for b in make_batches(stream, 4, rng, batch_size=batch_size, vocab_size=vocab_size)]
     models = {k: v for k, v in build_models(cfg, device).items() if k != "ours_dense_mlm"}
+    losses = eval_losses(models, batches[0])  # fp32 on the GPU: SDPA's kernels there, not the CPU's
+    if abs(losses["ours"] - losses["transformers"]) > 1e-3:
+        raise RuntimeError(f"GPU eval losses differ on the same weights and batch: {losses}")
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    autocast = lambda: torch.autocast(device.split(":")[0], dtype=dtype)  # noqa: E731
     seconds, timed = time_steps(models, batches, warmup=3, rounds=steps, budget_s=240.0, sync=sync,
-                                autocast=lambda: torch.autocast(device.split(":")[0], dtype=dtype))
+                                autocast=autocast)
     h, layers, ffn = cfg.hidden_size, cfg.num_layers, cfg.intermediate_size
     tokens = real_tokens(batches)[timed]  # (timed rounds,)
     predictions = np.asarray([int((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in batches], np.float64)[timed]
@@ -242,7 +247,38 @@ def gpu_mfu(*, preset: str = "base", device: str = "cuda", dtype: torch.dtype = 
         if peak:
             out[f"gpu_{side}_mfu"] = round(achieved / peak, 3)
     out["gpu_ratio"] = round(out["gpu_ours_tokens_per_s"] / out["gpu_transformers_tokens_per_s"], 2)
+    out["gpu_eval_loss_ours"], out["gpu_eval_loss_transformers"] = round(losses["ours"], 5), round(losses["transformers"], 5)
+    if compile_trial:
+        out.update(_compile_trial(cfg, batches, device, steps, sync, autocast))
     return out
+
+
+def _compile_trial(cfg: ModelConfig, batches: list[Batch], device: str, steps: int, sync: Callable[[], None],
+                   autocast: Callable[[], contextlib.AbstractContextManager]) -> dict:
+    """`model.compile()` (inductor) against the eager model, same weights, batches and autocast, alternating step
+    by step: the compile time (the first step's wall time) and the steady speed-up. A failure to compile is a
+    figure too (`gpu_compile_error`), not a lost benchmark."""
+    eager = BertForPretraining(cfg, seed=0).to(device).train()
+    compiled = BertForPretraining(cfg, seed=0).to(device).train()
+    compiled.compile()
+    optimizer = torch.optim.AdamW(compiled.parameters(), lr=1e-4, weight_decay=0.01)
+    started = time.perf_counter()
+    try:
+        with autocast():
+            loss = ours_loss(compiled, batches[0])
+        loss.backward()
+        optimizer.step()
+        sync()
+    except Exception as e:  # noqa: BLE001 (any inductor failure is the trial's result)
+        return {"gpu_compile_error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    first_s = time.perf_counter() - started
+    pair = {"ours_eager": (eager, ours_loss), "ours_compiled": (compiled, ours_loss)}
+    seconds, timed = time_steps(pair, batches, warmup=3, rounds=steps, budget_s=240.0, sync=sync, autocast=autocast)
+    tokens = real_tokens(batches)[timed]
+    tps = {name: float(np.median(tokens / s)) for name, s in seconds.items()}
+    return {"gpu_compile_first_step_s": round(first_s, 1),
+            "gpu_ours_compiled_tokens_per_s": round(tps["ours_compiled"]),
+            "gpu_compile_speedup": round(tps["ours_compiled"] / tps["ours_eager"], 2)}
 
 
 def main(corpus: str | None, quick: bool, contended: bool = False) -> dict:

@@ -101,6 +101,8 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
     if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/elastic.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    if config.compile:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
+        engine.compile(backend=config.compile)
     return engine
 
 

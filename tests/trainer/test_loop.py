@@ -211,3 +211,21 @@ def test_lamb_under_zero_partitions_is_refused(prepped, tmp_path):
     result = run_cli("train", "--data", f"{prepped}/pairs", "--output", str(tmp_path / "run"), "--optimizer", "lamb", "--zero-stage", "2")
     assert result.returncode == 2
     assert result.stderr.strip() == "clozeforge train: error: --optimizer lamb needs --zero-stage 0, got 2"
+
+
+def test_compile_trains_the_steps_of_the_uncompiled_model(prepped, tmp_path):
+    """--compile BACKEND goes through DeepSpeed's engine.compile. The `eager` backend traces the model with
+    dynamo and runs the captured graphs as they are (inductor would spend minutes generating C++ on a CPU); the
+    losses must be the uncompiled run's. Dropout 0, so both runs draw no random numbers in the model."""
+    losses = {}
+    for name, extra in (("plain", ()), ("compiled", ("--compile", "eager"))):
+        run = str(tmp_path / name)
+        result = run_cli("train", "--data", f"{prepped}/pairs", "--output", run, "--max-steps", "3", "--batch-size", "4",
+                         "--log-every", "1", "--eval-every", "0", "--num-workers", "0", "--dropout", "0", *extra)
+        assert result.returncode == 0, result.stderr[-3000:]
+        losses[name] = [r["loss"] for r in metrics(run) if "split" not in r and "loss" in r]
+    assert len(losses["plain"]) == 3
+    assert losses["compiled"] == pytest.approx(losses["plain"], abs=1e-5)
+    bad = run_cli("train", "--data", f"{prepped}/pairs", "--output", str(tmp_path / "run"), "--compile", "no-such-backend")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr[-2000:]
+    assert bad.stderr.startswith("clozeforge train: error: --compile no-such-backend: not a torch.compile backend here; one of ")

@@ -91,15 +91,15 @@ def test_an_all_padding_row_stays_finite():
     model = BertForPretraining(_config())
     b = _batch()
     b["attention_mask"][0] = 0
-    out = model(**b)
-    assert torch.isfinite(out["mlm_logits"]).all() and torch.isfinite(out["loss"])
+    assert torch.isfinite(model(**b)["loss"])
+    assert torch.isfinite(model(**{**b, "mlm_labels": None})["mlm_logits"]).all()
 
 
 def test_sparse_mlm_logits_equal_dense_logits_gathered():
     model = BertForPretraining(_config()).eval()
     b = _batch()
     with torch.no_grad():
-        out = model(**b)
+        out = model(**{**b, "mlm_labels": None})  # with labels the loss spends the logits: none come back
         dense = model.dense_mlm_logits(model.encode(**_encoder_inputs(b))[0])  # (batch, seq, vocab)
     assert out["mlm_logits"].shape == (*b["mlm_positions"].shape, VOCAB)
     gathered = torch.stack([dense[i, b["mlm_positions"][i]] for i in range(dense.shape[0])])
@@ -113,8 +113,10 @@ def test_losses_and_counts_equal_a_manual_cross_entropy():
     b = _batch()
     with torch.no_grad():
         out = model(**b)
+        mlm_logits = model(**{**b, "mlm_labels": None})["mlm_logits"]
+    assert "mlm_logits" not in out  # spent by the loss
     keep = b["mlm_labels"] != IGNORE_INDEX
-    logits, labels = out["mlm_logits"][keep], b["mlm_labels"][keep]  # (n, vocab), (n,)
+    logits, labels = mlm_logits[keep], b["mlm_labels"][keep]  # (n, vocab), (n,)
     log_probs = torch.log_softmax(logits, -1)
     manual_mlm = -log_probs[torch.arange(len(labels)), labels].mean()
     nsp_log_probs = torch.log_softmax(out["nsp_logits"], -1)
@@ -168,8 +170,8 @@ def test_sbo_head_shapes_loss_and_gradients():
     left = (b["mlm_positions"] - 1).clamp(min=0)
     right = (b["mlm_positions"] + 1).clamp(max=b["input_ids"].shape[1] - 1)
     rel = torch.tensor([[0, 1, 2, 9, 0]] * 3)  # 9 is past the table: shares its last row
+    assert model(**{**b, "mlm_labels": None}, sbo_left=left, sbo_right=right, sbo_rel_pos=rel)["sbo_logits"].shape == (3, 5, VOCAB)
     out = model(**b, sbo_left=left, sbo_right=right, sbo_rel_pos=rel)
-    assert out["sbo_logits"].shape == (3, 5, VOCAB)
     assert torch.isfinite(out["sbo_loss"]) and out["sbo_count"].item() == out["mlm_count"].item()
     assert out["loss"].item() == pytest.approx(
         (out["mlm_loss"] + out["nsp_loss"] + out["sbo_loss"]).item(), rel=1e-5)
@@ -291,7 +293,9 @@ def test_softmax_cross_entropy_is_cross_entropy_with_argmax_counts():
     logits = (torch.randn(300, 50, generator=g, dtype=torch.float64) * 4).requires_grad_()
     labels = torch.randint(0, 50, (300,), generator=g)
     labels[::7] = IGNORE_INDEX
-    loss, correct = SoftmaxCrossEntropy.apply(logits, labels)
+    spent = logits.clone()  # the function computes in its input's storage
+    loss, correct, exp = SoftmaxCrossEntropy.apply(spent, labels)
+    assert exp.data_ptr() == spent.data_ptr()  # no (N, C) buffer of its own
     loss.backward()
     ours = logits.grad.clone()
     logits.grad = None
@@ -302,16 +306,16 @@ def test_softmax_cross_entropy_is_cross_entropy_with_argmax_counts():
     assert int(correct) == int(((logits.argmax(-1) == labels) & valid).sum()) > 0
     # every row left out: loss 0 and no gradient, never NaN
     none = torch.randn(4, 3, requires_grad=True)
-    loss, correct = SoftmaxCrossEntropy.apply(none, torch.full((4,), IGNORE_INDEX))
+    loss, correct, _ = SoftmaxCrossEntropy.apply(none.clone(), torch.full((4,), IGNORE_INDEX))
     loss.backward()
     assert float(loss) == 0.0 and int(correct) == 0 and not none.grad.any()
     # logits far from 0 stay finite (the max is subtracted before exp)
     big = torch.tensor([[1e4, -1e4, 0.0]], requires_grad=True)
-    loss, _ = SoftmaxCrossEntropy.apply(big, torch.tensor([1]))
+    loss, _, _ = SoftmaxCrossEntropy.apply(big.clone(), torch.tensor([1]))
     assert float(loss) == 2e4
     # the gradient is built in the saved buffer, so a second backward is refused, not wrong
     again = torch.randn(5, 4, requires_grad=True)
-    loss, _ = SoftmaxCrossEntropy.apply(again, torch.arange(4).repeat(2)[:5])
+    loss, _, _ = SoftmaxCrossEntropy.apply(again.clone(), torch.arange(4).repeat(2)[:5])
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="second backward"):
         loss.backward()

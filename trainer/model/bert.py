@@ -243,31 +243,37 @@ def _gather(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Ten
 
 
 class SoftmaxCrossEntropy(torch.autograd.Function):
-    """(summed cross-entropy, correct count) of (N, C) float logits against (N,) labels, -100 rows left out.
+    """(summed cross-entropy, correct count, spent logits) of (N, C) float logits against (N,) labels, -100 rows
+    left out.
 
-    F.cross_entropy's value and gradient, in fewer passes over the logits: forward keeps exp(logits - max) and
-    its row sums, backward is one multiply plus a scatter at the labels. A row is correct when its label's
-    logit equals the row's maximum, which is argmax == label except that a tie counts as correct."""
+    F.cross_entropy's value and gradient, in fewer passes over the logits and no (N, C) buffer of its own: forward
+    turns the logits into exp(logits - max) in place (they come back as the third output, spent: the caller
+    must not read them) and keeps the row sums; backward turns that buffer into the gradient in place (one
+    multiply plus a scatter at the labels). A row is correct when its label's logit equals the row's maximum,
+    which is argmax == label except that a tie counts as correct. In place because the MLM logits are the
+    largest tensor of a step ((predictions, vocabulary), 20 MB at 640 x 8,192) and a fresh one costs its page
+    faults under glibc's default allocator."""
 
     @staticmethod
-    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         valid = labels != IGNORE_INDEX  # (N,)
         index = labels.clamp(min=0)[:, None]  # (N, 1), any class for the left-out rows
         top = logits.amax(-1, keepdim=True)  # (N, 1)
-        exp = (logits - top).exp_()  # (N, C)
+        target = logits.gather(1, index)  # (N, 1), before the logits are overwritten
+        exp = logits.sub_(top).exp_()  # (N, C), the logits' own storage
         total = exp.sum(-1, keepdim=True)  # (N, 1)
-        target = logits.gather(1, index)  # (N, 1)
         loss = torch.where(valid, (top + total.log() - target).squeeze(1), 0.0).sum()
         correct = ((target >= top).squeeze(1) & valid).sum()
+        ctx.mark_dirty(logits)
         ctx.save_for_backward(exp, total, index, valid)
-        ctx.mark_non_differentiable(correct)
-        return loss, correct
+        ctx.mark_non_differentiable(correct, exp)
+        return loss, correct, exp
 
     @staticmethod
-    def backward(ctx, grad_loss: torch.Tensor, _grad_correct: torch.Tensor):
+    def backward(ctx, grad_loss: torch.Tensor, _grad_correct: torch.Tensor, _grad_spent: torch.Tensor):
         if getattr(ctx, "spent", False):
             raise RuntimeError("SoftmaxCrossEntropy: a second backward through the same loss is not supported")
-        ctx.spent = True  # the gradient is built in the saved buffer: a fresh (N, C) tensor costs page faults
+        ctx.spent = True  # the gradient is built in the saved buffer
         exp, total, index, valid = ctx.saved_tensors
         weight = torch.where(valid, grad_loss, 0.0)[:, None]  # (N, 1)
         grad = exp.mul_(weight / total)  # softmax, scaled
@@ -275,10 +281,12 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
 
 
 def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
-    """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals."""
-    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long()
+    """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals.
+    Float32 logits are spent (overwritten, see SoftmaxCrossEntropy); other dtypes are copied to float32 first."""
+    flat_logits = (logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])).float()
+    flat_labels = labels.reshape(-1).long()
     count = (flat_labels != IGNORE_INDEX).sum()
-    loss_sum, correct = SoftmaxCrossEntropy.apply(flat_logits, flat_labels)
+    loss_sum, correct, _spent = SoftmaxCrossEntropy.apply(flat_logits, flat_labels)
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 
@@ -363,8 +371,10 @@ class BertForPretraining(nn.Module):
         sbo_rel_pos: (batch, P) 0-based offset of the target inside its span; sbo_labels: (batch, P), defaulting
             to mlm_labels (SpanBERT predicts every span token with both objectives).
 
-        Returns "nsp_logits" (batch, 2) always; "mlm_logits" (batch, P, vocab) with mlm_positions;
-        "sbo_logits" (batch, P, vocab) with the SBO inputs and `use_sbo`; per objective with labels,
+        Returns "nsp_logits" (batch, 2) always; "mlm_logits" (batch, P, vocab) with mlm_positions and no
+        mlm_labels; "sbo_logits" (batch, P, vocab) with the SBO inputs, `use_sbo` and no labels (with labels
+        the loss computes in the logits' storage, the step's largest tensor, so they are not returned); per
+        objective with labels,
         "<obj>_loss" (mean over labelled entries), "<obj>_correct" and "<obj>_count" (0-dim int tensors, no
         grad); and "loss", the config-weighted sum of the losses present. A loss with weight 0 stays in the
         sum (times 0) so every parameter gets a gradient each step, which DDP and ZeRO-2/3 expect.
@@ -374,19 +384,24 @@ class BertForPretraining(nn.Module):
         out: dict[str, torch.Tensor] = {"nsp_logits": self.cls.seq_relationship(pooled)}
         weighted: list[torch.Tensor] = []
         if mlm_positions is not None:
-            out["mlm_logits"] = self.cls.predictions(_gather(sequence_output, mlm_positions))
-            if mlm_labels is not None:
-                out.update(_classification(out["mlm_logits"], mlm_labels, "mlm"))
+            # 2-D logits (batch * P, vocab), the decoder's own output and no view of it, which the loss spends
+            logits = self.cls.predictions(_gather(sequence_output, mlm_positions).flatten(0, 1))
+            if mlm_labels is None:
+                out["mlm_logits"] = logits.view(*mlm_positions.shape, -1)  # (batch, P, vocab)
+            else:
+                out.update(_classification(logits, mlm_labels, "mlm"))
                 weighted.append(cfg.mlm_weight * out["mlm_loss"])
         if next_sentence_label is not None:
-            out.update(_classification(out["nsp_logits"], next_sentence_label, "nsp"))
+            out.update(_classification(out["nsp_logits"].clone(), next_sentence_label, "nsp"))
             weighted.append(cfg.nsp_weight * out["nsp_loss"])
         if self.sbo is not None and sbo_left is not None and sbo_right is not None and sbo_rel_pos is not None:
-            span = self.sbo(sequence_output, sbo_left, sbo_right, sbo_rel_pos)
-            out["sbo_logits"] = self.cls.predictions.decoder(span)
+            span = self.sbo(sequence_output, sbo_left, sbo_right, sbo_rel_pos)  # (batch, P, hidden)
+            logits = self.cls.predictions.decoder(span.flatten(0, 1))  # (batch * P, vocab)
             labels = sbo_labels if sbo_labels is not None else mlm_labels
-            if labels is not None:
-                out.update(_classification(out["sbo_logits"], labels, "sbo"))
+            if labels is None:
+                out["sbo_logits"] = logits.view(*sbo_left.shape, -1)
+            else:
+                out.update(_classification(logits, labels, "sbo"))
                 weighted.append(cfg.sbo_weight * out["sbo_loss"])
         if weighted:
             out["loss"] = torch.stack(weighted).sum()

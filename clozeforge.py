@@ -271,7 +271,8 @@ def _demo(args: argparse.Namespace) -> int:
     zero = ["--zero-stage", "0"] if args.nproc == 1 else []
     _run("train", [*train, f"--nproc-per-node={args.nproc}", *zero, "--output", run, "--max-steps", str(args.steps),
                    "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
-                   "--save-every", str(args.steps)], saved=_training_kept(run, args.steps))
+                   # three checkpoints kept, so `clozeforge finetune RUN --checkpoints all` draws a curve from the run
+                   "--save-every", str(max(1, args.steps // 3)), "--keep-last", "3"], saved=_training_kept(run, args.steps))
     if args.ranks_check_steps:
         ranks_run = os.path.join(work, "run-2-ranks")
         _run("train on 2 DeepSpeed ranks (ZeRO-2 over gloo; a short run on the same data)",

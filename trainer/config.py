@@ -75,8 +75,8 @@ class TrainConfig(Config):
     """DeepSpeed ZeRO stage, 0-3."""
     compile: str | None = flag(None, metavar="BACKEND")
     """torch.compile the model with this backend, through DeepSpeed's engine.compile (`inductor` fuses kernels:
-    1.41x for `base` in bf16 on an H200; on a 2-core CPU it lost, 0.86x after ten minutes of compiling, see
-    bench/README.md). Any name torch._dynamo.list_backends(exclude_tags=()) gives; off by default."""
+    1.37x for `base` in bf16 on an H200, after ~25 s of compiling; on a 2-core CPU it lost, 0.86x after ten
+    minutes: bench/README.md). Any name torch._dynamo.list_backends(exclude_tags=()) gives; off by default."""
     precision: str = flag("auto", choices=PRECISIONS)
     """auto (bf16 on a GPU that supports it and on a CPU with AVX512_BF16 or AMX_BF16, else fp32), fp32, bf16 (on
     CPU: autocast over fp32 weights), or fp16 (GPU, with loss scaling). The choice is printed at start."""

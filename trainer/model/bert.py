@@ -283,6 +283,8 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
 def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
     """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals.
     Float32 logits are spent (overwritten, see SoftmaxCrossEntropy); other dtypes are copied to float32 first."""
+    # 2-D logits go in as they are: a reshape would hand the loss a view, and overwriting a view in place makes
+    # autograd route the base's gradient through a copy of it (CopySlices), the 20 MB this loss exists to save
     flat_logits = (logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])).float()
     flat_labels = labels.reshape(-1).long()
     count = (flat_labels != IGNORE_INDEX).sum()

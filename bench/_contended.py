@@ -36,6 +36,7 @@ def _worker(seconds: float) -> None:
 
     from bench.train import make_batches, ours_loss
     from trainer.model import BertForPretraining, ModelConfig
+    from trainer.optim import adamw
 
     torch.set_num_threads(cpu_sharing.intra_op_threads(1))
     cpu_sharing.keep_freed_memory()  # as a training rank on CPU does (trainer/run/runtime.py)
@@ -44,7 +45,7 @@ def _worker(seconds: float) -> None:
     batches = make_batches(rng.integers(5, 8192, 200_000), 8, rng)
     tokens = [int(b["attention_mask"].sum()) for b in batches]
     model = BertForPretraining(ModelConfig.preset("tiny", vocab_size=8192), seed=0).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    optimizer = adamw(model, lr=1e-4, weight_decay=0.01)  # the trainer's
 
     def step(i: int) -> None:
         loss = ours_loss(model, batches[i % len(batches)])

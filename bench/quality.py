@@ -27,11 +27,12 @@ import tempfile
 import torch
 
 from schemas import Manifest
-from trainer.builders import lr_lambda, parameter_groups
+from trainer.builders import lr_lambda
 from trainer.config import TrainConfig
 from trainer.data import ShardStream
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
+from trainer.optim import adamw
 from trainer.run.precision import cpu_bf16_instructions
 
 
@@ -98,7 +99,7 @@ def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: 
                              nsp_weight=variant.nsp_weight, use_sbo=masking.strategy == "span",
                              hidden_dropout=variant.dropout, attention_dropout=variant.dropout)
     model = BertForPretraining(cfg, seed=SEED).train()
-    optimizer = torch.optim.AdamW(parameter_groups(model, 0.01), lr=lr, betas=(0.9, 0.999), eps=1e-6)
+    optimizer = adamw(model, lr=lr, weight_decay=0.01, eps=1e-6)  # the trainer's
     schedule = lr_lambda(TrainConfig(data="-", output="-", max_steps=steps, lr=lr))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     stream = ShardStream(manifest, split="train", batch_size=BATCH, masker=_masker(masking, manifest, tokens), seed=SEED)

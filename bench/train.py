@@ -12,8 +12,9 @@ Out: median training tokens/s (non-[PAD] tokens per second of forward + backward
 Setup, identical for all sides: the tiny preset (2 layers, hidden 128, 2 heads, ffn 512) with vocabulary 8,192,
 dropout 0.1; batch 32 at max_seq_len 128, collated with `collate_pairs` (padded to the longest pair) and masked
 once by `Masker` ("bert", 15%, at most 20 predictions, as BERT's max_predictions_per_seq at 128); the same
-initial weights (transformers loads our state dict); torch AdamW (lr 1e-4, weight decay 0.01, torch's default
-implementation); 2 torch threads. transformers gets `labels` (the masked ids, -100 elsewhere) and
+initial weights (transformers loads our state dict); the trainer's AdamW (`trainer.optim.adamw`: lr 1e-4, weight
+decay 0.01 off biases and LayerNorms, torch's fused kernel where there is one, which is also what transformers'
+Trainer picks by default on torch >= 2.8; `optimizer` in the result says which ran); 2 torch threads. transformers gets `labels` (the masked ids, -100 elsewhere) and
 `next_sentence_label`, with attn_implementation="sdpa".
 
 Timing: the machine is shared, so the sides take turns step by step (the order rotating every round), each step is
@@ -42,6 +43,7 @@ from schemas.vocab import SPECIAL_TOKENS as VOCAB_SPECIALS
 from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import IGNORE_INDEX, BertForPretraining, ModelConfig
+from trainer.optim import adamw, fused_available
 from trainer.run.precision import cpu_bf16_instructions
 
 SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2
@@ -179,7 +181,7 @@ def time_steps(models, batches: list[Batch], *, warmup: int, rounds: int, budget
     One round = one step of every model on the same batch, in an order that rotates every round; `warmup` rounds
     are not timed. Stops early (after at least 3 timed rounds) once `budget_s` of wall time is spent, so a loaded
     machine cannot overrun the bench."""
-    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01) for name, (m, _) in models.items()}
+    optimizers = {name: adamw(m, lr=1e-4, weight_decay=0.01) for name, (m, _) in models.items()}
     names = list(models)
     seconds: dict[str, list[float]] = {name: [] for name in names}
     timed: list[int] = []
@@ -299,6 +301,7 @@ def main(corpus: str | None, quick: bool, contended: bool = False) -> dict:
         "data": data,
         "model": "tiny: 2 layers, hidden 128, 2 heads, ffn 512, dropout 0.1",
         "vocab_size": VOCAB, "seq_len": SEQ_LEN, "batch": BATCH, "threads": torch.get_num_threads(),
+        "optimizer": "AdamW, fused" if fused_available(list(models["ours"][0].parameters())) else "AdamW, foreach",
         "timed_steps_each": len(timed),
         "mean_real_tokens_per_batch": round(float(tokens.mean()), 1),
         "ours_tokens_per_s": round(tps["ours"]),

@@ -23,6 +23,7 @@ from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
 from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ModelConfig
+from trainer.optim import adamw, parameter_groups
 from trainer.run.precision import Precision
 from trainer.run.runtime import Runtime
 
@@ -33,14 +34,6 @@ def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Mask
     counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
     return tuple(Masker.for_vocabulary(masking, tokens, mask_id, unigram_counts=counts)
                  for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
-
-
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW's two groups, as in BERT: weight decay on every weight but the biases and LayerNorms."""
-    exempt = [n.endswith(".bias") or "LayerNorm" in n for n, _ in model.named_parameters()]
-    params = [p for _, p in model.named_parameters()]
-    return [{"params": [p for p, e in zip(params, exempt) if not e], "weight_decay": weight_decay},
-            {"params": [p for p, e in zip(params, exempt) if e], "weight_decay": 0.0}]
 
 
 def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
@@ -85,15 +78,14 @@ def lr_lambda(config: TrainConfig):
 def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
     import deepspeed
 
-    groups = parameter_groups(model, config.weight_decay)
     if config.optimizer == "lamb":
         if not rt.on_gpu:
             raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
         from deepspeed.ops.lamb import FusedLamb
 
-        optimizer = FusedLamb(groups, lr=config.lr)
+        optimizer = FusedLamb(parameter_groups(model, config.weight_decay), lr=config.lr)
     else:
-        optimizer = torch.optim.AdamW(groups, lr=config.lr, betas=(0.9, 0.999), eps=1e-6)
+        optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
     if config.schedule_warning():
         rt.log(config.schedule_warning())

@@ -321,6 +321,22 @@ def test_softmax_cross_entropy_is_cross_entropy_with_argmax_counts():
         loss.backward()
 
 
+def test_softmax_cross_entropy_backward_makes_no_logits_sized_tensor():
+    # The spent logits are an output without a gradient: autograd must not fill an (N, C) zero tensor for them
+    from torch.profiler import profile
+
+    from trainer.model.bert import SoftmaxCrossEntropy
+
+    logits = torch.randn(64, 1000, requires_grad=True)
+    loss, _, _ = SoftmaxCrossEntropy.apply(logits.clone(), torch.randint(0, 1000, (64,)))
+    with profile(record_shapes=True) as prof:
+        loss.backward()
+    fresh = [e.name for e in prof.events() if e.name in ("aten::fill_", "aten::zero_", "aten::empty", "aten::zeros")
+             and [64, 1000] in e.input_shapes]
+    assert not fresh, fresh
+    assert logits.grad.shape == (64, 1000)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5])
 def test_cpu_dropout_drops_p_and_keeps_the_mean(p):
     from trainer.model.bert import dropout

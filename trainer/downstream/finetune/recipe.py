@@ -36,6 +36,7 @@ import torch
 
 from trainer.downstream.finetune import tasks
 from trainer.downstream.finetune.tasks import Features
+from trainer.optim import adamw
 
 STRATEGIES = ("full", "probe", "last-n")
 BERT_BASE_LRS = (2e-5, 3e-5, 5e-5)
@@ -100,15 +101,6 @@ def freeze(model, strategy: str, unfreeze_layers: int) -> None:
                 p.requires_grad_(True)
 
 
-def _optimizer(model, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-
 def _batch(tensors: dict[str, torch.Tensor], rows) -> dict[str, torch.Tensor]:
     """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy)."""
     length = int(tensors["attention_mask"][rows].sum(1).max())
@@ -147,7 +139,7 @@ def train(task: str, model, train_features: Features, valid_features: Features, 
     rows = train_features.tensors["input_ids"].shape[0]
     steps_per_epoch = (rows + recipe.batch_size - 1) // recipe.batch_size
     total = steps_per_epoch * recipe.epochs
-    optimizer = _optimizer(model, lr, recipe.weight_decay)
+    optimizer = adamw(model, lr=lr, weight_decay=recipe.weight_decay)
     schedule = get_linear_schedule_with_warmup(optimizer, int(recipe.warmup * total), total)
     order = np.random.default_rng(seed)  # batch order: a function of the seed only
     best: RunResult | None = None

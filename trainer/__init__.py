@@ -7,6 +7,7 @@
     cpu_sharing.py  threading defaults (OpenMP wait policy) set on import, before torch loads; threads per rank
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
     builders.py  the model, the masker, the engine (optimizer, schedule, the DeepSpeed JSON), each phase's streams
+    optim.py     AdamW as every training here builds it: BERT's weight-decay groups, torch's fused kernel
     masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
     evaluate.py  validation losses and accuracies, over all ranks
     metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
@@ -14,7 +15,7 @@
     checkpoint/  save and verify, safe loading, resume (refusals by RESUME_RULES), elastic world sizes
     data/        shards → masked batches: layout, reader, collate, streams, mixtures
     model/       the BERT (transformers' parameter names) and its config
-    downstream/  export to HuggingFace, fill-mask, embeddings
+    downstream/  export to HuggingFace, fill-mask, embeddings, fine-tuning
 """
 
 from trainer import cpu_sharing

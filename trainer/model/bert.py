@@ -56,7 +56,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     n = x.numel()
     words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(1 << 63), None)  # every bit uniform
     keep = words.view(torch.int16)[:n].view(x.shape) >= drop - _LANE_LEVELS // 2
-    return x * torch.where(keep, _LANE_LEVELS / (_LANE_LEVELS - drop), 0.0).to(x.dtype)
+    return x * keep.to(x.dtype).mul_(_LANE_LEVELS / (_LANE_LEVELS - drop))
 
 
 class _Dropout(nn.Module):

@@ -7,7 +7,9 @@ Out: a torch.optim.AdamW with BERT's two groups (weight decay on every weight, n
 The fused kernel does AdamW's update in one pass over each parameter where the default (foreach) makes several:
 on the tiny model at 2 CPU threads a step of the optimizer takes ~2.5 ms against ~10-15 ms (`bench/README.md`).
 It is what transformers' Trainer picks by default on torch >= 2.8 (`adamw_torch_fused`). The update is the same
-arithmetic; only the rounding of its last bits may differ from foreach's.
+arithmetic; only the rounding of its last bits may differ from foreach's. A resumed run keeps the implementation it
+was saved with (torch's `load_state_dict` restores each group's settings, `fused` among them), so a checkpoint
+from before this module resumes on foreach and its trajectory is the one it started on.
 """
 
 from __future__ import annotations

@@ -49,3 +49,19 @@ def test_fused_needs_every_parameter_on_a_fused_device_and_floating():
     assert not fused_available([])
     assert not fused_available([torch.zeros(3, dtype=torch.int64)])
     assert not fused_available([torch.zeros(3, device="meta")])
+
+
+def test_a_checkpoint_saved_on_foreach_resumes_on_foreach():
+    # What trainer/optim.py promises for checkpoints from before it: the saved group settings win
+    old_model, new_model = _model(), _model()
+    old = torch.optim.AdamW(parameter_groups(old_model, 0.01), lr=1e-3, eps=1e-6)
+    for p in old_model.parameters():
+        p.grad = torch.ones_like(p)
+    old.step()
+    resumed = adamw(new_model, lr=1e-3, weight_decay=0.01, eps=1e-6)
+    assert all(g["fused"] for g in resumed.param_groups)
+    resumed.load_state_dict(old.state_dict())
+    assert [g["fused"] for g in resumed.param_groups] == [None, None]
+    for p in new_model.parameters():
+        p.grad = torch.ones_like(p)
+    resumed.step()  # and it steps

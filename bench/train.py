@@ -14,8 +14,9 @@ dropout 0.1; batch 32 at max_seq_len 128, collated with `collate_pairs` (padded 
 once by `Masker` ("bert", 15%, at most 20 predictions, as BERT's max_predictions_per_seq at 128); the same
 initial weights (transformers loads our state dict); the trainer's AdamW (`trainer.optim.adamw`: lr 1e-4, weight
 decay 0.01 off biases and LayerNorms, torch's fused kernel where there is one, which is also what transformers'
-Trainer picks by default on torch >= 2.8; `optimizer` in the result says which ran); 2 torch threads. transformers gets `labels` (the masked ids, -100 elsewhere) and
-`next_sentence_label`, with attn_implementation="sdpa".
+Trainer picks by default on torch >= 2.8; `optimizer` in the result says which ran); 2 torch threads.
+transformers gets `labels` (the masked ids, -100 elsewhere) and `next_sentence_label`, with
+attn_implementation="sdpa".
 
 Timing: the machine is shared, so the sides take turns step by step (the order rotating every round), each step is
 timed alone, warm-up steps are dropped, and the median over steps is reported: a load spike then costs each side

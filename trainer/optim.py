@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import torch
 
-try:  # private, but the list torch itself consults; a torch without it gets the default implementation
+try:  # private, but the list torch itself consults (torch 2.13 has it); a torch without it gets foreach
     from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-except ImportError:  # pragma: no cover (torch < 2.0)
+except ImportError:  # pragma: no cover
     def _get_fused_kernels_supported_devices() -> list[str]:
         return []
 

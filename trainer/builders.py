@@ -93,8 +93,10 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
     if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/elastic.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
-    if config.compile:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
-        engine.compile(backend=config.compile)
+    backend = config.compile_backend(rt.on_gpu)
+    if backend:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
+        engine.compile(backend=backend)
+        rt.log(f"compile: {backend} (--compile {config.compile})")
     return engine
 
 
@@ -107,7 +109,7 @@ def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[st
         "train_micro_batch_size_per_gpu": config.batch_size,
         "gradient_accumulation_steps": config.grad_accum,
         "gradient_clipping": config.grad_clip,
-        "zero_optimization": {"stage": config.zero_stage},
+        "zero_optimization": {"stage": config.zero_stage_for(_world_size())},
         **precision.deepspeed_sections(),
         "steps_per_print": 1 << 30,  # the trainer prints its own progress line
         "wall_clock_breakdown": False,
@@ -115,6 +117,14 @@ def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[st
     if config.deepspeed_config:
         ds = _merge(ds, read_user_deepspeed_config(config.deepspeed_config))
     return ds
+
+
+def _world_size() -> int:
+    """The job's ranks (1 before torch.distributed is up): what --zero-stage auto is resolved on when the config
+    was not resolved by trainer/checkpoint/elastic.py first."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 # Keys of a user's DeepSpeed JSON that the trainer's own flags own: the loader batches by --batch-size and

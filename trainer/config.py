@@ -19,6 +19,15 @@ from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.run.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
+COMPILE_OFF = (None, "off", "none")
+"""--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
+
+
+def _stage(value: str | int) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"--zero-stage must be auto or 0-3, got {value!r}") from None
 SCHEDULES = ("linear", "polynomial", "constant")
 
 
@@ -71,12 +80,14 @@ class TrainConfig(Config):
     per-layer trust ratio needs whole layers, which ZeRO's partitions split)."""
     grad_clip: float = 1.0
     """Global gradient-norm clipping."""
-    zero_stage: int = 2
-    """DeepSpeed ZeRO stage, 0-3."""
-    compile: str | None = flag(None, metavar="BACKEND")
+    zero_stage: int | str = flag("auto", metavar="auto|0-3", convert=lambda v: v if v == "auto" else _stage(v))
+    """DeepSpeed ZeRO stage, 0-3; auto: 0 on one rank (no partitions to save memory over, and none of ZeRO's
+    bucket copies), 2 on several. A resumed run keeps the stage it started with (auto reads it back)."""
+    compile: str | None = flag("auto", metavar="auto|off|BACKEND")
     """torch.compile the model with this backend, through DeepSpeed's engine.compile (`inductor` fuses kernels:
     1.37x for `base` in bf16 on an H200, after ~25 s of compiling; on a 2-core CPU it lost, 0.86x after ten
-    minutes: bench/README.md). Any name torch._dynamo.list_backends(exclude_tags=()) gives; off by default."""
+    minutes: bench/README.md). auto: inductor on a GPU, off on a CPU; off (or none): never. Any name
+    torch._dynamo.list_backends(exclude_tags=()) gives."""
     precision: str = flag("auto", choices=PRECISIONS)
     """auto (bf16 on a GPU that supports it and on a CPU with AVX512_BF16 or AMX_BF16, else fp32), fp32, bf16 (on
     CPU: autocast over fp32 weights), or fp16 (GPU, with loss scaling). The choice is printed at start."""
@@ -86,8 +97,9 @@ class TrainConfig(Config):
     sbo_weight: float = flag(doc_from=(ModelConfig, "sbo_weight"))
     seed: int = 42
     """Seed of data order, masking, dropout and initialisation."""
-    num_workers: int = 1
-    """Dataloader worker processes per rank (0 = build batches in the training process)."""
+    num_workers: int | None = None
+    """Dataloader worker processes per rank (0 = build batches in the training process); default 1 on a CPU,
+    on a GPU 4 (at most the cores per rank less one), so masking keeps ahead of the GPU."""
     mix: tuple[str, ...] = flag((), metavar="[NAME=]URL[,source=S][,weight=W]")
     """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
     (see trainer/data/mixture.py); --data still names the vocabulary and the validation split."""
@@ -148,9 +160,9 @@ class TrainConfig(Config):
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
-            (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
-            (self.optimizer != "lamb" or self.zero_stage == 0, f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
-            (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
+            (self.zero_stage in ("auto", 0, 1, 2, 3), f"--zero-stage must be auto or 0-3, got {self.zero_stage!r}"),
+            (self.optimizer != "lamb" or self.zero_stage in ("auto", 0), f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
+            (self.num_workers is None or self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
             (self.shuffle_window >= 1, f"--shuffle-window must be >= 1, got {self.shuffle_window}"),
             (self.length_buckets >= 0, f"--length-buckets must be >= 0, got {self.length_buckets}"),
             (self.pad_to_multiple_of >= 1, f"--pad-to-multiple-of must be >= 1, got {self.pad_to_multiple_of}"),
@@ -166,12 +178,24 @@ class TrainConfig(Config):
         for ok, message in checks:
             if not ok:
                 raise TrainError(message)
-        if self.compile is not None:
+        if self.compile not in COMPILE_OFF + ("auto",):
             import torch._dynamo  # here, not at the top: a run that does not compile does not pay for the import
 
             backends = torch._dynamo.list_backends(exclude_tags=())
             if self.compile not in backends:
                 raise TrainError(f"--compile {self.compile}: not a torch.compile backend here; one of {', '.join(backends)}")
+
+    def zero_stage_for(self, world_size: int) -> int:
+        """The ZeRO stage --zero-stage means on `world_size` ranks (auto: 0 on one, 2 on several; LAMB: 0)."""
+        if self.zero_stage != "auto":
+            return self.zero_stage
+        return 0 if world_size == 1 or self.optimizer == "lamb" else 2
+
+    def compile_backend(self, on_gpu: bool) -> str | None:
+        """The torch.compile backend --compile means on this device, or None (auto: inductor on a GPU only)."""
+        if self.compile in COMPILE_OFF or (self.compile == "auto" and not on_gpu):
+            return None
+        return "inductor" if self.compile == "auto" else self.compile
 
     @property
     def warmup(self) -> int:

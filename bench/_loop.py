@@ -74,8 +74,11 @@ def _bare_tokens_per_s(model: torch.nn.Module, batches: list[dict], rt, config, 
 
 def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: int = 10, zero_stage=None,
             compile: str | None = None, precision: str = "auto", num_workers: int | None = None,
-            vocab_size: int = 30522, folder: str | None = None, rt=None) -> dict:
-    """One trainer run and two bare runs around it; the figures named in the module docstring."""
+            vocab_size: int = 30522, folder: str | None = None, rt=None, bare: bool = True, bare_after: bool = True,
+            log_every: int | None = None) -> dict:
+    """One trainer run and a bare run before it (and after it, with `bare_after`: on a shared CPU the mean of the
+    two is fairer); the figures named in the module docstring. A trainer that fails leaves `trainer_error` and
+    the bare figures."""
     from schemas import Manifest
     from trainer.builders import build_model, open_phase
     from trainer.checkpoint import elastic
@@ -97,44 +100,50 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
         if num_workers is not None:
             options["num_workers"] = num_workers
         config = TrainConfig(data=data, output=os.path.join(folder, f"run-{time.time_ns()}"), model=preset, batch_size=batch,
-                             max_steps=steps, log_every=warmup, eval_every=0, save_every=steps, dropout=0.1,
+                             max_steps=steps, log_every=log_every or warmup, eval_every=0, save_every=steps, dropout=0.1,
                              precision=precision, **options)
         manifest = Manifest.read(data)
         resolved = elastic.resolve(config, rt)
         model = build_model(resolved, manifest).to(rt.device).train()
         phase = open_phase(1, resolved, rt, model, manifest.vocab["sha256"])
-        batches_iter = iter(loader(phase.train, 0))
-        batches = [to_device(next(batches_iter), rt.device) for _ in range(steps)]
-        shutdown(batches_iter)
+        peak, per_token = peak_flops(rt.device_name), phase.flops_per_token
         backend = compile_backend(resolved.compile, rt.on_gpu)
-        state = {k: v.clone() for k, v in model.state_dict().items()}
-        bare = [_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend)]
+        result = {"loop_preset": preset, "loop_batch": batch, "loop_steps": steps, "loop_timed_steps": steps - warmup,
+                  "loop_device": rt.device_name, "loop_precision": rt.precision, "loop_compile_backend": backend}
+        bare_tps: list[float] = []
+        if bare:
+            batches_iter = iter(loader(phase.train, 0))
+            batches = [to_device(next(batches_iter), rt.device) for _ in range(steps)]
+            shutdown(batches_iter)
+            state = {k: v.clone() for k, v in model.state_dict().items()}
+            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            result["bare_tokens_per_s"] = round(bare_tps[0])
         started = time.time()
-        train(config, rt)
-        trainer_s = time.time() - started
-        model.load_state_dict(state)
-        bare.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+        try:
+            train(config, rt)
+        except Exception as e:  # noqa: BLE001 (a trainer that fails here is a figure too; the bare one stays)
+            result["trainer_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            return result
+        result["trainer_wall_s"] = round(time.time() - started, 1)
+        if bare and bare_after:
+            model.load_state_dict(state)
+            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            result["bare_tokens_per_s_before_after"] = [round(x) for x in bare_tps]
         with open(os.path.join(config.output, "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         windows = [r for r in records if "split" not in r and r["step"] > warmup]
         trainer_tps = float(np.mean([r["tokens_per_s"] for r in windows]))
-        bare_tps = float(np.mean(bare))
-        peak = peak_flops(rt.device_name)
-        per_token = phase.flops_per_token
         with open(os.path.join(config.output, "train_config.json")) as f:
             ran = json.load(f)
-        result = {
-            "loop_preset": preset, "loop_batch": batch, "loop_steps": steps, "loop_timed_steps": steps - warmup,
-            "loop_device": rt.device_name, "loop_precision": rt.precision,
-            "loop_zero_stage": ran.get("zero_stage"), "loop_compile": ran.get("compile"),
-            "loop_num_workers": ran.get("num_workers"),
-            "trainer_tokens_per_s": round(trainer_tps), "bare_tokens_per_s": round(bare_tps),
-            "bare_tokens_per_s_before_after": [round(x) for x in bare],
-            "loop_ratio": round(trainer_tps / bare_tps, 3),
-            "trainer_wall_s": round(trainer_s, 1),
-        }
+        result.update({"loop_zero_stage": ran.get("zero_stage"), "loop_compile": ran.get("compile"),
+                       "loop_num_workers": ran.get("num_workers"), "trainer_tokens_per_s": round(trainer_tps)})
         if peak:
-            result.update({"trainer_mfu": round(trainer_tps * per_token / peak, 3), "bare_mfu": round(bare_tps * per_token / peak, 3)})
+            result["trainer_mfu"] = round(trainer_tps * per_token / peak, 3)
+        if bare_tps:
+            result["bare_tokens_per_s"] = round(float(np.mean(bare_tps)))
+            result["loop_ratio"] = round(trainer_tps / float(np.mean(bare_tps)), 3)
+            if peak:
+                result["bare_mfu"] = round(float(np.mean(bare_tps)) * per_token / peak, 3)
         return result
     finally:
         if own_folder:

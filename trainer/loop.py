@@ -133,7 +133,11 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
         save()
     log.close()
     if rt.rank == 0:
-        plot = plot_curves(config.output)
+        try:
+            plot = plot_curves(config.output)
+        except ImportError:  # matplotlib: metrics.jsonl holds the same figures
+            plot = None
+            rt.log("curves.png not drawn: matplotlib is not installed")
         if plot:
             rt.log(f"curves: {plot}")
     return last
@@ -162,6 +166,8 @@ def mean_losses(losses: list[dict[str, torch.Tensor]], grad_accum: int) -> dict[
 def mark_dynamic(batch: dict[str, torch.Tensor]) -> None:
     """Tell torch.compile that the batch and sequence lengths vary (dynamic padding, length buckets, a resumed
     run's smaller micro batch), so it compiles one graph for all of them rather than one per shape."""
+    import torch._dynamo
+
     for tensor in batch.values():
         for dim in range(min(tensor.dim(), 2)):
             torch._dynamo.maybe_mark_dynamic(tensor, dim)

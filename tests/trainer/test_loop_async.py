@@ -136,3 +136,37 @@ def test_a_step_reads_nothing_back_from_the_device(prepped, tmp_path):
     with open(tmp_path / "run" / "metrics.jsonl") as f:
         logged = [r["step"] for r in map(json.loads, f) if "split" not in r]
     assert logged == [4, 8]
+
+
+SYNCHRONOUS_LOOP = {  # step: (loss, mlm_loss, nsp_loss) logged by the loop that read every micro batch's losses with
+    # .item() (commit d52b256), on the `prepped` fixture's data with the flags of the test below
+    1: (7.6309216022491455, 6.938029527664185, 0.6928919851779938),
+    2: (7.520997524261475, 6.9070494174957275, 0.6139481663703918),
+    3: (7.757081031799316, 6.809701204299927, 0.947379857301712),
+    4: (7.493191480636597, 6.737753868103027, 0.7554375231266022),
+    5: (7.607764005661011, 6.778194189071655, 0.829569935798645),
+    6: (7.496798992156982, 6.76350998878479, 0.7332891523838043),
+}
+
+
+@pytest.mark.integration  # two CLI trainings
+def test_logged_losses_are_the_synchronous_loops(prepped, tmp_path):
+    """Reading the losses once per logged step changes none of them: logged every step or every 4th, each logged
+    step carries the losses the synchronous loop logged (recorded above; a change to the model, the masking or
+    the data order must record them again). The tolerance covers a machine whose thread count sums the same
+    losses in another order; on this one they are equal to the last bit."""
+    from tests.helpers import run_cli
+
+    flags = ["--data", os.path.join(prepped, "pairs"), "--max-steps", "6", "--batch-size", "4", "--grad-accum", "2",
+             "--eval-every", "0", "--num-workers", "0", "--save-every", "100", "--precision", "fp32", "--zero-stage", "2"]
+    logged = {}
+    for every in (1, 4):
+        run = str(tmp_path / f"every{every}")
+        result = run_cli("train", *flags, "--log-every", str(every), "--output", run)
+        assert result.returncode == 0, result.stderr[-2000:]
+        with open(os.path.join(run, "metrics.jsonl")) as f:
+            logged[every] = {r["step"]: (r["loss"], r["mlm_loss"], r["nsp_loss"]) for r in map(json.loads, f) if "split" not in r}
+    assert sorted(logged[1]) == [1, 2, 3, 4, 5, 6] and sorted(logged[4]) == [4, 6]
+    assert all(logged[4][step] == logged[1][step] for step in logged[4])
+    for step, losses in logged[1].items():
+        assert losses == pytest.approx(SYNCHRONOUS_LOOP[step], rel=1e-6, abs=0), step

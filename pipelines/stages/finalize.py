@@ -53,7 +53,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        config=config.settings(),  # where it went and how it was shuffled are not what it is
+        # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
+        config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )
     manifest.write(posixpath.join(out, "pairs"))
     written = [posixpath.join("pairs", MANIFEST_NAME), *(posixpath.join("pairs", s.path) for s in shards),
@@ -62,12 +63,16 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
-    # what finetune compares with the files it scores on: were they kept out of this corpus?
-    report["decontamination"] = {"ngram": NGRAM, "files": [{"url": f.url, "sha256": f.sha256} for f in eval_files]}
+    report["decontamination"] = _decontamination(eval_files)
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
                         "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())
     return report
+
+
+def _decontamination(eval_files) -> dict:
+    """What finetune compares with the files it scores on (by sha256): were they kept out of this corpus?"""
+    return {"ngram": NGRAM, "files": [{"url": f.url, "sha256": f.sha256} for f in eval_files]}
 
 
 class Finalize(beam.PTransform):

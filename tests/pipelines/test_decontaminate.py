@@ -107,6 +107,8 @@ def test_prep_removes_a_planted_test_paragraph_and_counts_it(corpus_dir, tmp_pat
     import hashlib
 
     assert report["decontamination"]["files"][0]["sha256"] == hashlib.sha256(dev.read_bytes()).hexdigest()
+    manifest = json.loads((out / "pairs" / "manifest.json").read_text())
+    assert manifest["config"]["decontamination"] == report["decontamination"]  # the run and its export can see it
     texts = [" ".join(s) for f in sorted(pathlib.Path(out, "clean").glob("*.parquet"))
              for s in pq.read_table(f).column("sentences").to_pylist()]
     assert any("rivers and mountains" in t for t in texts)

@@ -222,3 +222,15 @@ def test_table_reports_each_task_and_the_average(tmp_path):
     assert open(paths["png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no 'f1' on its validation split"):
         task_scores(tasks["mrpc"], [{"validation": {"accuracy": 1.0}}])
+
+
+def test_decontamination_is_matched_by_content():
+    from trainer.downstream.finetune.suites import decontamination
+
+    record = {"ngram": 13, "files": [{"url": "/elsewhere/dev.tsv", "sha256": "a" * 64}]}
+    files = {"validation": {"url": "/data/RTE/dev.tsv", "sha256": "a" * 64}}
+    assert decontamination.against(record, files) == {"decontaminated": True, "ngram": 13, "files": {"validation": True}}
+    files["test"] = {"url": "/data/RTE/test.tsv", "sha256": "b" * 64}
+    assert decontamination.against(record, files)["decontaminated"] is False
+    assert decontamination.against({"ngram": 13, "files": []}, files)["files"] == {"validation": False, "test": False}
+    assert decontamination.against(None, files)["decontaminated"] is None

@@ -234,3 +234,38 @@ def test_decontamination_is_matched_by_content():
     assert decontamination.against(record, files)["decontaminated"] is False
     assert decontamination.against({"ngram": 13, "files": []}, files)["files"] == {"validation": False, "test": False}
     assert decontamination.against(None, files)["decontaminated"] is None
+
+
+def _repeat_rows(tsv: str, times: int) -> str:
+    header, *rows = tsv.splitlines(keepends=True)
+    return header + "".join(rows * times)
+
+
+@pytest.mark.integration
+def test_each_suite_runs_through_finetune_on_its_rows(tmp_path):
+    """The suites' rows are finetune's row formats: one task of each suite fine-tunes (1 seed, 1 epoch) from them."""
+    pytest.importorskip("transformers")
+    from trainer.downstream.finetune.command import finetune_main
+
+    from .finetune_assets import tiny_export
+
+    hf = tiny_export(str(tmp_path / "model"))
+    v2 = [{"id": "q1", "question": "What region?", "answers": [{"text": "Normandy", "answer_start": 31}]},
+          {"id": "q2", "question": "Who took France?", "answers": [], "is_impossible": True}]
+    data = {
+        "glue": _write(tmp_path / "glue", {**{k: v for k, v in GLUE_FILES.items() if k.startswith(("MRPC/", "STS-B/"))},
+                                           "MRPC/train.tsv": _repeat_rows(GLUE_FILES["MRPC/train.tsv"], 3)}),
+        "squad_v2": _write(tmp_path / "squad", {"train-v2.0.json": _squad("v2.0", v2), "dev-v2.0.json": _squad("v2.0", v2)}),
+        "conll2003": _write(tmp_path / "conll", dict.fromkeys(("eng.train", "eng.testa", "eng.testb"), CONLL_IOB1)),
+    }
+    for suite, root in data.items():
+        for task in suites.load(suite, root):
+            files = task.write_rows(str(tmp_path / "rows" / suite))
+            out = tmp_path / "out" / f"{suite}-{task.name}"
+            argv = [hf, "--task", task.kind, "--train", files["train"], "--validation", files["validation"],
+                    "--output", str(out), "--seeds", "1", "--epochs", "1", "--lr", "1e-3"]
+            if "test" in files:
+                argv += ["--test", files["test"]]
+            assert finetune_main(argv) == 0, (suite, task.name)
+            results = json.loads((out / "results.json").read_text())
+            assert results["data"]["train"]["sha256"]

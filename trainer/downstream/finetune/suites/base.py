@@ -64,6 +64,21 @@ class SuiteTask:
     """The task whose fine-tuned model this one starts from instead of the pretrained model ("mnli" for RTE,
     MRPC and STS-B in MosaicBERT's GLUE recipe), or None."""
 
+    def write_rows(self, directory: str) -> dict[str, str]:
+        """Each split as a JSON-lines file of finetune's rows (DIR/<task>-<split>.jsonl, `line` left out), for the
+        file-based `clozeforge finetune --train/--validation/--test`; {split: path}."""
+        import json
+        import os
+
+        os.makedirs(directory, exist_ok=True)
+        paths = {}
+        for split, rows in self.splits.items():
+            paths[split] = os.path.join(directory, f"{self.name}-{split}.jsonl")
+            with open(paths[split], "w", encoding="utf-8") as f:
+                f.writelines(json.dumps({k: v for k, v in r.items() if k != "line"}, ensure_ascii=False) + "\n"
+                             for r in rows)
+        return paths
+
     @property
     def scored_splits(self) -> tuple[str, ...]:
         """The splits the suite reports: test when there is one, else validation; plus any extra splits."""

@@ -4,6 +4,7 @@ the readers' rows and settings, their one-line errors, and the suite table."""
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -210,16 +211,16 @@ def test_table_reports_each_task_and_the_average(tmp_path):
     scratch = [TaskScores(name="mrpc", metrics={"f1": [80.0, 82.0], "accuracy": [70.0, 72.0]}),
                TaskScores(name="mnli", metrics={"accuracy": [60.0], "accuracy (validation_mismatched)": [61.0]})]
     paths = write_table(str(tmp_path / "out"), "glue", {"model": [mrpc, mnli], "scratch": scratch}, expected=8)
-    body = json.loads(open(paths["json"]).read())
+    body = json.loads(pathlib.Path(paths["json"]).read_text())
     model = body["arms"]["model"]
     assert model["tasks"][0]["score"] == {"mean": 87.0, "se": pytest.approx(1.0)}  # (88, 86): SE = sd / sqrt(2) = 1
     assert model["average"]["mean"] == pytest.approx((87.0 + 84.5) / 2)
     assert model["average"]["se"] == pytest.approx(1.0 / 2)  # sqrt(1^2 + 0^2) / 2 tasks
     assert model["average"]["tasks"] == 2 and model["average"]["of"] == 8
-    md = open(paths["md"]).read()
+    md = pathlib.Path(paths["md"]).read_text()
     assert "| mrpc | f1 / accuracy (seeds: 2) | 87.0 ± 1.0 (89.0 / 85.0) | 76.0 ± 1.0 (81.0 / 71.0) |" in md
     assert "average of 2 of 8 tasks" in md
-    assert open(paths["png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert pathlib.Path(paths["png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no 'f1' on its validation split"):
         task_scores(tasks["mrpc"], [{"validation": {"accuracy": 1.0}}])
 

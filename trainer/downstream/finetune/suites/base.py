@@ -144,10 +144,6 @@ def tsv_lines(text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def first_missing(root: str, names: list[str]) -> str | None:
-    return next((n for n in names if not exists(join(root, n))), None)
-
-
 def drops() -> collections.Counter:
     return collections.Counter()
 

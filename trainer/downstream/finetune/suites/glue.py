@@ -29,7 +29,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteTask, drops, exists, join, read_text, tsv_lines
+from trainer.downstream.finetune.suites.base import (Suite, SuiteError, SuiteTask, drops, exists, join, read_text,
+                                                     tsv_lines)
 
 
 def _int_label(value: str) -> int:

@@ -89,6 +89,10 @@ def markdown(suite: str, arms: Mapping[str, dict]) -> str:
     label = "average" if avg["tasks"] == avg["of"] else f"average of {avg['tasks']} of {avg['of']} tasks"
     lines.append(f"| **{label}** | | " + " | ".join(
         f"**{arms[n]['average']['mean']:.1f} ± {arms[n]['average']['se']:.1f}**" for n in names) + " |")
+    single = [t["name"] for t in first["tasks"] if t["seeds"] == 1]
+    if single:  # one seed has no spread to measure: such a task adds nothing to the average's SE
+        lines.append(f"\nScores in points, mean ± SE over seeds; {', '.join(single)} ran one seed (no SE), which the "
+                     "average's SE leaves out.")
     return "\n".join(lines) + "\n"
 
 

@@ -93,8 +93,42 @@ def test_glue_reads_each_task_in_its_official_layout(tmp_path):
     assert {n: t.seeds for n, t in tasks.items()} == {"cola": 4, "sst2": 3, "mrpc": 5, "qqp": 1, "stsb": 5, "mnli": 1,
                                                       "qnli": 1, "rte": 5}
     assert {n for n, t in tasks.items() if t.start_from == "mnli"} == {"rte", "mrpc", "stsb"}
-    assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), from_mnli=False))
+    assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), suites.SuiteOptions(from_mnli=False)))
     assert len(mnli.files["validation"]["sha256"]) == 64
+
+
+def test_holdout_takes_validation_from_train_and_scores_the_dev_files_as_test(tmp_path):
+    files = {k: v for k, v in GLUE_FILES.items() if k.startswith(("SST-2/", "MNLI/"))}
+    files["SST-2/train.tsv"] = "sentence\tlabel\n" + "".join(f"sentence number {i}\t{i % 2}\n" for i in range(200))
+    files["MNLI/train.tsv"] = "\n".join([_MNLI_HEADER, *(_mnli_line(i, f"premise {i}", "hypothesis", "neutral")
+                                                        for i in range(50))]) + "\n"
+    options = suites.SuiteOptions(suite_holdout=0.25)
+    tasks = {t.name: t for t in suites.load("glue", _write(tmp_path, files), options)}
+    sst2 = tasks["sst2"]
+    assert set(sst2.splits) == {"train", "validation", "test"} and sst2.scored_splits == ("test",)
+    held = len(sst2.splits["validation"])
+    assert 30 <= held <= 70 and held + len(sst2.splits["train"]) == 200  # ~25%, and nothing lost
+    assert sst2.splits["test"][0]["text"] == "it 's a charming journey . "
+    assert sst2.files["validation"] == {**sst2.files["train"], "holdout": 0.25}
+    again = {t.name: t for t in suites.load("glue", str(tmp_path), options)}["sst2"]
+    assert again.splits["validation"] == sst2.splits["validation"]  # the same rows on every run
+    assert tasks["mnli"].scored_splits == ("test", "test_mismatched")
+    with pytest.raises(SuiteError, match=r"CoLA/train.tsv: --suite-holdout 0.25 leaves no"):
+        suites.load("glue", _write(tmp_path / "small", {k: v for k, v in GLUE_FILES.items() if k.startswith("CoLA/")}),
+                    options)
+    with pytest.raises(ValueError, match=r"--suite-holdout must be in \[0, 1\)"):
+        suites.SuiteOptions(suite_holdout=1.0)
+
+
+def test_options_are_flags():
+    import argparse
+
+    from schemas.config import add_flags, from_flags
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, suites.SuiteOptions)
+    options = from_flags(suites.SuiteOptions, parser.parse_args(["--no-from-mnli", "--suite-holdout", "0.1"]))
+    assert options == suites.SuiteOptions(from_mnli=False, suite_holdout=0.1)
 
 
 def test_glue_without_mnli_starts_every_task_from_the_pretrained_model(tmp_path):
@@ -160,6 +194,19 @@ def test_squad_v2_keeps_unanswerable_questions_everywhere(tmp_path):
     assert task.no_answer and task.name == "squad_v2"
     for split in ("train", "validation"):
         assert [r["answers"]["text"] for r in task.splits[split]] == [["Normandy"], []]  # plausible answers are not gold
+
+
+def test_squad_holdout_keeps_articles_whole(tmp_path):
+    articles = [{"title": f"T{i}", "paragraphs": [{"context": "The Normans gave their name to Normandy.", "qas": [
+        {"id": f"{i}-{j}", "question": "What?", "answers": [{"text": "Normandy", "answer_start": 31}]} for j in range(3)]}]}
+        for i in range(40)]
+    _write(tmp_path, {"train-v1.1.json": json.dumps({"data": articles}), "dev-v1.1.json": _squad("1.1", [
+        {"id": "d", "question": "What?", "answers": [{"text": "Normandy", "answer_start": 31}]}])})
+    (task,) = suites.load("squad", str(tmp_path), suites.SuiteOptions(suite_holdout=0.3))
+    train_titles = {r["title"] for r in task.splits["train"]}
+    held_titles = {r["title"] for r in task.splits["validation"]}
+    assert train_titles and held_titles and not train_titles & held_titles
+    assert len(task.splits["validation"]) == 3 * len(held_titles) and [r["id"] for r in task.splits["test"]] == ["d"]
 
 
 def test_squad_file_that_is_not_squad_is_one_line(tmp_path):

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteTask
+from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteOptions, SuiteTask
 from trainer.downstream.finetune.suites.conll2003 import Conll2003
 from trainer.downstream.finetune.suites.glue import Glue
 from trainer.downstream.finetune.suites.squad import Squad, SquadV2
@@ -22,12 +22,12 @@ SUITES: dict[str, Suite] = {s.name: s for s in (Glue(), Squad(), SquadV2(), Conl
 """Every suite by its --suite name."""
 
 
-def load(name: str, data_url: str, *, from_mnli: bool = True) -> list[SuiteTask]:
-    """The tasks of suite `name` read from `data_url` (a directory, local or any fsspec URL). `from_mnli`: start
-    the tasks that MosaicBERT starts from the fine-tuned MNLI model (RTE, MRPC, STS-B) from it."""
+def load(name: str, data_url: str, options: SuiteOptions | None = None) -> list[SuiteTask]:
+    """The tasks of suite `name` read from `data_url` (a directory, local or any fsspec URL), set up by `options`
+    (MNLI as the start of RTE, MRPC and STS-B; a validation split held out of train)."""
     if name not in SUITES:
         raise SuiteError(f"--suite must be one of {', '.join(SUITES)}, got {name!r}")
-    return SUITES[name].load(data_url, from_mnli=from_mnli)
+    return SUITES[name].load(data_url, options or SuiteOptions())
 
 
-__all__ = ["SUITES", "Suite", "SuiteError", "SuiteTask", "load"]
+__all__ = ["SUITES", "Suite", "SuiteError", "SuiteOptions", "SuiteTask", "load"]

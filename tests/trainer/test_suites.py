@@ -93,6 +93,10 @@ def test_glue_reads_each_task_in_its_official_layout(tmp_path):
     assert {n: t.seeds for n, t in tasks.items()} == {"cola": 4, "sst2": 3, "mrpc": 5, "qqp": 1, "stsb": 5, "mnli": 1,
                                                       "qnli": 1, "rte": 5}
     assert {n for n, t in tasks.items() if t.start_from == "mnli"} == {"rte", "mrpc", "stsb"}
+    first, second = suites.rounds(list(tasks.values()))  # MNLI's model exists before the tasks that start from it
+    assert "mnli" in [t.name for t in first] and [t.name for t in second] == ["mrpc", "stsb", "rte"]
+    with pytest.raises(SuiteError, match=r"not loaded: rte \(from mnli\)"):
+        suites.rounds([tasks["rte"]])
     assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), suites.SuiteOptions(from_mnli=False)))
     assert len(mnli.files["validation"]["sha256"]) == 64
 

@@ -30,4 +30,16 @@ def load(name: str, data_url: str, options: SuiteOptions | None = None) -> list[
     return SUITES[name].load(data_url, options or SuiteOptions())
 
 
-__all__ = ["SUITES", "Suite", "SuiteError", "SuiteOptions", "SuiteTask", "load"]
+def rounds(tasks: list[SuiteTask]) -> list[list[SuiteTask]]:
+    """The tasks in the order they can run, as MosaicBERT's GLUE runner does: first every task that starts from the
+    pretrained model, then those that start from another task's fine-tuned model (RTE, MRPC, STS-B from MNLI's)."""
+    names = {t.name for t in tasks}
+    missing = [f"{t.name} (from {t.start_from})" for t in tasks if t.start_from and t.start_from not in names]
+    if missing:
+        raise SuiteError(f"tasks start from tasks that are not loaded: {', '.join(missing)}")
+    first = [t for t in tasks if t.start_from is None]
+    second = [t for t in tasks if t.start_from is not None]
+    return [first, second] if second else [first]
+
+
+__all__ = ["SUITES", "Suite", "SuiteError", "SuiteOptions", "SuiteTask", "load", "rounds"]

@@ -59,6 +59,7 @@ def test_files_are_matched_hashed_and_checked(tmp_path):
         dc.load_index([found])
 
 
+@pytest.mark.integration  # a Beam pipeline: seconds
 def test_the_stage_drops_and_counts_contaminated_documents():
     import apache_beam as beam
     from apache_beam.metrics.metric import MetricsFilter

@@ -227,7 +227,7 @@ def test_questions_without_an_answer_are_kept_and_scored(assets, tmp_path):
     results = _results(tmp_path / "o")
     assert results["data"]["test"]["examples"] == len(rows) and results["data"]["test"]["dropped"] == {}
     run = results["pretrained"]["runs"][0]
-    assert "null_threshold" in run["calibration"] and "no_answer_f1" in run["test"]
+    assert "null_threshold" in run["calibration"] and "NoAns_f1" in run["test"]
     assert "null_threshold" in results["best_model"]["calibration"]
     with open(tmp_path / "o" / "predictions.jsonl") as f:
         records = [json.loads(line) for line in f]

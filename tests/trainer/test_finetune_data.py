@@ -170,3 +170,15 @@ def test_span_keeps_questions_without_an_answer(tmp_path):
     rows = span_rows() + [{"question": "Who won?", "context": "Nobody said.", "answers": {"text": [], "answer_start": []}}]
     split = _read(write_jsonl(tmp_path / "s.jsonl", rows), "span")
     assert len(split.examples) == len(rows) and not split.dropped and split.examples[-1]["answers"] == []
+
+
+def test_tags_in_no_scheme_are_one_line(tmp_path):
+    from trainer.downstream.finetune import metrics
+
+    if not hasattr(metrics, "tag_scheme"):
+        pytest.skip("metrics.py reads no tag schemes yet")
+    path = write_jsonl(tmp_path / "g.jsonl", [{"tokens": ["Alice", "runs"], "tags": ["PER", "O"]}])
+    with pytest.raises(DataError, match=rf"^{path}: column 'tags': tags are not IOB1, BIO or BIOES"):
+        _prepared(path, kind="tag")
+    iob1 = write_jsonl(tmp_path / "i.jsonl", [{"tokens": ["Alice", "Bob"], "tags": ["I-PER", "B-PER"]}])
+    assert _prepared(iob1, kind="tag").scheme == "IOB1"

@@ -32,14 +32,14 @@ def _span(unanswerable: bool = True, metric: str = "f1") -> tasks.Task:
 def test_no_answer_questions_score_as_squad_v2():
     span = _span()
     # an answered question: token F1 of "the paris" against "Paris" is 1 after normalisation (articles dropped)
-    assert span.metrics([["Paris"], []], ["the paris", ""]) == \
-        {"f1": 1.0, "exact_match": 1.0, "has_answer_f1": 1.0, "no_answer_f1": 1.0}
+    m = span.metrics([["Paris"], []], ["the paris", ""])
+    assert (m["f1"], m["exact_match"], m["HasAns_f1"], m["NoAns_f1"]) == (1.0, 1.0, 1.0, 1.0)
     # no prediction on an answered question, a prediction on an unanswerable one: both 0
     m = span.metrics([["Paris"], []], ["", "Rome"])
     assert m["f1"] == 0.0 and m["exact_match"] == 0.0
     m = span.metrics([["Paris France"], [], []], ["Paris", "", "x"])  # F1 2/3, 1, 0
     assert m["f1"] == pytest.approx((2 / 3 + 1 + 0) / 3) and m["exact_match"] == pytest.approx(1 / 3)
-    assert m["no_answer_f1"] == pytest.approx(0.5)
+    assert m["NoAns_f1"] == pytest.approx(0.5)
 
 
 def test_null_threshold_maximises_the_metric_on_validation():
@@ -50,8 +50,9 @@ def test_null_threshold_maximises_the_metric_on_validation():
     assert span.best_threshold(gold, texts, margins) == -2.0
     # all answerable and all right: answer everything, up to the highest margin
     assert span.best_threshold([["a"], ["b"]], ["a", "b"], np.array([0.5, 3.0])) == 3.0
-    # nothing worth answering: below every margin
-    assert span.best_threshold([[], []], ["a", "b"], np.array([0.5, 3.0])) == -0.5
+    # nothing worth answering: every question is predicted unanswerable
+    threshold = span.best_threshold([[], []], ["a", "b"], np.array([0.5, 3.0]))
+    assert span._apply(["a", "b"], np.array([0.5, 3.0]), threshold) == ["", ""]
 
 
 def _one_window():

@@ -2,7 +2,9 @@
 
 Words are split into pieces; the first piece of each word carries its tag, the others -100 (ignored by the
 loss), as in the BERT paper's NER recipe (AutoModelForTokenClassification). A word cut off by the length limit
-is predicted "O". Scored by metrics.entity_f1 (entities over BIO spans, micro-averaged over sentences).
+is predicted "O". Scored by metrics.entity_f1 (entities over BIO spans, micro-averaged over sentences); when
+metrics.py reads tag schemes (`tag_scheme`: IOB1, BIO, BIOES), the training split's scheme is the task's, and tags
+in no scheme are one line naming the file.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Tag(Task):
     def __init__(self, columns, **options) -> None:
         super().__init__(columns, **options)
         self.labels: LabelMap | None = None
+        self.scheme: str | None = None
 
     def read(self, row: dict, where: str) -> dict:
         c = self.columns
@@ -61,6 +64,11 @@ class Tag(Task):
         return {"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
+        if hasattr(metrics_mod, "tag_scheme"):
+            try:
+                self.scheme = metrics_mod.tag_scheme([e["tags"] for e in train.examples])
+            except ValueError as e:
+                raise DataError(f"{train.url}: column {self.columns.tags_column!r}: {e}") from None
         self.labels = LabelMap.of(t for e in train.examples for t in e["tags"])
         for split in others:
             for e in split.examples:
@@ -98,7 +106,10 @@ class Tag(Task):
         return [e["tags"] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        return metrics_mod.entity_f1(gold, predicted)
+        return metrics_mod.entity_f1(gold, predicted, **({"scheme": self.scheme} if self.scheme else {}))
+
+    def entities(self, tags: list[str]) -> set:
+        return metrics_mod.bio_entities(metrics_mod.to_bio(tags, self.scheme) if self.scheme else tags)
 
     def default_metric(self) -> str:
         return "entity_f1"
@@ -112,7 +123,7 @@ class Tag(Task):
             return None
         counts = []
         for g, p in zip(gold, predicted):
-            g_entities, p_entities = metrics_mod.bio_entities(g), metrics_mod.bio_entities(p)
+            g_entities, p_entities = self.entities(g), self.entities(p)
             counts.append((len(g_entities & p_entities), len(g_entities), len(p_entities)))
         metric = self.metric
 

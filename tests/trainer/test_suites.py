@@ -288,36 +288,69 @@ def test_decontamination_is_matched_by_content():
     assert decontamination.against(None, files)["decontaminated"] is None
 
 
-def _repeat_rows(tsv: str, times: int) -> str:
-    header, *rows = tsv.splitlines(keepends=True)
-    return header + "".join(rows * times)
+def _mnli_file(rows, dev=False) -> str:
+    header = _MNLI_DEV_HEADER if dev else _MNLI_HEADER
+    return "\n".join([header, *(_mnli_line(i, a, b, label, dev) for i, (a, b, label) in enumerate(rows))]) + "\n"
 
 
 @pytest.mark.integration
-def test_each_suite_runs_through_finetune_on_its_rows(tmp_path):
-    """The suites' rows are finetune's row formats: one task of each suite fine-tunes (1 seed, 1 epoch) from them."""
+def test_finetune_runs_each_suite_and_writes_its_table(tmp_path):
+    """`clozeforge finetune MODEL --suite NAME --data DIR` on tiny official files: every task runs with its suite's
+    settings (RTE from MNLI's model, MNLI scored matched and mismatched), then the table."""
     pytest.importorskip("transformers")
     from trainer.downstream.finetune.command import finetune_main
 
     from .finetune_assets import tiny_export
 
     hf = tiny_export(str(tmp_path / "model"))
+    labels = ["entailment", "neutral", "contradiction"]
+    mnli_train = [(f"the team won match {i}", f"a goal in minute {i}", labels[i % 3]) for i in range(9)]
+    rte = "index\tsentence1\tsentence2\tlabel\n" + "".join(
+        f"{i}\tthe soup was hot {i}\tthe soup {i}\t{'entailment' if i % 2 else 'not_entailment'}\n" for i in range(6))
     v2 = [{"id": "q1", "question": "What region?", "answers": [{"text": "Normandy", "answer_start": 31}]},
           {"id": "q2", "question": "Who took France?", "answers": [], "is_impossible": True}]
     data = {
-        "glue": _write(tmp_path / "glue", {**{k: v for k, v in GLUE_FILES.items() if k.startswith(("MRPC/", "STS-B/"))},
-                                           "MRPC/train.tsv": _repeat_rows(GLUE_FILES["MRPC/train.tsv"], 3)}),
+        "glue": _write(tmp_path / "glue", {"MNLI/train.tsv": _mnli_file(mnli_train),
+                                           "MNLI/dev_matched.tsv": _mnli_file(mnli_train[:3], dev=True),
+                                           "MNLI/dev_mismatched.tsv": _mnli_file(mnli_train[3:6], dev=True),
+                                           "RTE/train.tsv": rte, "RTE/dev.tsv": rte}),
         "squad_v2": _write(tmp_path / "squad", {"train-v2.0.json": _squad("v2.0", v2), "dev-v2.0.json": _squad("v2.0", v2)}),
         "conll2003": _write(tmp_path / "conll", dict.fromkeys(("eng.train", "eng.testa", "eng.testb"), CONLL_IOB1)),
     }
     for suite, root in data.items():
-        for task in suites.load(suite, root):
-            files = task.write_rows(str(tmp_path / "rows" / suite))
-            out = tmp_path / "out" / f"{suite}-{task.name}"
-            argv = [hf, "--task", task.kind, "--train", files["train"], "--validation", files["validation"],
-                    "--output", str(out), "--seeds", "1", "--epochs", "1", "--lr", "1e-3"]
-            if "test" in files:
-                argv += ["--test", files["test"]]
-            assert finetune_main(argv) == 0, (suite, task.name)
-            results = json.loads((out / "results.json").read_text())
-            assert results["data"]["train"]["sha256"]
+        out = tmp_path / "out" / suite
+        assert finetune_main([hf, "--suite", suite, "--data", root, "--output", str(out), "--epochs", "1",
+                              "--lr", "1e-3", "--baseline", "scratch", "--baseline-lr", "1e-3", "--bootstrap", "0"]) == 0
+        body = json.loads((out / "results.json").read_text())
+        table = json.loads((out / f"{suite}.json").read_text())["arms"]
+        assert set(table) == {"model", "scratch"} and (out / f"{suite}.md").exists() and (out / f"{suite}.png").exists()
+        for name, task in body["tasks"].items():
+            task_results = json.loads((out / name / "results.json").read_text())
+            assert len(task_results["pretrained"]["runs"]) == task["seeds"]
+            assert task_results["metric"] == task["selection"]
+            assert task["decontamination"]["decontaminated"] is None  # an export does not say what it trained on
+        if suite == "glue":
+            assert [t["name"] for t in table["model"]["tasks"]] == ["mnli", "rte"]
+            assert body["tasks"]["rte"]["start_from"] == "mnli" and body["tasks"]["rte"]["seeds"] == 5
+            mnli = table["model"]["tasks"][0]
+            assert set(mnli["metrics"]) == {"accuracy", "accuracy (validation_mismatched)"}
+            assert table["model"]["average"]["of"] == 8 and table["model"]["average"]["tasks"] == 2
+        if suite == "squad_v2":
+            assert body["tasks"]["squad_v2"]["scored"] == {"validation": "validation"}
+        if suite == "conll2003":
+            assert body["tasks"]["conll2003"]["tag_scheme"] == "IOB1"
+    with pytest.raises(SystemExit):
+        finetune_main([hf, "--suite", "nope", "--data", "x", "--output", str(tmp_path / "x")])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--suite", "glue", "--output", "o"], "--suite needs --data DIR"),
+    (["--suite", "glue", "--data", "d", "--task", "pair", "--output", "o"], "--suite sets the task, splits and metric"),
+    (["--task", "pair", "--output", "o"], "--task, --train and --validation are required"),
+])
+def test_suite_flags_are_checked_in_one_line(argv, message, capsys):
+    from trainer.downstream.finetune.command import finetune_main
+
+    assert finetune_main(["model", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]

@@ -6,6 +6,7 @@
     conll2003.py  CoNLL-2003 column files, IOB1 as distributed or BIO/BIOES
     table.py      one table per suite: each task's score ± SE and the suite's average (markdown, JSON, PNG)
     decontamination.py  whether the model's prep run was decontaminated against the files a task scores on
+    run.py        `clozeforge finetune --suite NAME --data DIR`: each task as one fine-tuning job, then the table
 
 `load(name, data_url)` gives the suite's tasks for the fine-tuning command (`clozeforge finetune --suite NAME
 --data DIR`) to run, each on its own splits with its own metrics, selection metric and seeds.

@@ -109,6 +109,8 @@ class Suite:
 
     name: str = ""
     description: str = ""
+    task_count: int = 1
+    """Tasks in the whole suite: the table's average says when fewer were run."""
 
     def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         raise NotImplementedError

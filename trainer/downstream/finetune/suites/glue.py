@@ -127,6 +127,7 @@ def read_task_file(task: GlueTask, url: str) -> tuple[list[dict], dict[str, int]
 class Glue(Suite):
     name = "glue"
     description = "GLUE's eight scored tasks (WNLI left out), dev sets, MosaicBERT's seeds"
+    task_count = len(TASKS)
 
     def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         present = [t for t in TASKS if exists(join(root, t.folder))]

@@ -28,8 +28,8 @@ class FinetuneConfig(Config):
     """Validation split (picks the learning rate, and the epoch with --patience)."""
     suite: str | None = flag(None, choices=tuple(SUITES))
     """A benchmark in its official files (with --data, instead of --task and the splits): every task with its
-    metric, selection metric and seeds (MosaicBERT's for GLUE), each in DIR/<task>, and DIR/<suite>.md/.json/.png
-    with each task's score ± SE and the average (trainer/downstream/finetune/suites/)."""
+    metric, selection metric and seeds (MosaicBERT's for GLUE, in place of --seeds), each in OUT/<task>, and
+    OUT/<suite>.md/.json/.png with each task's score ± SE and the average (trainer/downstream/finetune/suites/)."""
     data: str | None = flag(None, metavar="DIR")
     """The --suite's directory as downloaded: GLUE's task folders, SQuAD's JSON files, CoNLL-2003's column files."""
     suite_options: SuiteOptions = SuiteOptions()  # noqa: RUF009  (frozen: one shared default is safe)

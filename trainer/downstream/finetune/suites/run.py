@@ -10,7 +10,9 @@ Out, in OUT (staged and swapped in whole, as a single job's output is):
 
 Each task runs with its benchmark's settings: its kind, selection metric (--metric), regression, and seeds
 (MosaicBERT's per GLUE task, in place of --seeds); tasks that start from another task's model (RTE, MRPC, STS-B
-from MNLI's, unless --no-from-mnli) run after it, from OUT/<that task>/model, their head initialised anew. A task
+from MNLI's, unless --no-from-mnli) run after it, from OUT/<that task>/model, their head initialised anew. With a
+--baseline they start from the model itself, as the baseline does: only the model's arm has an MNLI model, and
+the gain would count MNLI's transfer as pretraining's. A task
 scored on two splits without a test split (MNLI: matched selects and is reported, mismatched is reported too)
 hands the second to the job as its test split; with --suite-holdout MNLI's mismatched dev set is not scored (a
 job scores one test split) and results.json says so.
@@ -56,7 +58,15 @@ def _prep_record(model: str) -> dict | None:
 def run_suite(config, run_task: Callable) -> int:
     from trainer.downstream.finetune import output
 
-    tasks = load(config.suite, config.data, config.suite_options)
+    options, notes = config.suite_options, []
+    if options.from_mnli and config.baseline != "none":
+        # the baseline arm has no MNLI model of its own to start from: started from MNLI's, the model's arm would
+        # count MNLI's transfer as its gain, so both arms start where they are
+        options = dataclasses.replace(options, from_mnli=False)
+        notes.append("RTE, MRPC and STS-B start from the model itself, not MNLI's: the baseline has no MNLI model "
+                     "of its own, and the gain would count MNLI's transfer")
+        print(f"clozeforge finetune: note: {notes[-1]}", flush=True)
+    tasks = load(config.suite, config.data, options)
     prep = _prep_record(config.model)
     arms: dict[str, list[TaskScores]] = {}
     record: dict[str, dict] = {}
@@ -94,7 +104,7 @@ def run_suite(config, run_task: Callable) -> int:
         with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
             json.dump({"written_by": output.OWNER, "format_version": 2, "suite": config.suite,
                        "model": os.path.abspath(config.model), "data": config.data,
-                       "options": dataclasses.asdict(config.suite_options), "tasks": record, "table": table["arms"]},
+                       "options": dataclasses.asdict(options), "notes": notes, "tasks": record, "table": table["arms"]},
                       f, indent=2)
             f.write("\n")
     with open(os.path.join(config.output, f"{config.suite}.md"), encoding="utf-8") as f:

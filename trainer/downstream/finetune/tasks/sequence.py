@@ -110,9 +110,7 @@ class Classes:
         return [self.labels.ids[e["label"]] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        # 0/1 labels: 1 is the positive class (scikit-learn's pos_label), whose binary F1 GLUE reports (MRPC, QQP)
-        positive = self.labels.ids[1] if self.labels.labels == [0, 1] else None
-        return metrics_mod.classification(gold, predicted, positive=positive)
+        return metrics_mod.classification(gold, predicted)
 
     def sample(self) -> tuple[list, list]:
         return [0, 1], [0, 1]

@@ -1,8 +1,9 @@
 """trainer.downstream.finetune.suites on tiny files written in each benchmark's official format (nothing downloaded):
-the readers' rows and settings, their one-line errors, and the suite table."""
+the readers' rows and settings, their one-line errors, the suite table, and `clozeforge finetune --suite` end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -363,3 +364,24 @@ def test_suite_flags_are_checked_in_one_line(argv, message, capsys):
     assert finetune_main(["model", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_a_runs_prep_record_is_found_and_mnli_splits_map_to_the_jobs(tmp_path):
+    from trainer.downstream.finetune.suites import run
+
+    pairs = tmp_path / "prep" / "pairs"
+    pairs.mkdir(parents=True)
+    record = {"ngram": 13, "files": [{"url": "/x/dev.tsv", "sha256": "a" * 64, "long_texts": 3}]}
+    (pairs / "manifest.json").write_text(json.dumps({"config": {"decontamination": record}}))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "train_config.json").write_text(json.dumps({"data": str(pairs)}))
+    assert run._prep_record(str(tmp_path / "run")) == record
+    assert run._prep_record(str(tmp_path / "prep")) is None  # an export, or anything else: unknown
+    (task,) = [t for t in suites.load("glue", _write(tmp_path / "glue", GLUE_FILES)) if t.name == "mnli"]
+    files = {s: f"{s}.jsonl" for s in task.splits}
+    assert run._job_splits(task, files) == ({"train": "train.jsonl", "validation": "validation.jsonl",
+                                             "test": "validation_mismatched.jsonl"},
+                                            {"validation": "validation", "validation_mismatched": "test"}, [])
+    held = dataclasses.replace(task, splits={s: [] for s in ("train", "validation", "test", "test_mismatched")})
+    _, where, unscored = run._job_splits(held, {s: s for s in held.splits})
+    assert where == {"validation": "validation", "test": "test"} and unscored == ["test_mismatched"]

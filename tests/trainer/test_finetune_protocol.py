@@ -12,7 +12,7 @@ pytest.importorskip("sklearn")
 
 from trainer.downstream.finetune import protocol, tasks  # noqa: E402
 from trainer.downstream.finetune.data import LabelMap, Split  # noqa: E402
-from trainer.downstream.finetune.tasks.sequence import Classes  # noqa: E402
+from trainer.downstream.finetune.tasks.sequence import Classes, Regression  # noqa: E402
 
 
 def test_paired_difference_is_the_se_of_the_per_seed_differences():
@@ -132,3 +132,22 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     assert result.best["state"]["w"].tolist() == pytest.approx([3e-4, 1])
     assert result.scores == pytest.approx([27.5, 32.5]) and result.predictions == [["0.0003/0"], ["0.0003/1"]]
     assert result.record["per_lr"]["0.0001"]["validation_mean"] == pytest.approx(50.0)  # points
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "macro_f1", "mcc", "pearson"])
+def test_sequence_fast_paths_equal_the_metric_on_every_draw(metric):
+    rng = np.random.default_rng(1)
+    task = tasks.of("classify", metric=metric)
+    if metric == "pearson":
+        task.target = Regression()
+        gold, predicted = rng.normal(3, 1, 30).tolist(), rng.normal(3, 1, 30).tolist()
+    else:
+        task.target = Classes(LabelMap([0, 1, 2]))
+        gold, predicted = rng.integers(0, 3, 30).tolist(), rng.integers(0, 3, 30).tolist()
+    task.metric = metric
+    assert task.stats(gold, predicted) is not None
+    fast = protocol.resampled_metric(task, gold, [predicted])
+    draws = np.random.default_rng(2).integers(0, 30, size=(40, 30))
+    draws[0] = 0  # one example drawn 30 times: a constant, whose correlation is 0 and whose absent classes are skipped
+    task.stats = lambda g, p: None
+    assert fast(draws) == pytest.approx(protocol.resampled_metric(task, gold, [predicted])(draws), abs=1e-9)

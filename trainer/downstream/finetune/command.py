@@ -65,7 +65,6 @@ def _baseline_arm(config: FinetuneConfig, first_dir: str, tokenizer, hidden: int
                      (protocol.baseline_lrs(hidden), "default scratch grid (protocol.baseline_lrs)"))
         return Arm("scratch", first_dir, False, lrs, grid, config.baseline_epochs or 2 * config.epochs,
                    tokenizer=tokenizer)
-    model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
     model_dir, _ = export_dir(config.baseline, None, exports)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
     lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
@@ -81,6 +80,8 @@ def run(config: FinetuneConfig) -> int:
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
+    if config.baseline not in ("none", "scratch"):
+        model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
             output.staged_output(config.output, config.overwrite) as out:
         task = tasks.make(config.task, config)

@@ -144,7 +144,8 @@ class Job:
 
     def features(self, tokenizer) -> dict[str, Features]:
         """The splits encoded by `tokenizer` (once per distinct tokenizer: a baseline model may bring its own)."""
-        key = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer: its whole definition
+        key = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest() if backend else tokenizer.name_or_path
         if key not in self._features:
             self._features[key] = {name: self.task.encode(s.examples, tokenizer, max_len=self.max_len)
                                    for name, s in self.splits.items()}

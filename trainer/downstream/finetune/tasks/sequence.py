@@ -55,6 +55,11 @@ def is_float_typed(value) -> bool:
     return isinstance(value, str) and number(value) is not None and not _INTEGER.match(value)
 
 
+def checked(stats: np.ndarray, finish, value: float) -> Stats | None:
+    """The fast path only where it is the metric itself on the whole split (else the bootstrap recomputes it)."""
+    return (stats, finish) if np.isclose(finish(stats.sum(0, keepdims=True))[0], value, atol=1e-9) else None
+
+
 class Classes:
     """Class ids from a sorted label map; scored by metrics.classification."""
 
@@ -119,9 +124,31 @@ class Classes:
         return self.labels.labels[predicted]
 
     def stats(self, metric: str, gold, predicted) -> Stats | None:
+        """Accuracy: one 0/1 per example. Macro-F1 and MCC: functions of the confusion matrix, so one one-hot
+        (gold, predicted) cell per example (up to 8 classes: 64 columns; more classes recompute the metric)."""
         if metric == "accuracy":
             return mean_stats(np.asarray(gold) == np.asarray(predicted))
-        return None
+        k = len(self.labels)
+        if metric not in ("macro_f1", "mcc") or k > 8:
+            return None
+        cells = np.zeros((len(gold), k * k))
+        cells[np.arange(len(gold)), np.asarray(gold) * k + np.asarray(predicted)] = 1
+
+        def finish(sums: np.ndarray) -> np.ndarray:
+            confusion = sums.reshape(-1, k, k)  # (b, gold, predicted)
+            tp = np.diagonal(confusion, axis1=1, axis2=2)
+            true, pred = confusion.sum(2), confusion.sum(1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if metric == "macro_f1":  # sklearn's: over the classes present in gold or predictions
+                    present = (true + pred) > 0
+                    f1 = np.nan_to_num(2 * tp / (true + pred))
+                    return (f1 * present).sum(1) / np.maximum(present.sum(1), 1)
+                n, correct = confusion.sum((1, 2)), tp.sum(1)  # sklearn's multiclass MCC
+                num = correct * n - (true * pred).sum(1)
+                den = np.sqrt((n ** 2 - (pred ** 2).sum(1)) * (n ** 2 - (true ** 2).sum(1)))
+                return np.nan_to_num(num / den)
+
+        return checked(cells, finish, self.metrics(gold, predicted)[metric])
 
     def record(self):
         return [str(x) for x in self.labels.labels]
@@ -169,7 +196,21 @@ class Regression:
         return predicted
 
     def stats(self, metric: str, gold, predicted) -> Stats | None:
-        return None  # correlations are not sums over examples
+        """Pearson from five sums (x, y, x², y², xy; centred first, which it ignores); Spearman ranks each draw anew."""
+        if metric != "pearson":
+            return None
+        x, y = np.asarray(gold, np.float64), np.asarray(predicted, np.float64)
+        x, y = x - x.mean(), y - y.mean()
+        columns = np.stack([x, y, x * x, y * y, x * y], axis=1)
+
+        def finish(sums: np.ndarray) -> np.ndarray:
+            n = len(columns)
+            sx, sy, sxx, syy, sxy = sums.T
+            den = np.sqrt(np.clip(n * sxx - sx ** 2, 0, None) * np.clip(n * syy - sy ** 2, 0, None))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(den > 1e-12 * n * n, (n * sxy - sx * sy) / den, 0.0)
+
+        return checked(columns, finish, self.metrics(gold, predicted)["pearson"])
 
     def record(self):
         return "regression"
@@ -192,6 +233,8 @@ class Classify(Task):
             raise Drop("empty_text")
         if label in (None, ""):
             raise Drop("empty_label")
+        if isinstance(label, (list, dict)):
+            raise DataError(f"{where}: column {self.columns.label_column!r}: {label!r} is not a label (a string or a number)")
         return {"text": str(text), "label": label}
 
     def prepare(self, train: Split, others: list[Split]) -> None:

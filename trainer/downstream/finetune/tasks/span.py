@@ -74,10 +74,10 @@ class Span(Task):
         c = self.columns
         context, question = str(row[c.context_column] or ""), str(row[c.question_column] or "")
         answers = json_field(row[c.answers_column], where, c.answers_column) or {}
-        if not isinstance(answers, dict):
+        if not isinstance(answers, dict) or not all(isinstance(answers.get(k) or [], list) for k in ("text", "answer_start")):
             raise DataError(f"{where}: column {c.answers_column!r} is not an object "
-                            '{"text": [...], "answer_start": [...]}')
-        texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
+                            '{"text": [...], "answer_start": [...]} of two lists')
+        texts, starts = [str(t) for t in answers.get("text") or []], list(answers.get("answer_start") or [])
         if not context or not question:
             raise Drop("empty_question_or_context")
         if len(texts) != len(starts):
@@ -91,7 +91,7 @@ class Span(Task):
             t, s = wrong
             raise BadRow("answer_not_at_offset", f"column {c.answers_column!r}: answer {t!r} is not at character {s} "
                          f"of the context (found {context[s: s + len(t)]!r})")
-        return {"question": question, "context": context, "answers": [str(t) for t in texts], "starts": starts}
+        return {"question": question, "context": context, "answers": texts, "starts": starts}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
         self.unanswerable = any(not e["answers"] for e in train.examples)

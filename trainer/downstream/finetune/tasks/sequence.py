@@ -66,8 +66,10 @@ class Classes:
     lower_is_better: tuple[str, ...] = ()
     default_metric = "accuracy"
 
-    def __init__(self, labels: LabelMap) -> None:
+    def __init__(self, labels: LabelMap, positive: int | None = None) -> None:
         self.labels = labels
+        self.positive = positive
+        """The id of the class whose binary F1 is reported ("f1": MRPC, QQP), or None."""
 
     @classmethod
     def fit(cls, train: Split, column: str) -> Classes:
@@ -115,7 +117,8 @@ class Classes:
         return [self.labels.ids[e["label"]] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        return metrics_mod.classification(gold, predicted)
+        positive = {} if self.positive is None else {"positive": self.positive}
+        return metrics_mod.classification(gold, predicted, **positive)
 
     def sample(self) -> tuple[list, list]:
         return [0, 1], [0, 1]
@@ -222,9 +225,11 @@ class Classify(Task):
     model_class_name = "AutoModelForSequenceClassification"
     column_fields = ("text_column", "label_column")
 
-    def __init__(self, columns, *, metric: str | None = None, regression: bool = False, **_options) -> None:
+    def __init__(self, columns, *, metric: str | None = None, regression: bool = False, positive=None,
+                 **_options) -> None:
         super().__init__(columns, metric=metric)
-        self.force_regression = regression
+        self.force_regression, self.positive = regression, positive
+        """positive: the label whose binary F1 metrics.py reports as "f1" (a suite's preset: MRPC, QQP)."""
         self.target: Classes | Regression | None = None
 
     def read(self, row: dict, where: str) -> dict:
@@ -245,9 +250,20 @@ class Classify(Task):
             self.target = Regression.fit(train, column)
         else:
             self.target = Classes.fit(train, column)
+            if self.positive is not None:
+                self.target.positive = self._positive_id(train)
         for split in others:
             self.target.check(split, column)
         super().prepare(train, others)
+
+    def _positive_id(self, train: Split) -> int:
+        ids = self.target.labels.ids
+        n = number(self.positive)
+        key = self.positive if self.positive in ids else (int(n) if n is not None and n.is_integer() else None)
+        if key not in ids:
+            raise DataError(f"{train.url}: the positive label {self.positive!r} never appears in column "
+                            f"{self.columns.label_column!r}")
+        return ids[key]
 
     def texts(self, examples: list[dict]) -> tuple[list[str], list[str] | None]:
         return [e["text"] for e in examples], None

@@ -59,11 +59,13 @@ class Span(Task):
     output_names = ("start_logits", "end_logits")
     column_fields = ("question_column", "context_column", "answers_column")
 
-    def __init__(self, columns, *, stride: int = 32, max_answer_tokens: int = 30, **options) -> None:
+    def __init__(self, columns, *, stride: int = 32, max_answer_tokens: int = 30, unanswerable: bool | None = None,
+                 **options) -> None:
         super().__init__(columns, **options)
         self.stride, self.max_answer_tokens = stride, max_answer_tokens
-        self.unanswerable = False
-        """The training split has questions without an answer: predict no answer past the threshold (v2)."""
+        self.unanswerable = unanswerable
+        """Predict no answer past the threshold (v2): given (a suite's preset), else whether the training split
+        has questions without an answer."""
 
     @classmethod
     def from_config(cls, config) -> Span:
@@ -94,7 +96,8 @@ class Span(Task):
         return {"question": question, "context": context, "answers": texts, "starts": starts}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
-        self.unanswerable = any(not e["answers"] for e in train.examples)
+        if self.unanswerable is None:
+            self.unanswerable = any(not e["answers"] for e in train.examples)
         super().prepare(train, others)
 
     def encode(self, examples: list[dict], tokenizer, *, max_len: int) -> Features:

@@ -46,10 +46,11 @@ class Tag(Task):
     per_token = True
     column_fields = ("tokens_column", "tags_column")
 
-    def __init__(self, columns, **options) -> None:
+    def __init__(self, columns, *, scheme: str | None = None, **options) -> None:
         super().__init__(columns, **options)
         self.labels: LabelMap | None = None
-        self.scheme: str | None = None
+        self.scheme = scheme
+        """IOB1, BIO or BIOES: given (a suite's preset: CoNLL-2003 is IOB1), else read from the training split."""
 
     def read(self, row: dict, where: str) -> dict:
         c = self.columns
@@ -64,7 +65,7 @@ class Tag(Task):
         return {"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
-        if hasattr(metrics_mod, "tag_scheme"):
+        if self.scheme is None and hasattr(metrics_mod, "tag_scheme"):
             try:
                 self.scheme = metrics_mod.tag_scheme([e["tags"] for e in train.examples])
             except ValueError as e:
@@ -106,10 +107,13 @@ class Tag(Task):
         return [e["tags"] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        return metrics_mod.entity_f1(gold, predicted, **({"scheme": self.scheme} if self.scheme else {}))
+        return metrics_mod.entity_f1(gold, predicted, **({"scheme": self.scheme} if self._schemes() else {}))
+
+    def _schemes(self) -> bool:
+        return self.scheme is not None and hasattr(metrics_mod, "to_bio")  # metrics.py converts schemes to BIO
 
     def entities(self, tags: list[str]) -> set:
-        return metrics_mod.bio_entities(metrics_mod.to_bio(tags, self.scheme) if self.scheme else tags)
+        return metrics_mod.bio_entities(metrics_mod.to_bio(tags, self.scheme) if self._schemes() else tags)
 
     def default_metric(self) -> str:
         return "entity_f1"

@@ -189,8 +189,9 @@ class Job:
         runs = leader["runs"]
         scores = [r[self.scored_on]["score"] for r in runs]
         mean, se = protocol.mean_and_se(scores)
-        record = {"lr": lr, "mean": mean, "se": se, "scores": scores, "runs": runs,
-                  "per_lr": {f"{k:g}": {"validation_mean": m, "validation_se": s} for k, (m, s) in table.items()},
+        record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
+                  "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
+                             for k, (m, s) in table.items()},
                   "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
                   "best_seed": leader["best"]["seed"]}
         return ArmResult(arm, record, scores, leader["predictions"], leader["best"])

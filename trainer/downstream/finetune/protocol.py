@@ -97,7 +97,7 @@ def gain(task, gold: list, a_scores: Sequence[float], a_predictions: Sequence[li
          b_predictions: Sequence[list], *, resamples: int, split: str) -> dict:
     """The gain of arm a over arm b, in points: {mean, se, per_seed, bootstrap, ...} (see the module docstring)."""
     mean, se = paired_difference(a_scores, b_scores)
-    out = {"mean": mean, "se": se, "paired_seeds": len(a_scores),
+    out = {"mean": round(mean, 4), "se": round(se, 4), "paired_seeds": len(a_scores),
            "per_seed": [round(x - y, 4) for x, y in zip(a_scores, b_scores)],
            "within_se": abs(mean) <= se}
     if resamples > 0:

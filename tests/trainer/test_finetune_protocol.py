@@ -106,7 +106,7 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     from trainer.downstream.finetune import recipe
     from trainer.downstream.finetune.config import FinetuneConfig
 
-    validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (3e-4, 0): 0.55, (3e-4, 1): 0.65}
+    validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (3e-4, 0): 0.55, (3e-4, 1): 0.65, (1e-3, 0): 0.95, (1e-3, 1): 0.95}
 
     class Model:
         def load_state_dict(self, state):
@@ -127,11 +127,15 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
               for name in ("train", "validation", "test")}
     job = job_mod.Job(config, tasks.of("classify"), splits, 64)
     monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
-    result = job.run_arm(job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1), recipe.Progress(1))
+    arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
+            job_mod.Arm("scratch", "dir", False, (1e-3,), "--baseline-lr", 2, saved=False)]
+    result, baseline = job.run_arms(arms, recipe.Progress(1))
     assert result.record["lr"] == 3e-4 and result.record["best_seed"] == 1 and result.best["seed"] == 1
     assert result.best["state"]["w"].tolist() == pytest.approx([3e-4, 1])
     assert result.scores == pytest.approx([27.5, 32.5]) and result.predictions == [["0.0003/0"], ["0.0003/1"]]
     assert result.record["per_lr"]["0.0001"]["validation_mean"] == pytest.approx(50.0)  # points
+    assert list(job.kept) == [(0, 3e-4)]  # the other lr's weights and the baseline's are not kept
+    assert baseline.best["state"] is None and baseline.record["grid"]["epochs"] == 2
 
 
 @pytest.mark.parametrize("metric", ["accuracy", "macro_f1", "mcc", "pearson"])

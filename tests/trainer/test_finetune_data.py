@@ -173,10 +173,6 @@ def test_span_keeps_questions_without_an_answer(tmp_path):
 
 
 def test_tags_in_no_scheme_are_one_line(tmp_path):
-    from trainer.downstream.finetune import metrics
-
-    if not hasattr(metrics, "tag_scheme"):
-        pytest.skip("metrics.py reads no tag schemes yet")
     path = write_jsonl(tmp_path / "g.jsonl", [{"tokens": ["Alice", "runs"], "tags": ["PER", "O"]}])
     with pytest.raises(DataError, match=rf"^{path}: column 'tags': tags are not IOB1, BIO or BIOES"):
         _prepared(path, kind="tag")

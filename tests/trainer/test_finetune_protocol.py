@@ -75,7 +75,7 @@ def test_bootstrap_matches_a_loop_written_out():
 
 
 def test_bootstrap_fast_path_equals_recomputing_the_metric():
-    tag = tasks.of("tag")
+    tag = tasks.of("tag", scheme="BIO")
     tag.metric = "entity_f1"
     gold = [["B-PER", "O", "B-LOC"], ["O", "B-LOC", "I-LOC"], ["B-PER", "I-PER"], ["O"]]
     predicted = [["B-PER", "O", "O"], ["O", "B-LOC", "I-LOC"], ["B-PER", "O"], ["B-LOC"]]

@@ -39,15 +39,8 @@ class SpanColumns(Config):
 
 
 def question_scores(answers: list[str], prediction: str) -> tuple[float, float]:
-    """(exact match, token F1) of one question, SQuAD's official way; no gold answer: 1 only for no prediction.
-    metrics.squad_v2 (the official v2 scoring) when metrics.py has it, else v1.1's metric and the no-answer rule."""
-    if hasattr(metrics_mod, "squad_v2"):
-        m = metrics_mod.squad_v2([answers], [prediction])
-        return m["exact_match"], m["f1"]
-    if not answers:
-        empty = float(not metrics_mod.normalize_answer(prediction))
-        return empty, empty
-    m = metrics_mod.squad([answers], [prediction])
+    """(exact match, token F1) of one question by metrics.squad_v2 (no gold answer: 1 only for no prediction)."""
+    m = metrics_mod.squad_v2([answers], [prediction])
     return m["exact_match"], m["f1"]
 
 
@@ -171,40 +164,18 @@ class Span(Task):
         return Evaluation(self.score(gold, predicted), predicted, {"null_threshold": threshold})
 
     def best_threshold(self, gold: list[list[str]], texts: list[str], margins: np.ndarray) -> float:
-        """The null-margin threshold that maximises the selected metric on these questions (the official v2
-        evaluation's best threshold): questions sorted by margin, answered up to the best cut, null after.
-        metrics.best_null_threshold when metrics.py has it (a question with no valid span has margin +inf)."""
-        if hasattr(metrics_mod, "best_null_threshold"):
-            finite = np.where(np.isfinite(margins), margins, np.finfo(np.float64).max)
-            return float(metrics_mod.best_null_threshold(gold, texts, finite, metric=self.metric)[1])
-        pick = 0 if self.metric == "exact_match" else 1
-        answered = np.array([question_scores(g, t)[pick] for g, t in zip(gold, texts)])
-        unanswered = np.array([question_scores(g, "")[pick] for g in gold])
-        finite = np.isfinite(margins)
-        order = np.argsort(np.where(finite, margins, np.inf), kind="stable")
-        gains = np.cumsum((answered - unanswered)[order])
-        cut = int(np.argmax(gains))
-        low = float(np.min(margins[finite])) - 1.0 if finite.any() else 0.0
-        if gains[cut] <= 0 or not np.isfinite(margins[order[cut]]):
-            return low  # answering nothing is as good as anything: every question is no answer
-        return float(margins[order[cut]])
+        """The null-margin threshold that maximises the selected metric on these questions: metrics.py's
+        best_null_threshold, the official v2 evaluation's search (a question with no valid span has margin +inf)."""
+        finite = np.where(np.isfinite(margins), margins, np.finfo(np.float64).max)
+        return float(metrics_mod.best_null_threshold(gold, texts, finite, metric=self.metric)[1])
 
     def gold(self, examples: list[dict]) -> list:
         return [e["answers"] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        if all(gold):  # every question has an answer: SQuAD v1.1's evaluation, metrics.squad
+        if all(gold):  # every question has an answer: SQuAD v1.1's evaluation
             return metrics_mod.squad(gold, predicted)
-        if hasattr(metrics_mod, "squad_v2"):  # the official v2 evaluation, when metrics.py has it (counts left out)
-            return {k: v for k, v in metrics_mod.squad_v2(gold, predicted).items() if not k.endswith("total")}
-        scores = np.array([question_scores(g, p) for g, p in zip(gold, predicted)]).reshape(-1, 2)
-        em, f1 = scores.mean(0) if len(scores) else (0.0, 0.0)
-        has = np.array([bool(g) for g in gold])
-        out = {"f1": float(f1), "exact_match": float(em)}
-        for name, mask in (("HasAns", has), ("NoAns", ~has)):  # the official evaluation's names
-            if mask.any():
-                out[f"{name}_f1"] = float(scores[mask, 1].mean())
-        return out
+        return {k: v for k, v in metrics_mod.squad_v2(gold, predicted).items() if not k.endswith("total")}  # no counts
 
     def default_metric(self) -> str:
         return "f1"

@@ -2,9 +2,9 @@
 
 Words are split into pieces; the first piece of each word carries its tag, the others -100 (ignored by the
 loss), as in the BERT paper's NER recipe (AutoModelForTokenClassification). A word cut off by the length limit
-is predicted "O". Scored by metrics.entity_f1 (entities over BIO spans, micro-averaged over sentences); when
-metrics.py reads tag schemes (`tag_scheme`: IOB1, BIO, BIOES), the training split's scheme is the task's, and tags
-in no scheme are one line naming the file.
+is predicted "O". Scored by metrics.entity_f1 (entities micro-averaged over sentences) in the task's tag scheme
+(IOB1, BIO or BIOES, read from the training split by metrics.tag_scheme unless a suite fixes it; both sides are
+rewritten to BIO before chunking); tags in no scheme are one line naming the file.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Tag(Task):
         return {"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags]}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
-        if self.scheme is None and hasattr(metrics_mod, "tag_scheme"):
+        if self.scheme is None:
             try:
                 self.scheme = metrics_mod.tag_scheme([e["tags"] for e in train.examples])
             except ValueError as e:
@@ -107,13 +107,10 @@ class Tag(Task):
         return [e["tags"] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        return metrics_mod.entity_f1(gold, predicted, **({"scheme": self.scheme} if self._schemes() else {}))
-
-    def _schemes(self) -> bool:
-        return self.scheme is not None and hasattr(metrics_mod, "to_bio")  # metrics.py converts schemes to BIO
+        return metrics_mod.entity_f1(gold, predicted, scheme=self.scheme)
 
     def entities(self, tags: list[str]) -> set:
-        return metrics_mod.bio_entities(metrics_mod.to_bio(tags, self.scheme) if self._schemes() else tags)
+        return metrics_mod.bio_entities(metrics_mod.to_bio(tags, self.scheme))
 
     def default_metric(self) -> str:
         return "entity_f1"
@@ -138,7 +135,7 @@ class Tag(Task):
             return np.nan_to_num(values, nan=0.0)
 
         stats = np.asarray(counts, np.float64).reshape(-1, 3)
-        # the fast path must be the metric itself: if metrics.py reads entities differently, recompute instead
+        # the fast path must be the metric itself: were metrics.py to read entities otherwise, recompute instead
         if not np.isclose(finish(stats.sum(0, keepdims=True))[0], self.score(gold, predicted)["score"]):
             return None
         return stats, finish

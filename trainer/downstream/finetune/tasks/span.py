@@ -2,7 +2,8 @@
 
     [CLS] question [SEP] context window [SEP]   AutoModelForQuestionAnswering: a start and an end logit per token
 
-Contexts longer than the model are cut into windows that overlap by `stride` tokens. A window that does not
+Contexts longer than the model are cut into windows that overlap by `stride` tokens; a question is cut to its
+first 64 pieces (BERT's max_query_length) or less, so that a window keeps more context than the stride. A window that does not
 hold the whole answer, and every window of a question without an answer (SQuAD v2), is trained to point at
 [CLS], as transformers' question-answering examples do. The best span of a question is the best valid span over
 all its windows (start <= end, both in the context, at most `max_answer_tokens`), mapped back to characters by
@@ -44,6 +45,10 @@ def question_scores(answers: list[str], prediction: str) -> tuple[float, float]:
     return m["exact_match"], m["f1"]
 
 
+MAX_QUESTION_PIECES = 64
+"""BERT's run_squad.py max_query_length: longer questions are cut to their first 64 pieces."""
+
+
 class Span(Task):
     name = "span"
     pipeline = "question-answering"
@@ -68,13 +73,13 @@ class Span(Task):
     def read(self, row: dict, where: str) -> dict:
         c = self.columns
         context, question = str(row[c.context_column] or ""), str(row[c.question_column] or "")
+        if not context.strip() or not question.strip():
+            raise Drop("empty_question_or_context")
         answers = json_field(row[c.answers_column], where, c.answers_column) or {}
         if not isinstance(answers, dict) or not all(isinstance(answers.get(k) or [], list) for k in ("text", "answer_start")):
             raise DataError(f"{where}: column {c.answers_column!r} is not an object "
                             '{"text": [...], "answer_start": [...]} of two lists')
         texts, starts = [str(t) for t in answers.get("text") or []], list(answers.get("answer_start") or [])
-        if not context or not question:
-            raise Drop("empty_question_or_context")
         if len(texts) != len(starts):
             raise DataError(f"{where}: column {c.answers_column!r} has {len(texts)} texts and {len(starts)} answer_start")
         try:
@@ -93,10 +98,27 @@ class Span(Task):
             self.unanswerable = any(not e["answers"] for e in train.examples)
         super().prepare(train, others)
 
+    def questions(self, examples: list[dict], tokenizer, max_len: int) -> list[str]:
+        """The questions, each cut to what leaves a window room for more context than the stride (and to BERT's
+        max_query_length, 64 pieces): a longer question would leave the context no room to advance."""
+        budget = min(MAX_QUESTION_PIECES, max_len - 4 - self.stride)
+        if budget < 1:
+            raise DataError(f"--stride {self.stride} leaves no room for a question in windows of {max_len} pieces "
+                            f"(at most {max_len - 5})")
+        out = []
+        for e in examples:
+            question = e["question"]
+            while True:
+                offsets = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+                if len(offsets) <= budget:
+                    break
+                question = question[: offsets[budget - 1][1]]  # strictly shorter: pieces follow the cut
+            out.append(question)
+        return out
+
     def encode(self, examples: list[dict], tokenizer, *, max_len: int) -> Features:
-        if self.stride > max_len // 2:
-            raise DataError(f"--stride {self.stride} must be at most half of the sequence length {max_len}")
-        enc = tokenizer([e["question"] for e in examples], [e["context"] for e in examples], truncation="only_second",
+        questions = self.questions(examples, tokenizer, max_len)
+        enc = tokenizer(questions, [e["context"] for e in examples], truncation="only_second",
                         max_length=max_len, stride=self.stride, return_overflowing_tokens=True,
                         return_offsets_mapping=True, padding="longest")
         rows = len(enc["input_ids"])
@@ -110,9 +132,11 @@ class Span(Task):
                 continue  # no answer: both targets stay 0, [CLS]
             first_char, last_char = e["starts"][0], e["starts"][0] + len(e["answers"][0])
             context_tokens = [i for i, s in enumerate(sequence) if s == 1]
-            if offsets[context_tokens[0]][0] <= first_char and offsets[context_tokens[-1]][1] >= last_char:
-                starts[row] = next(i for i in context_tokens if offsets[i][1] > first_char)
-                ends[row] = max(i for i in context_tokens if offsets[i][0] < last_char)
+            if context_tokens and offsets[context_tokens[0]][0] <= first_char and offsets[context_tokens[-1]][1] >= last_char:
+                start = next(i for i in context_tokens if offsets[i][1] > first_char)
+                end = max((i for i in context_tokens if offsets[i][0] < last_char), default=-1)
+                if start <= end:  # an answer of white space alone covers no piece
+                    starts[row], ends[row] = start, end
             # else: the answer is not whole in this window, and both targets stay 0: [CLS]
         tensors = {k: torch.tensor(enc[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
         tensors.update(start_positions=torch.from_numpy(starts), end_positions=torch.from_numpy(ends))

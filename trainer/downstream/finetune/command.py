@@ -168,7 +168,7 @@ def _summary(config, points, baseline, metric, scored_on) -> None:
     if baseline:
         print(f"{baseline['name']:<12} {scored_on} {metric} {baseline['mean']:.2f} ± {baseline['se']:.2f}  "
               f"(lr {baseline['lr']:g} of its grid {'/'.join(f'{x:g}' for x in baseline['grid']['lrs'])}, "
-              f"{baseline['grid']['epochs']} epochs, {config.seeds} seeds)")
+              f"{baseline['grid']['epochs']} epoch{'s' * (baseline['grid']['epochs'] != 1)}, {config.seeds} seeds)")
     print(f"wrote {config.output}/results.json, {config.output}/model")
     within = [p for p in points if p.get("gain") and p["gain"]["within_se"]]
     if within:

@@ -91,7 +91,7 @@ class Task:
         return [(getattr(self.columns, f), "--" + f.replace("_", "-")) for f in self.column_fields]
 
     def read(self, row: dict, where: str) -> dict:
-        """One example from one row (with its "line"), or Drop / BadRow / DataError."""
+        """One example from one row (read_split adds its "line"), or Drop / BadRow / DataError."""
         raise NotImplementedError
 
     def prepare(self, train: Split, others: list[Split]) -> None:
@@ -127,18 +127,19 @@ class Task:
         raise NotImplementedError
 
     def metrics(self, gold: list, predicted: list) -> dict[str, float]:
-        """metrics.py's dict for this kind (without "score")."""
+        """metrics.py's dict for this kind (`score` sets its "score" to the selected metric)."""
         raise NotImplementedError
 
     def default_metric(self) -> str:
         raise NotImplementedError
 
+    lower_is_better: ClassVar[tuple[str, ...]] = ()
+    """Metrics it reports that cannot select (MSE): selection takes the highest."""
+
     def metric_names(self) -> list[str]:
         """The metrics it can select by: what metrics.py returns for it, higher better."""
         gold, predicted = self.sample()
         return [k for k in self.metrics(gold, predicted) if k not in ("score", *self.lower_is_better)]
-
-    lower_is_better: ClassVar[tuple[str, ...]] = ()
 
     def sample(self) -> tuple[list, list]:
         """A tiny (gold, predicted) pair: what metric names the metric functions return."""

@@ -117,8 +117,11 @@ class Classes:
         return [self.labels.ids[e["label"]] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        positive = {} if self.positive is None else {"positive": self.positive}
-        return metrics_mod.classification(gold, predicted, **positive)
+        # 0/1 labels: 1 is the positive class (scikit-learn's pos_label), whose binary F1 GLUE reports (MRPC, QQP);
+        # a suite or a caller may name another (`positive`)
+        positive = self.positive if self.positive is not None else (
+            self.labels.ids[1] if self.labels.labels == [0, 1] else None)
+        return metrics_mod.classification(gold, predicted, positive=positive)
 
     def sample(self) -> tuple[list, list]:
         return [0, 1], [0, 1]

@@ -185,9 +185,9 @@ class Job:
                                      result.calibration)
         if self.scored_on == "test":
             run["test"] = _points(evaluation.metrics)
-        kept = self.kept.get((a, lr))
-        if arm.saved and (kept is None or result.metrics["score"] > kept["score"]):
-            self.kept[(a, lr)] = {"seed": seed, "score": result.metrics["score"], "state": result.state}
+        kept, score = self.kept.get((a, lr)), run["validation"]["score"]  # the points `summary` picks the seed by
+        if arm.saved and (kept is None or score > kept["score"]):
+            self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
         return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
 
     def summary(self, arms: list[Arm], a: int, records: list[dict]) -> ArmResult:

@@ -21,7 +21,7 @@ import torch
 from schemas.config import Config, flag
 from trainer.downstream.finetune import metrics as metrics_mod
 from trainer.downstream.finetune.data import DataError, LabelMap, Split
-from trainer.downstream.finetune.tasks.base import Drop, Features, Stats, Task, mean_stats
+from trainer.downstream.finetune.tasks.base import Codes, Drop, Features, Stats, Task, checked, mean_stats
 
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
 
@@ -53,11 +53,6 @@ def is_float_typed(value) -> bool:
     if isinstance(value, float):
         return True
     return isinstance(value, str) and number(value) is not None and not _INTEGER.match(value)
-
-
-def checked(stats: np.ndarray, finish, value: float) -> Stats | None:
-    """The fast path only where it is the metric itself on the whole split (else the bootstrap recomputes it)."""
-    return (stats, finish) if np.isclose(finish(stats.sum(0, keepdims=True))[0], value, atol=1e-9) else None
 
 
 class Classes:
@@ -130,15 +125,14 @@ class Classes:
         return self.labels.labels[predicted]
 
     def stats(self, metric: str, gold, predicted) -> Stats | None:
-        """Accuracy: one 0/1 per example. Macro-F1 and MCC: functions of the confusion matrix, so one one-hot
-        (gold, predicted) cell per example (up to 8 classes: 64 columns; more classes recompute the metric)."""
+        """Accuracy: one 0/1 per example. Macro-F1 and MCC: functions of the confusion matrix, each example one
+        (gold, predicted) cell of it."""
         if metric == "accuracy":
             return mean_stats(np.asarray(gold) == np.asarray(predicted))
         k = len(self.labels)
-        if metric not in ("macro_f1", "mcc") or k > 8:
+        if metric not in ("macro_f1", "mcc"):
             return None
-        cells = np.zeros((len(gold), k * k))
-        cells[np.arange(len(gold)), np.asarray(gold) * k + np.asarray(predicted)] = 1
+        cells = Codes(np.asarray(gold) * k + np.asarray(predicted), k * k)
 
         def finish(sums: np.ndarray) -> np.ndarray:
             confusion = sums.reshape(-1, k, k)  # (b, gold, predicted)

@@ -65,15 +65,14 @@ def _baseline_arm(config: FinetuneConfig, first_dir: str, tokenizer, hidden: int
         lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
                      (protocol.baseline_lrs(hidden), "default scratch grid (protocol.baseline_lrs)"))
         return Arm("scratch", first_dir, False, lrs, grid, config.baseline_epochs or 2 * config.epochs,
-                   tokenizer=tokenizer)
-    model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
+                   tokenizer=tokenizer, saved=False)
     model_dir, _ = export_dir(config.baseline, None, exports)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
     lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
                  (recipe.default_lrs(width), "default (BERT's grid x 768/hidden)"))
     name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"
     return Arm(name, model_dir, True, lrs, grid, config.baseline_epochs or config.epochs,
-               tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir))
+               tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir), saved=False)
 
 
 def run(config: FinetuneConfig) -> int:
@@ -86,6 +85,8 @@ def run(config: FinetuneConfig) -> int:
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
+    if config.baseline not in ("none", "scratch"):
+        model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
             output.staged_output(config.output, config.overwrite) as out:
         task = tasks.make(config.task, config)
@@ -111,14 +112,14 @@ def run(config: FinetuneConfig) -> int:
                             step=step, tokenizer=tokenizer))
         everything = arms + ([baseline_arm] if baseline_arm else [])
         progress = recipe.Progress(sum(len(a.lrs) * a.epochs for a in everything) * config.seeds)
-        points = [job.run_arm(arm, progress) for arm in arms]
-        baseline = job.run_arm(baseline_arm, progress) if baseline_arm else None
+        done = job.run_arms(everything, progress)
+        points, baseline = done[:len(arms)], (done[-1] if baseline_arm else None)
         if baseline:
             gold = task.gold(splits[job.scored_on].examples)
             for p in points:
                 p.record["gain"] = protocol.gain(task, gold, p.scores, p.predictions, baseline.scores, baseline.predictions,
                                                  resamples=config.bootstrap, split=job.scored_on)
-        chosen = max(points, key=lambda p: p.record["per_lr"][f"{p.record['lr']:g}"]["validation_mean"])
+        chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
         os.makedirs(os.path.join(out, "model"))
         predictions = job.save(chosen, os.path.join(out, "model"))
         if predictions:
@@ -172,7 +173,7 @@ def _summary(config, points, baseline, metric, scored_on) -> None:
     if baseline:
         print(f"{baseline['name']:<12} {scored_on} {metric} {baseline['mean']:.2f} ± {baseline['se']:.2f}  "
               f"(lr {baseline['lr']:g} of its grid {'/'.join(f'{x:g}' for x in baseline['grid']['lrs'])}, "
-              f"{baseline['grid']['epochs']} epochs, {config.seeds} seeds)")
+              f"{baseline['grid']['epochs']} epoch{'s' * (baseline['grid']['epochs'] != 1)}, {config.seeds} seeds)")
     print(f"wrote {config.output}/results.json, {config.output}/model")
     within = [p for p in points if p.get("gain") and p["gain"]["within_se"]]
     if within:

@@ -89,7 +89,8 @@ class FinetuneConfig(Config):
     """The baseline's own learning rate; repeat for a grid (default: scratch's wider, higher grid, the model's
     top two rates, then 3x and 10x its top one; MODEL2: BERT's grid for its width)."""
     baseline_epochs: int | None = flag(default=None, metavar="N")
-    """The baseline's epochs per run (default: twice --epochs from scratch, --epochs for MODEL2)."""
+    """The baseline's epochs per run (default: twice --epochs from scratch, which converges later: its best epochs
+    were 15-22 where the demo model's were 10-13, bench/README.md "finetune"; --epochs for MODEL2)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")

@@ -314,7 +314,9 @@ def test_finetune_runs_each_suite_and_writes_its_table(tmp_path):
         "glue": _write(tmp_path / "glue", {"MNLI/train.tsv": _mnli_file(mnli_train),
                                            "MNLI/dev_matched.tsv": _mnli_file(mnli_train[:3], dev=True),
                                            "MNLI/dev_mismatched.tsv": _mnli_file(mnli_train[3:6], dev=True),
-                                           "RTE/train.tsv": rte, "RTE/dev.tsv": rte}),
+                                           "RTE/train.tsv": rte, "RTE/dev.tsv": rte,
+                                           "MRPC/train.tsv": _repeat_rows(GLUE_FILES["MRPC/train.tsv"], 3),
+                                           "MRPC/dev.tsv": GLUE_FILES["MRPC/train.tsv"]}),
         "squad_v2": _write(tmp_path / "squad", {"train-v2.0.json": _squad("v2.0", v2), "dev-v2.0.json": _squad("v2.0", v2)}),
         "conll2003": _write(tmp_path / "conll", dict.fromkeys(("eng.train", "eng.testa", "eng.testb"), CONLL_IOB1)),
     }
@@ -334,11 +336,12 @@ def test_finetune_runs_each_suite_and_writes_its_table(tmp_path):
             assert task_results["metric"] == task["selection"]
             assert task["decontamination"]["decontaminated"] is None  # an export does not say what it trained on
         if suite == "glue":
-            assert [t["name"] for t in table["model"]["tasks"]] == ["mnli", "rte"]
+            assert [t["name"] for t in table["model"]["tasks"]] == ["mnli", "mrpc", "rte"]
+            assert body["tasks"]["mrpc"]["selection"] == "f1" and body["tasks"]["mrpc"]["start_from"] == "mnli"
             assert body["tasks"]["rte"]["start_from"] == "mnli" and body["tasks"]["rte"]["seeds"] == 5
             mnli = table["model"]["tasks"][0]
             assert set(mnli["metrics"]) == {"accuracy", "accuracy (validation_mismatched)"}
-            assert table["model"]["average"]["of"] == 8 and table["model"]["average"]["tasks"] == 2
+            assert table["model"]["average"]["of"] == 8 and table["model"]["average"]["tasks"] == 3
         if suite == "squad_v2":
             assert body["tasks"]["squad_v2"]["scored"] == {"validation": "validation"}
         if suite == "conll2003":
@@ -385,3 +388,8 @@ def test_a_runs_prep_record_is_found_and_mnli_splits_map_to_the_jobs(tmp_path):
     held = dataclasses.replace(task, splits={s: [] for s in ("train", "validation", "test", "test_mismatched")})
     _, where, unscored = run._job_splits(held, {s: s for s in held.splits})
     assert where == {"validation": "validation", "test": "test"} and unscored == ["test_mismatched"]
+
+
+def _repeat_rows(tsv: str, times: int) -> str:
+    header, *rows = tsv.splitlines(keepends=True)
+    return header + "".join(rows * times)

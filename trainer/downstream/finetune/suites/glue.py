@@ -19,8 +19,8 @@ score below the majority class). A line with too few columns is a counted drop (
 file has a few); an unparsable label is an error naming file and line.
 
 Seeds follow MosaicBERT's GLUE recipe (mosaicml/examples, examples/bert/yamls/glue/mosaic-bert-base-uncased.yaml):
-5 on RTE, MRPC and STS-B, 4 on CoLA, 3 on SST-2, its one default seed on MNLI, QNLI and QQP (the large tasks,
-whose seed variance is small), and RTE, MRPC and STS-B start from the fine-tuned MNLI model (its glue.py runs
+5 on RTE, MRPC and STS-B, 4 on CoLA, 3 on SST-2, its one default seed on MNLI, QNLI and QQP (the large tasks),
+and RTE, MRPC and STS-B start from the fine-tuned MNLI model (its glue.py runs
 them in a second round from the MNLI checkpoint); --no-from-mnli starts them from the pretrained model.
 """
 

@@ -3,7 +3,8 @@
 In:  MODEL, an export directory or a training RUN (its latest checkpoint, or those of --checkpoints, exported
      on the fly with trainer.downstream.export); labelled splits (see data.py); the recipe flags (config.py).
 Out, in DIR (written beside it, then renamed in: see output.py):
-    results.json       task; data files with sha256, rows read and dropped per reason; recipe and lr grid;
+    results.json       task; per data file its sha256, lines and records read, examples kept, drops per reason
+                       with their first line numbers (read == kept + dropped, checked); recipe and lr grid;
                        per model (each checkpoint, and scratch with --baseline scratch): each lr's mean ± SE,
                        the chosen lr, per-seed validation (and test) metrics; the gain over scratch ± SE
     model/             the best fine-tuned run (by validation) as a HuggingFace directory with its tokenizer and
@@ -108,7 +109,7 @@ class Job:
         self.config, self.task, self.recipe = config, config.task, config.recipe
         c = config
         columns = c.columns
-        read = lambda url: data_mod.read_split(url, c.task, columns, skip_bad_rows=c.skip_bad_rows)  # noqa: E731
+        read = lambda url: data_mod.read_split(url, c.task, columns, skip_bad_rows=c.skip_bad_rows, quoting=c.quoting)  # noqa: E731
         self.splits = {"train": read(c.train), "validation": read(c.validation)}
         if c.test:
             self.splits["test"] = read(c.test)
@@ -195,7 +196,7 @@ def run(config: FinetuneConfig) -> int:
         job = Job(config, tokenizer, hidden)
         for name, split in job.splits.items():
             dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
-            print(f"{name}: {split.url}  {len(split.examples)} examples{dropped}", flush=True)
+            print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
         models = len(sources) + (config.baseline == "scratch")
         progress = recipe.Progress(models * len(job.lrs) * config.seeds * config.epochs)
         points = []
@@ -233,8 +234,7 @@ def _results(config, job: Job, points, baseline, metric, seconds) -> dict:
     return {
         "written_by": output.OWNER, "format_version": 1, "task": config.task, "model": os.path.abspath(config.model),
         "metric": metric, "scored_on": "test" if "test" in job.splits else "validation", "units": "points (x 100)",
-        "data": {name: {"url": s.url, "sha256": s.sha256, "rows_read": s.read, "examples": len(s.examples),
-                        "dropped": dict(s.dropped)} for name, s in job.splits.items()},
+        "data": {name: s.report() for name, s in job.splits.items()},
         "labels": "regression" if job.labels is None and config.task != "span" else
                   (None if job.labels is None else [str(x) for x in job.labels.labels]),
         "recipe": {**recipe_fields, "lr_grid": list(job.lrs)},

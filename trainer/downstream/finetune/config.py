@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from schemas.tables import QUOTINGS, TableReading
 from trainer.downstream.finetune.data import Columns
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
 from trainer.downstream.finetune.tasks import TASKS
@@ -34,8 +35,10 @@ class FinetuneConfig(Config):
     """Replace an --output directory that holds files this command did not write."""
     columns: Columns = Columns()  # noqa: RUF009  (frozen: one shared default is safe)
     skip_bad_rows: bool = False
-    """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
-    drop in results.json instead of stopping at it."""
+    """Count a bad row (a field count other than the header's, a bad quote, a line that is not a JSON object, an
+    answer not at its offsets, a tag count other than the word count) as a drop at its line in results.json
+    instead of stopping at it."""
+    quoting: str = flag(choices=QUOTINGS, doc_from=(TableReading, "quoting"))
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)

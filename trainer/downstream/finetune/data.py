@@ -1,9 +1,12 @@
 """Labelled data for fine-tuning: read a split, check it, and turn it into the examples one task needs.
 
-In:  fsspec URLs of JSON-lines (.jsonl, .json), CSV (.csv, .tsv) or Parquet (.parquet) files, and the column
+In:  fsspec URLs of JSON-lines (.jsonl, .json), TSV (.tsv), CSV (.csv) or Parquet (.parquet) files, read by
+     schemas/tables.py (every record kept or dropped with a reason; .tsv unquoted, .csv RFC 4180, or --quoting),
+     and the column
      names (defaults: text / text_pair / label; tokens / tags; question / context / answers, SQuAD's layout
      where `answers` is {"text": [...], "answer_start": [...]} with character offsets into the context).
-Out: `Split` (examples, the rows dropped per reason, the file's sha256) and `LabelMap` (sorted labels of the
+Out: `Split` (examples, the file's sha256, and its account: lines and records read, rows dropped per reason, with
+     `read == examples + Σ dropped` checked) and `LabelMap` (sorted labels of the
      training split, or None for regression: float labels).
 
 Every problem is a `DataError` whose message is one line naming the file, the line (the row number in a
@@ -16,21 +19,15 @@ count is an error too, unless the user asked to count such rows as drops (`skip_
 
 from __future__ import annotations
 
-import collections
-import csv
 import dataclasses
-import hashlib
-import io
 import json
 from typing import Any
 
-import fsspec
-
 from schemas.config import Config, flag
-from schemas.jsonl import json_objects
+from schemas.tables import Account, Table, TableError, TableReading, read_table
 
 
-class DataError(ValueError):
+class DataError(TableError):
     """Labelled data that cannot be used as given; the message names file, line and column."""
 
 
@@ -62,8 +59,22 @@ class Split:
     sha256: str
     examples: list[dict[str, Any]]
     """Per task: {text, text_pair?, label, line} / {tokens, tags, line} / {question, context, answers, line}."""
-    read: int = 0
-    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    account: Account
+    """Every record of the file: read, and dropped per reason by the reader or by the task (`dropped`)."""
+
+    @property
+    def read(self) -> int:
+        return self.account.read
+
+    @property
+    def dropped(self):
+        """{reason: rows}; a task's own drops are counted here too."""
+        return self.account.dropped
+
+    def report(self) -> dict[str, Any]:
+        """results.json's entry: the file, its lines and records read, examples kept, drops by reason."""
+        return {"url": self.url, "sha256": self.sha256, **self.account.report(len(self.examples)),
+                "examples": len(self.examples)}
 
 
 class LabelMap:
@@ -81,41 +92,11 @@ class LabelMap:
         return len(self.labels)
 
 
-def _rows(url: str) -> tuple[list[tuple[int, dict]], str]:
-    """[(line number, row dict)] and the sha256 of the file's bytes."""
+def _rows(url: str, reading: TableReading) -> Table:
+    """Every record of the file, through the one reader of users' tables (schemas/tables.py)."""
     try:
-        with fsspec.open(url, "rb", compression="infer") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise DataError(f"{url}: no such file") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    name = url.rsplit("/", 1)[-1].lower().removesuffix(".gz").removesuffix(".zst")
-    if name.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(io.BytesIO(raw))
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
-            raise DataError(f"{url}: not a Parquet file ({str(e).splitlines()[0]})") from None
-        return list(enumerate(table.to_pylist(), start=1)), digest
-    lines = raw.split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{url}:{number}: invalid UTF-8 at byte column {e.start + 1}") from None
-    text = raw.decode("utf-8").removeprefix("\ufeff")
-    if name.endswith((".csv", ".tsv")):
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if name.endswith(".tsv") else ",")
-        rows = []
-        for row in reader:
-            if None in row:  # more fields than the header names
-                raise DataError(f"{url}:{reader.line_num}: {len(row) - 1 + len(row[None])} fields, the header has {len(row) - 1}")
-            rows.append((reader.line_num, row))
-        return rows, digest
-    try:
-        return list(json_objects(text.split("\n"), url)), digest
-    except ValueError as e:
+        return read_table(url, reading)
+    except TableError as e:
         raise DataError(str(e)) from None
 
 
@@ -129,12 +110,14 @@ def _json_field(value, where: str, column: str):
     return value
 
 
-def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = False, pair: bool = False) -> Split:
+def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = False, pair: bool = False,
+               quoting: str = "auto") -> Split:
     """The examples of one file for `task` (classify, pair, tag, span); see the module docstring."""
-    rows, digest = _rows(url)
-    split = Split(url=url, sha256=digest, examples=[], read=len(rows))
+    table = _rows(url, TableReading(quoting=quoting, skip_bad_rows=skip_bad_rows))
+    rows = table.rows
+    split = Split(url=url, sha256=table.sha256, examples=[], account=table.account)
     if not rows:
-        raise DataError(f"{url}: empty split (no rows)")
+        raise DataError(f"{url}: empty split (no rows" + (f"; all {split.read} records dropped: {dict(split.dropped)})" if split.read else ")"))
     needed = {"classify": [columns.text_column, columns.label_column], "pair": [columns.text_column, columns.text_pair_column, columns.label_column],
               "tag": [columns.tokens_column, columns.tags_column], "span": [columns.question_column, columns.context_column, columns.answers_column]}[task]
     line, first = rows[0]
@@ -193,7 +176,8 @@ def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = F
             split.examples.append({"question": question, "context": context, "answers": texts,
                                    "starts": [int(s) for s in starts], "line": line})
     if not split.examples:
-        raise DataError(f"{url}: empty split (all {len(rows)} rows dropped: {dict(split.dropped)})")
+        raise DataError(f"{url}: empty split (all {split.read} rows dropped: {dict(split.dropped)})")
+    split.account.check(len(split.examples), url)  # as prep's report: a row lost or counted twice fails the run
     return split
 
 

@@ -138,6 +138,49 @@ def test_an_unreachable_object_store_is_one_line_naming_the_input(tmp_path, stor
     assert not out.exists()
 
 
+@pytest.mark.integration  # starts an S3 server and runs prep
+def test_a_store_that_fails_after_its_listing_is_one_line_naming_the_input(tmp_path, monkeypatch, capsys):
+    """Issue 26's closing note: the listing answered, then the store went away before the workers read the files;
+    s3fs's EndpointConnectionError (not an OSError) came out of a worker, and prep blamed --output for it. The
+    store here is moto's S3 server on loopback, stopped the moment prep's graph has listed the files."""
+    pytest.importorskip("s3fs")
+    import fsspec
+    from moto.server import ThreadedMotoServer
+
+    from pipelines.stages import read_corpus
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}})
+    try:
+        fs = fsspec.filesystem("s3", skip_instance_cache=True)
+        fs.mkdir("corpus-bucket")
+        write_corpus(tmp_path, 20)
+        fs.put(str(tmp_path / "a.jsonl"), "corpus-bucket/docs/a.jsonl")
+        listed = read_corpus.matched_files
+
+        def then_fail(*args, **kwargs):  # ReadCorpus lists when the graph is built; its workers read afterwards
+            found = listed(*args, **kwargs)
+            server.stop()
+            return found
+
+        monkeypatch.setattr(read_corpus, "matched_files", then_fail)
+        glob = "web=s3://corpus-bucket/docs/*.jsonl"
+        assert prep.main(["--input", glob, "--output", str(tmp_path / "out"), "--progress", "never"]) == 2
+    finally:
+        server.stop()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    # before: one line blaming --output ("cannot write (connect call failed ...)"), the client's error quoted in
+    # the worker's traceback, or the traceback itself
+    assert err[0].startswith(f"clozeforge prep: error: --input {glob}: reading s3://corpus-bucket/docs/a.jsonl failed after "
+                             "the listing ("), err
+    assert "--output" not in err[0]
+
+
 @pytest.mark.integration  # signals a real prep process, then reruns it
 def test_ctrl_c_is_one_line_and_exit_130_and_the_rerun_completes(tmp_path):
     """Row 13: Ctrl-C printed a 116-line traceback (Beam re-raises it as a RuntimeError: exit 1)."""

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tests.schemas.test_tables import glue_tsv
+from tests.helpers import glue_tsv
 from trainer.downstream.finetune.data import Columns, DataError, read_split
 
 SENTENCE = Columns(text_column="sentence")

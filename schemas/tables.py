@@ -181,7 +181,10 @@ class _Delimited(_Format):
             account.lines = last
             if isinstance(fields, csv.Error):  # a quote where RFC 4180 allows none, or one never closed
                 where = f"{url}:{first}" if first == last else f"{url}:{first}-{last}"
-                yield _Bad(first, "bad_quoting", f"{where}: {fields} (--quoting none reads quotes as characters)")
+                message = f"{where}: {fields} (--quoting none reads quotes as characters)"
+                if header is None:  # no later line can stand in for the header
+                    raise TableError(f"{message}; this is the header")
+                yield _Bad(first, "bad_quoting", message)
                 continue
             blank = not any(f.strip() for f in fields)
             if header is None:
@@ -197,11 +200,14 @@ class _Delimited(_Format):
             else:
                 yield first, dict(zip(header, fields))
 
-    def _unquoted(self, text: str) -> Iterator[tuple[int, int, list[str] | None]]:
+    def _unquoted(self, text: str) -> Iterator[tuple[int, int, list[str]]]:
         for number, line in enumerate(_lines(text), 1):
             yield number, number, line.split(self.delimiter)
 
-    def _quoted(self, text: str, account: Account) -> Iterator[tuple[int, int, Any]]:
+    def _quoted(self, text: str, account: Account) -> Iterator[tuple[int, int, list[str] | csv.Error]]:
+        # NOTE: the csv module refuses a field over 131,072 characters by default (a process-wide limit): a long
+        # context is a user's data, not a bad quote
+        csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter, strict=True)
         while True:
             first = reader.line_num + 1
@@ -210,7 +216,7 @@ class _Delimited(_Format):
             except StopIteration:
                 return
             except csv.Error as e:  # the reader goes on at the next line
-                fields = e
+                fields = e  # type: ignore[assignment]
             if reader.line_num > first:
                 account.multiline_records += 1
             yield first, reader.line_num, fields

@@ -74,6 +74,15 @@ def test_a_bad_quote_in_a_csv_is_one_line_or_a_drop_and_the_next_rows_are_read(t
     assert table.account.dropped_at == {"bad_quoting": [2, 4]}  # the unclosed quote runs to the end: one record
 
 
+def test_a_long_csv_field_is_data_and_a_bad_header_is_one_line(tmp_path):
+    long = "word " * 40_000  # 200,000 characters: over the csv module's default field limit
+    (tmp_path / "long.csv").write_text(f'text,label\n"{long}",1\n', encoding="utf-8")
+    assert read_table(str(tmp_path / "long.csv")).rows == [(2, {"text": long, "label": "1"})]
+    (tmp_path / "head.csv").write_text('"text"x,label\nok,1\n', encoding="utf-8")
+    with pytest.raises(TableError, match=r"head.csv:1: .*; this is the header"):
+        read_table(str(tmp_path / "head.csv"), SKIP)
+
+
 def test_jsonl_and_parquet_count_every_record(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -2,12 +2,12 @@
 
 In:  fsspec URLs of JSON-lines (.jsonl, .json), TSV (.tsv), CSV (.csv) or Parquet (.parquet) files, read by
      schemas/tables.py (every record kept or dropped with a reason; .tsv unquoted, .csv RFC 4180, or --quoting),
-     and the column
-     names (defaults: text / text_pair / label; tokens / tags; question / context / answers, SQuAD's layout
-     where `answers` is {"text": [...], "answer_start": [...]} with character offsets into the context).
+     and the column names (defaults: text / text_pair / label; tokens / tags; question / context / answers,
+     SQuAD's layout where `answers` is {"text": [...], "answer_start": [...]} with character offsets into the
+     context).
 Out: `Split` (examples, the file's sha256, and its account: lines and records read, rows dropped per reason, with
-     `read == examples + Σ dropped` checked) and `LabelMap` (sorted labels of the
-     training split, or None for regression: float labels).
+     `read == examples + Σ dropped` checked) and `LabelMap` (sorted labels of the training split, or None for
+     regression: float labels).
 
 Every problem is a `DataError` whose message is one line naming the file, the line (the row number in a
 Parquet file) and the column, or, for a row that is only empty (no text, no label), a counted drop. Problems

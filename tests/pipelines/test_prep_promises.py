@@ -158,9 +158,9 @@ def test_a_store_that_fails_after_its_listing_is_one_line_naming_the_input(tmp_p
     monkeypatch.setitem(fsspec.config.conf, "s3", {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}})
     try:
         fs = fsspec.filesystem("s3", skip_instance_cache=True)
-        fs.mkdir("corpus-bucket")
+        fs.makedirs("listed-then-gone", exist_ok=True)  # moto keeps its buckets per process, not per server
         write_corpus(tmp_path, 20)
-        fs.put(str(tmp_path / "a.jsonl"), "corpus-bucket/docs/a.jsonl")
+        fs.put(str(tmp_path / "a.jsonl"), "listed-then-gone/docs/a.jsonl")
         listed = read_corpus.matched_files
 
         def then_fail(*args, **kwargs):  # ReadCorpus lists when the graph is built; its workers read afterwards
@@ -169,7 +169,7 @@ def test_a_store_that_fails_after_its_listing_is_one_line_naming_the_input(tmp_p
             return found
 
         monkeypatch.setattr(read_corpus, "matched_files", then_fail)
-        glob = "web=s3://corpus-bucket/docs/*.jsonl"
+        glob = "web=s3://listed-then-gone/docs/*.jsonl"
         assert prep.main(["--input", glob, "--output", str(tmp_path / "out"), "--progress", "never"]) == 2
     finally:
         server.stop()
@@ -177,7 +177,7 @@ def test_a_store_that_fails_after_its_listing_is_one_line_naming_the_input(tmp_p
     assert len(err) == 1, err
     # before: one line blaming --output ("cannot write (connect call failed ...)"), the client's error quoted in
     # the worker's traceback, or the traceback itself
-    assert err[0].startswith(f"clozeforge prep: error: --input {glob}: reading s3://corpus-bucket/docs/a.jsonl failed after "
+    assert err[0].startswith(f"clozeforge prep: error: --input {glob}: reading s3://listed-then-gone/docs/a.jsonl failed after "
                              "the listing ("), err
     assert "--output" not in err[0]
 

@@ -4,7 +4,9 @@ In:  MODEL, an export directory or a training RUN (its latest checkpoint, or tho
      on the fly with trainer.downstream.export); labelled splits (data.py, read row by row by the task: tasks/);
      the recipe flags (config.py); --baseline scratch|MODEL2, the arm the model is compared with.
 Out, in DIR (written beside it, then renamed in: see output.py):
-    results.json       task, metric; data files with sha256, rows read and dropped per reason; the sequence
+    results.json       task, metric; per data file its sha256, lines and records read,
+                       examples kept, drops per reason with their first line numbers (read == kept + dropped,
+                       checked); the sequence
                        length; per arm (the model or each checkpoint, the baseline): its lr grid and epochs,
                        each lr's validation mean ± SE, the chosen lr, per-seed validation (and test) metrics;
                        the gain over the baseline: paired mean ± SE over seeds and a bootstrap 95% interval
@@ -90,7 +92,7 @@ def run(config: FinetuneConfig) -> int:
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
             output.staged_output(config.output, config.overwrite) as out:
         task = tasks.make(config.task, config)
-        read = lambda url: data_mod.read_split(url, task, skip_bad_rows=config.skip_bad_rows)  # noqa: E731
+        read = lambda url: data_mod.read_split(url, task, skip_bad_rows=config.skip_bad_rows, quoting=config.quoting)  # noqa: E731
         splits = {"train": read(config.train), "validation": read(config.validation)}
         if config.test:
             splits["test"] = read(config.test)
@@ -103,7 +105,7 @@ def run(config: FinetuneConfig) -> int:
         job = Job(config, task, splits, max_len)
         for name, split in splits.items():
             dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
-            print(f"{name}: {split.url}  {len(split.examples)} examples{dropped}", flush=True)
+            print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
         lrs, grid = (config.lr, "--lr") if config.lr else (recipe.default_lrs(hidden), "default (BERT's grid x 768/hidden)")
         arms = []
         for step, tag in sources:
@@ -149,8 +151,7 @@ def _results(config, job: Job, points: list[dict], baseline: dict | None, chosen
     return {
         "written_by": output.OWNER, "format_version": 2, "task": task.name, "model": os.path.abspath(config.model),
         "metric": task.metric, "scored_on": job.scored_on, "units": "points (x 100)",
-        "data": {name: {"url": s.url, "sha256": s.sha256, "rows_read": s.read, "examples": len(s.examples),
-                        "dropped": dict(s.dropped)} for name, s in job.splits.items()},
+        "data": {name: s.report() for name, s in job.splits.items()},
         "labels": task.labels_record(),
         "max_seq_len": {"value": length[0], "from": length[1]},
         "recipe": {**recipe_fields, "lr_grid": list(points[0]["grid"]["lrs"])},

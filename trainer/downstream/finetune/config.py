@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from schemas.tables import QUOTINGS, TableReading
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
 from trainer.downstream.finetune.suites import SUITES, SuiteOptions
 from trainer.downstream.finetune.tasks import TASKS, Columns
@@ -48,8 +49,10 @@ class FinetuneConfig(Config):
     macro_f1, mcc (classes); pearson, spearman (regression); entity_f1, precision, recall, token_accuracy
     (tag); f1, exact_match (span). Default: the first of each."""
     skip_bad_rows: bool = False
-    """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
-    drop in results.json instead of stopping at it."""
+    """Count a bad row (a field count other than the header's, a bad quote, a line that is not a JSON object, an
+    answer not at its offsets, a tag count other than the word count) as a drop at its line in results.json
+    instead of stopping at it."""
+    quoting: str = flag(choices=QUOTINGS, doc_from=(TableReading, "quoting"))
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)

@@ -75,7 +75,7 @@ def _bare_tokens_per_s(model: torch.nn.Module, batches: list[dict], rt, config, 
 def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: int = 10, zero_stage=None,
             compile: str | None = None, precision: str = "auto", num_workers: int | None = None,
             vocab_size: int = 30522, folder: str | None = None, rt=None, bare: bool = True, bare_after: bool = True,
-            log_every: int | None = None) -> dict:
+            log_every: int | None = None, deepspeed_config: str | None = None) -> dict:
     """One trainer run and a bare run before it (and after it, with `bare_after`: on a shared CPU the mean of the
     two is fairer); the figures named in the module docstring. A trainer that fails leaves `trainer_error` and
     the bare figures."""
@@ -99,6 +99,8 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             options["compile"] = compile
         if num_workers is not None:
             options["num_workers"] = num_workers
+        if deepspeed_config is not None:  # a DeepSpeed JSON merged over the trainer's (bench/_gpu_check.py's variants)
+            options["deepspeed_config"] = deepspeed_config
         config = TrainConfig(data=data, output=os.path.join(folder, f"run-{time.time_ns()}"), model=preset, batch_size=batch,
                              max_steps=steps, log_every=log_every or warmup, eval_every=0, save_every=steps, dropout=0.1,
                              precision=precision, **options)

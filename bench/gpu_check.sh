@@ -3,8 +3,10 @@
 # BERT-base, bf16, seq-128 random-id pairs written here (no Beam), one rank:
 #   the bare model (forward + backward + fused AdamW, bench/_loop.py) at batch 64 and 256, eager and compiled;
 #   the trainer (`trainer.loop.train`, --precision auto) with the same batches, ZeRO 0 and 2, eager and compiled;
-#   host synchronisations per trainer step (torch.cuda.set_sync_debug_mode), and the compiled trainer without
-#   its dynamic-shape marks; tokens/s and MFU for each, then a table of them all (bench/_gpu_check.py).
+#   host synchronisations per trainer step (torch.cuda.set_sync_debug_mode), the compiled trainer with bf16 as
+#   autocast over fp32 weights (a DeepSpeed JSON) and without its dynamic-shape marks; tokens/s and MFU for each,
+#   then a table of them all (bench/_gpu_check.py). The parts, most important first, in about 6-8 minutes when
+#   none times out (at most 13.5 with every timeout); GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
 # Each part runs under its own `timeout`; a part that fails or times out does not stop the others. Logs and the
 # table go to $OUT (the device tool's folder), or ./gpu-check when OUT is unset. Run from the repository root:
 #   bash bench/gpu_check.sh
@@ -45,15 +47,11 @@ part() {
     grep -E '^(RESULT|FAILED) ' "$OUT/$1.log" | cut -c1-900
     [ $rc -eq 0 ] || { echo "$1: exit $rc (124 = timed out); the end of its log:"; tail -5 "$OUT/$1.log"; }
 }
-part eager-z0 120
-part compiled-z0 200
-part syncs 75
-part eager-z2 90
-part compiled-z2 150
-part compiled-z0-static 100
+PARTS="eager-z0:110 compiled-z0:180 syncs:100 compiled-z0-autocast:120 eager-z2:80 compiled-z2:130 compiled-z0-static:90"
+[ -n "$GPU_CHECK_PARTS" ] && PARTS=$GPU_CHECK_PARTS  # NAME:SECONDS ..., to rerun some
+for spec in $PARTS; do part "${spec%%:*}" "${spec##*:}"; done
 stamp summary
-$PY bench/_gpu_check.py summary "$OUT"/eager-z0.log "$OUT"/compiled-z0.log "$OUT"/eager-z2.log "$OUT"/compiled-z2.log \
-    "$OUT"/compiled-z0-static.log "$OUT"/syncs.log | tee "$OUT/summary.txt"
+$PY bench/_gpu_check.py summary $(for spec in $PARTS; do echo "$OUT/${spec%%:*}.log"; done) | tee "$OUT/summary.txt"
 
 # ---- fine-tuning slot (issue 34, helper ftdev): the fine-tuning loop's GPU line, when its script is there ----
 if [ -f bench/finetune_loop.py ] && grep -q -- '--gpu' bench/finetune_loop.py && [ "${GPU_CHECK_TINY:-0}" != 1 ]; then

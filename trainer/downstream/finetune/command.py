@@ -19,6 +19,7 @@ of seeds are independent runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -32,7 +33,7 @@ import torch
 from schemas import ContractError
 from schemas.config import add_flags, field_docs, from_flags
 from trainer.downstream.finetune import data as data_mod
-from trainer.downstream.finetune import output, recipe, tasks
+from trainer.downstream.finetune import output, ranks, recipe, tasks
 from trainer.downstream.finetune.config import FinetuneConfig
 from trainer.downstream.finetune.metrics import mean_and_se
 
@@ -128,27 +129,46 @@ class Job:
         self.lrs = c.lr or recipe.default_lrs(hidden_size)
         self.best: dict | None = None  # the best pretrained run by validation: what model/ holds
 
-    def runs(self, model_dir: str, pretrained: bool, name: str, progress: recipe.Progress) -> dict:
-        """Every lr x seed run from one starting point; the lr with the best mean validation score is reported."""
+    def plan(self, arms: list[tuple[str, bool, str]]) -> list[tuple[int, float, int]]:
+        """Every run of the job, (arm, lr, seed), in the order one process runs them; an arm is one starting point
+        (model_dir, pretrained, name): each checkpoint, then scratch."""
+        return [(arm, lr, seed) for arm in range(len(arms)) for lr in self.lrs for seed in range(self.config.seeds)]
+
+    def one_run(self, arms, spec, progress: recipe.Progress, place: recipe.Place) -> dict:
+        """One (arm, lr, seed) run → its record; the weights of the best pretrained run so far stay in self.best."""
+        arm, lr, seed = spec
+        model_dir, pretrained, name = arms[arm]
+        model = build_model(self.task, model_dir, self.head, self.config.dropout, seed, pretrained)
+        result = recipe.train(self.task, model, self.features["train"], self.features["validation"],
+                              self.splits["validation"].examples, self.labels, self.recipe, lr=lr, seed=seed,
+                              progress=progress, label=f"[{name}] lr {lr:g} seed {seed}", place=place)
+        run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
+               "history": [_points(h, keep=("epoch",)) for h in result.history]}
+        if "test" in self.splits:
+            model.load_state_dict(result.state)
+            metrics, _ = recipe.evaluate(self.task, model, self.features["test"], self.splits["test"].examples,
+                                         self.labels, self.recipe, place)
+            run["test"] = _points(metrics)
+        if pretrained and (self.best is None or result.metrics["score"] > self.best["score"]):
+            self.best = {"score": result.metrics["score"], "state": result.state, "model_dir": model_dir,
+                         "source": name, "lr": lr, "seed": seed, "epoch": result.epoch, "spec": list(spec)}
+        return {"spec": list(spec), "score": result.metrics["score"], "run": run}
+
+    def chosen(self, arms, records: list[dict]) -> dict:
+        """The best pretrained run by validation (the first of equals, in plan order), as self.best describes it."""
+        record = None
+        for r in records:
+            if arms[r["spec"][0]][1] and (record is None or r["score"] > record["score"]):
+                record = r
+        arm, lr, seed = record["spec"]
+        return {"score": record["score"], "model_dir": arms[arm][0], "source": arms[arm][2], "lr": lr, "seed": seed,
+                "epoch": record["run"]["epoch"], "spec": record["spec"]}
+
+    def summary(self, arm: int, records: list[dict]) -> dict:
+        """One arm's runs: each lr's mean ± SE on validation; the lr with the best mean is reported."""
         per_lr = {}
         for lr in self.lrs:
-            runs = []
-            for seed in range(self.config.seeds):
-                model = build_model(self.task, model_dir, self.head, self.config.dropout, seed, pretrained)
-                result = recipe.train(self.task, model, self.features["train"], self.features["validation"],
-                                      self.splits["validation"].examples, self.labels, self.recipe, lr=lr, seed=seed,
-                                      progress=progress, label=f"[{name}] lr {lr:g} seed {seed}")
-                run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
-                       "history": [_points(h, keep=("epoch",)) for h in result.history]}
-                if "test" in self.splits:
-                    model.load_state_dict(result.state)
-                    metrics, _ = recipe.evaluate(self.task, model, self.features["test"], self.splits["test"].examples,
-                                                 self.labels, self.recipe)
-                    run["test"] = _points(metrics)
-                if pretrained and (self.best is None or result.metrics["score"] > self.best["score"]):
-                    self.best = {"score": result.metrics["score"], "state": result.state, "model_dir": model_dir,
-                                 "source": name, "lr": lr, "seed": seed, "epoch": result.epoch}
-                runs.append(run)
+            runs = [r["run"] for r in records if r["spec"][0] == arm and r["spec"][1] == lr]
             valid_mean, valid_se = mean_and_se([r["validation"]["score"] for r in runs])
             per_lr[lr] = {"validation_mean": valid_mean, "validation_se": valid_se, "runs": runs}
         lr = max(per_lr, key=lambda k: per_lr[k]["validation_mean"])
@@ -159,7 +179,7 @@ class Job:
                 "per_lr": {f"{k:g}": {"validation_mean": v["validation_mean"], "validation_se": v["validation_se"]}
                            for k, v in per_lr.items()}}
 
-    def save_best(self, tokenizer, directory: str) -> list[dict]:
+    def save_best(self, tokenizer, directory: str, place: recipe.Place = recipe.Place()) -> list[dict]:
         """Write the best run as a HuggingFace directory; its test predictions (empty without --test)."""
         b = self.best
         model = build_model(self.task, b["model_dir"], self.head, self.config.dropout, b["seed"], True)
@@ -168,8 +188,8 @@ class Job:
         tokenizer.save_pretrained(directory)
         if "test" not in self.splits:
             return []
-        _, predicted = recipe.evaluate(self.task, model, self.features["test"], self.splits["test"].examples,
-                                       self.labels, self.recipe)
+        _, predicted = recipe.evaluate(self.task, model.to(place.device), self.features["test"], self.splits["test"].examples,
+                                       self.labels, self.recipe, place)
         return tasks.prediction_records(self.task, self.splits["test"].examples, predicted, self.labels)
 
 
@@ -182,33 +202,56 @@ def _gain(a: dict, b: dict) -> dict:
 
 
 def run(config: FinetuneConfig) -> int:
+    place = ranks.join(config.device, config.precision, config.data_parallel)
+    try:
+        return _run(config, place)
+    finally:
+        ranks.leave()
+
+
+def _run(config: FinetuneConfig, place: recipe.Place) -> int:
     import transformers
 
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
+    writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
-            output.staged_output(config.output, config.overwrite) as out:
+            (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
         first_dir, _ = export_dir(config.model, sources[0][1], exports)
         tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
         hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
         job = Job(config, tokenizer, hidden)
         for name, split in job.splits.items():
             dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
-            print(f"{name}: {split.url}  {len(split.examples)} examples{dropped}", flush=True)
-        models = len(sources) + (config.baseline == "scratch")
-        progress = recipe.Progress(models * len(job.lrs) * config.seeds * config.epochs)
-        points = []
+            if writes:
+                print(f"{name}: {split.url}  {len(split.examples)} examples{dropped}", flush=True)
+        arms = []
         for step, tag in sources:
             model_dir, step = export_dir(config.model, tag, exports)
-            name = "pretrained" if step is None else f"step {step}"
-            points.append({"step": step, **job.runs(model_dir, True, name, progress)})
-        baseline = job.runs(first_dir, False, "scratch", progress) if config.baseline == "scratch" else None
+            arms.append((model_dir, True, "pretrained" if step is None else f"step {step}"))
+        if config.baseline == "scratch":
+            arms.append((first_dir, False, "scratch"))
+        plan = job.plan(arms)
+        share = sum(ranks.owner(i, place) == place.rank for i in range(len(plan))) if not place.data_parallel else len(plan)
+        quiet = place.data_parallel and place.rank != 0  # every rank computes the same epochs: rank 0 tells them
+        prefix = f"rank {place.rank}: " if place.world_size > 1 and not place.data_parallel else ""
+        progress = recipe.Progress(share * config.epochs, print_fn=(lambda *a, **k: None) if quiet else
+                                   (lambda line, **k: print(prefix + line, **k)))
+        records = ranks.spread(plan, lambda spec: job.one_run(arms, spec, progress, place), place)
+        chosen = job.chosen(arms, records)
+        mine = job.best if job.best and job.best["spec"] == chosen["spec"] else None
+        state = ranks.fetch_state(mine and mine["state"], ranks.owner(plan.index(tuple(chosen["spec"])), place), place)
+        if not writes:
+            return 0
+        job.best = {**chosen, "state": state}
+        points = [{"step": step, **job.summary(arm, records)} for arm, (step, _) in enumerate(sources)]
+        baseline = job.summary(len(sources), records) if config.baseline == "scratch" else None
         if baseline:
             for p in points:
                 p["gain"] = _gain(p, baseline)
         os.makedirs(os.path.join(out, "model"))
-        predictions = job.save_best(tokenizer, os.path.join(out, "model"))
+        predictions = job.save_best(tokenizer, os.path.join(out, "model"), place)
         if predictions:
             with open(os.path.join(out, "predictions.jsonl"), "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)
@@ -270,6 +313,7 @@ def finetune_parser() -> argparse.ArgumentParser:
 
 
 def finetune_main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = finetune_parser().parse_args(argv)
     try:
         config = dataclasses.replace(from_flags(FinetuneConfig, args), model=args.model)
@@ -280,6 +324,12 @@ def finetune_main(argv: list[str] | None = None) -> int:
         import transformers
     except ImportError as e:
         return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
+    if config.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
+        try:
+            ranks.check(config.device, config.precision, config.nproc_per_node)
+        except ValueError as e:
+            return _fail(str(e))
+        return ranks.launch(config.nproc_per_node, argv)
     # "some weights were newly initialised" is the point of fine-tuning, and a bar per model load says nothing the
     # epoch lines do not; both are put back after, for a caller that runs this in its own process
     verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()
@@ -301,5 +351,6 @@ def finetune_main(argv: list[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"clozeforge finetune: error: {message}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":  # every rank reads the same inputs: rank 0 says what is wrong, once
+        print(f"clozeforge finetune: error: {message}", file=sys.stderr)
     return 2

@@ -7,6 +7,7 @@ import dataclasses
 from schemas.config import Config, flag
 from trainer.downstream.finetune.data import Columns
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
+from trainer.run.precision import PRECISIONS
 from trainer.downstream.finetune.tasks import TASKS
 
 
@@ -67,6 +68,17 @@ class FinetuneConfig(Config):
     baseline: str = flag(default="none", choices=("none", "scratch"))
     """scratch: the same architecture from random initialisation, the same recipe and seeds; results.json then
     holds the gain from pretraining with its standard error."""
+    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    """Where the runs compute: auto takes a CUDA GPU when torch sees one (one per process), else the CPU."""
+    precision: str = flag(default="auto", choices=PRECISIONS)
+    """Arithmetic of the runs (autocast; weights and optimizer state stay fp32): auto is bf16 on a GPU that supports
+    it, as `clozeforge train` chooses, and fp32 on a CPU; fp16 (GPU only) adds dynamic loss scaling."""
+    nproc_per_node: int = 1
+    """Processes to start on this machine (one per GPU, or a few on a CPU over gloo); the job's (model, lr, seed)
+    runs are spread across them and rank 0 writes the output. Under torchrun (RANK set) it is ignored."""
+    data_parallel: bool = False
+    """With several processes: compute each run with all of them (DistributedDataParallel, each a slice of every
+    batch; the global batch stays --batch-size) instead of spreading the runs; for one large task."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")
     """With a RUN directory: fine-tune from each of these checkpoints and write downstream.png and
     downstream.md (score against pretraining step)."""
@@ -81,6 +93,7 @@ class FinetuneConfig(Config):
                   (all(lr > 0 for lr in self.lr), f"--lr must be positive, got {self.lr}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
                   (8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
+                  (self.nproc_per_node >= 1, f"--nproc-per-node must be >= 1, got {self.nproc_per_node}"),
                   (0 <= self.stride <= self.max_seq_len // 2, f"--stride must be in [0, max_seq_len / 2], got {self.stride}")]
         for ok, message in checks:
             if not ok:

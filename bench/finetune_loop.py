@@ -19,15 +19,16 @@ fails in one line (exit 2). Needs `accelerate` for Trainer (pip install 'clozefo
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import tempfile
-import time
 
-if __package__ in (None, ""):  # run as a file (bench/gpu_check.sh): the repository root is the import root
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):  # run as a file: the repository root, not bench/ (whose tokenize.py shadows the stdlib's)
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:

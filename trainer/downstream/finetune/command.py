@@ -262,6 +262,8 @@ def _run(config: FinetuneConfig, place: recipe.Place) -> int:
             with open(os.path.join(out, "downstream.md"), "w", encoding="utf-8") as f:
                 f.write(output.sweep_table(points, baseline, metric))
         results = _results(config, job, points, baseline, metric, time.time() - started)
+        results["devices"] = {"device": place.device.type, "precision": place.precision, "processes": place.world_size,
+                              "data_parallel": place.data_parallel}
         with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
             f.write("\n")

@@ -84,8 +84,8 @@ def compare(args) -> dict:
     import transformers
     from transformers import Trainer, TrainingArguments
 
-    from trainer.downstream.finetune import recipe
-    from trainer.downstream.finetune.data import LabelMap
+    from trainer.downstream.finetune import recipe, tasks
+    from trainer.downstream.finetune.data import Split
     from trainer.downstream.finetune.tasks import Features
 
     transformers.logging.set_verbosity_error()
@@ -96,7 +96,9 @@ def compare(args) -> dict:
         config = transformers.BertConfig(num_labels=2, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          intermediate_size=64, max_position_embeddings=max(args.max_len, 128))
     features, rows = synthetic(args.examples, args.max_len, config.vocab_size)
-    labels = LabelMap([0, 1])
+    split = Split("synthetic", "", [{"label": r["labels"], "line": i + 1} for i, r in enumerate(rows)])
+    task = tasks.of("classify")
+    task.prepare(split, [])
     one = Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])  # ours scores each epoch
     place = recipe.Place(device=torch.device(args.device), precision=precision)
     lr, quiet = 5e-5, recipe.Progress(1, print_fn=lambda *a, **k: None)
@@ -111,7 +113,7 @@ def compare(args) -> dict:
         model = new_model()
         sync()
         started = time.perf_counter()
-        recipe.train("classify", model, part, one, [{"label": 0}], labels, recipe.Recipe(epochs=1, batch_size=args.batch_size),
+        recipe.train(task, model, part, one, split.examples[:1], recipe.Recipe(epochs=1, batch_size=args.batch_size),
                      lr=lr, seed=0, progress=quiet, label="", place=place)
         sync()
         return time.perf_counter() - started
@@ -147,17 +149,18 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
     import transformers
 
     from trainer.downstream.finetune import recipe, tasks
-    from trainer.downstream.finetune.data import Columns, label_map, read_split
+    from trainer.downstream.finetune.data import read_split
     t_ours = time.time() - t0
     t0 = time.time()
     from transformers import Trainer, TrainingArguments
     t_trainer = time.time() - t0
     transformers.logging.set_verbosity_error()
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
-    split = read_split(train_path, "classify", Columns())
-    labels = label_map(split, "label")
-    features = tasks.encode("classify", split.examples, tokenizer, labels, max_len=64, stride=16)
-    head = tasks.head_config("classify", labels)
+    task = tasks.of("classify")
+    split = read_split(train_path, task)
+    task.prepare(split, [])
+    features = task.encode(split.examples, tokenizer, max_len=64)
+    head = task.head_config()
 
     class Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -172,7 +175,7 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
         # validation on a single row: the loop scores each epoch, Trainer (as called here) does not
         one = tasks.Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])
         t0 = time.time()
-        recipe.train("classify", model, features, one, split.examples[:1], labels, recipe.Recipe(epochs=epochs),
+        recipe.train(task, model, features, one, split.examples[:1], recipe.Recipe(epochs=epochs),
                      lr=1e-3, seed=0, progress=recipe.Progress(epochs, print_fn=lambda *a, **k: None), label="")
         return (time.time() - t0) / epochs
 

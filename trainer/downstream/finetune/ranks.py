@@ -29,11 +29,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from trainer.downstream.finetune.recipe import Place
+from trainer.downstream.finetune.recipe import Place, Progress
 from trainer.run.precision import PRECISIONS, Precision, resolve_precision
 
 DEVICES = ("auto", "cpu", "cuda")
-__all__ = ["DEVICES", "PRECISIONS", "fetch_state", "join", "launch", "leave", "owner", "spread"]
+__all__ = ["DEVICES", "PRECISIONS", "fetch_state", "join", "launch", "leave", "owner", "progress", "spread"]
 
 
 def resolve_device(flag: str, local_rank: int = 0, nproc: int = 1) -> torch.device:
@@ -107,6 +107,16 @@ def owner(index: int, place: Place) -> int:
     """The rank that computes run `index` of a plan: round robin (a job's runs cost about the same), or rank 0's
     copy when every rank computes every run."""
     return 0 if place.data_parallel or place.world_size == 1 else index % place.world_size
+
+
+def progress(plan: list, epochs: list[int], place: Place) -> Progress:
+    """The epoch lines of this rank's share of `plan` ((arm, lr, seed) runs; `epochs` per arm): prefixed with the
+    rank when the runs are spread, rank 0's only when every rank computes every run."""
+    share = [spec for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank]
+    if place.data_parallel and place.rank != 0:
+        return Progress(1, print_fn=lambda *a, **k: None)
+    prefix = f"rank {place.rank}: " if place.world_size > 1 and not place.data_parallel else ""
+    return Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
 
 
 def spread(plan: list, run_one, place: Place) -> list[dict]:

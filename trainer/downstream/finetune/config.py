@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from trainer.downstream.finetune.ranks import DEVICES, PRECISIONS
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
-from trainer.run.precision import PRECISIONS
 from trainer.downstream.finetune.tasks import TASKS, Columns
 
 
@@ -85,7 +85,7 @@ class FinetuneConfig(Config):
     """The baseline's epochs per run (default: twice --epochs from scratch, --epochs for MODEL2)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
-    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    device: str = flag(default="auto", choices=DEVICES)
     """Where the runs compute: auto takes a CUDA GPU when torch sees one (one per process), else the CPU."""
     precision: str = flag(default="auto", choices=PRECISIONS)
     """Arithmetic of the runs (autocast; weights and optimizer state stay fp32): auto is bf16 on a GPU that supports

@@ -115,7 +115,7 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     def train(task, model, *args, lr, seed, **kwargs):
         return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
 
-    def evaluate(task, model, features, examples, calibration=None):
+    def evaluate(task, model, features, examples, calibration=None, place=None):
         lr, seed = model.state["w"].tolist()
         return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
 

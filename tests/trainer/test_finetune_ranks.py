@@ -198,3 +198,41 @@ def test_the_gpu_bench_fails_in_one_line_without_a_gpu():
     result = subprocess.run([sys.executable, "bench/finetune_loop.py", "--gpu"], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in result.stderr
+
+
+def test_spread_runs_choose_the_lr_and_seed_run_arm_chooses(monkeypatch):
+    """Job._run_spread on one rank against run_arm on the same fake runs: the same lr (best mean), the same seed (the
+    first of the best, on a tie), the same records, predictions and weights."""
+    from trainer.downstream.finetune import job as job_mod
+    from trainer.downstream.finetune import recipe, tasks
+    from trainer.downstream.finetune.config import FinetuneConfig
+    from trainer.downstream.finetune.data import Split
+
+    validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (1e-4, 2): 0.2, (3e-4, 0): 0.5, (3e-4, 1): 0.7, (3e-4, 2): 0.7}
+
+    class Model:
+        def load_state_dict(self, state):
+            self.state = state
+
+    def train(task, model, *args, lr, seed, **kwargs):
+        return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
+
+    def evaluate(task, model, features, examples, calibration=None, place=None):
+        lr, seed = model.state["w"].tolist()
+        return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
+
+    monkeypatch.setattr(job_mod, "build_model", lambda *args: Model())
+    monkeypatch.setattr(recipe, "train", train)
+    monkeypatch.setattr(recipe, "evaluate", evaluate)
+    config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=3)
+    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}])
+              for name in ("train", "validation", "test")}
+    job = job_mod.Job(config, tasks.of("classify"), splits, 64)
+    monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
+    arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
+            job_mod.Arm("scratch", "dir", False, (3e-4, 1e-4), "--baseline-lr", 1)]
+    alone = [job.run_arm(arm, recipe.Progress(1)) for arm in arms]
+    spread = job._run_spread(arms, recipe.Progress(1), Place())
+    for a, b in zip(alone, spread):
+        assert b.record == a.record and b.scores == a.scores and b.predictions == a.predictions
+        assert b.best["seed"] == a.best["seed"] == 1 and torch.equal(b.best["state"]["w"], a.best["state"]["w"])

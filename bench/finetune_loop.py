@@ -84,6 +84,7 @@ def compare(args) -> dict:
     import transformers
     from transformers import Trainer, TrainingArguments
 
+    from schemas.tables import Account
     from trainer.downstream.finetune import recipe, tasks
     from trainer.downstream.finetune.data import Split
     from trainer.downstream.finetune.tasks import Features
@@ -96,7 +97,8 @@ def compare(args) -> dict:
         config = transformers.BertConfig(num_labels=2, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          intermediate_size=64, max_position_embeddings=max(args.max_len, 128))
     features, rows = synthetic(args.examples, args.max_len, config.vocab_size)
-    split = Split("synthetic", "", [{"label": r["labels"], "line": i + 1} for i, r in enumerate(rows)])
+    split = Split("synthetic", "", [{"label": r["labels"], "line": i + 1} for i, r in enumerate(rows)],
+                  Account("jsonl", read=len(rows)))
     task = tasks.of("classify")
     task.prepare(split, [])
     one = Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])  # ours scores each epoch

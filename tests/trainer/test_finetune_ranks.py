@@ -200,12 +200,13 @@ def test_the_gpu_bench_fails_in_one_line_without_a_gpu():
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0 and "needs a CUDA GPU" in result.stderr
 
 
-def test_spread_runs_choose_the_lr_and_seed_run_arm_chooses(monkeypatch):
-    """Job._run_spread on one rank against run_arm on the same fake runs: the same lr (best mean), the same seed (the
-    first of the best, on a tie), the same records, predictions and weights."""
+def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
+    """Job.run_spread (on one rank) against run_arms on the same fake runs: the same lr (best mean), the same seed
+    (the first of the best, on a tie), the same records, predictions and weights."""
     from trainer.downstream.finetune import job as job_mod
     from trainer.downstream.finetune import recipe, tasks
     from trainer.downstream.finetune.config import FinetuneConfig
+    from schemas.tables import Account
     from trainer.downstream.finetune.data import Split
 
     validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (1e-4, 2): 0.2, (3e-4, 0): 0.5, (3e-4, 1): 0.7, (3e-4, 2): 0.7}
@@ -225,14 +226,19 @@ def test_spread_runs_choose_the_lr_and_seed_run_arm_chooses(monkeypatch):
     monkeypatch.setattr(recipe, "train", train)
     monkeypatch.setattr(recipe, "evaluate", evaluate)
     config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=3)
-    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}])
+    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
+                           account=Account("jsonl", read=1))
               for name in ("train", "validation", "test")}
-    job = job_mod.Job(config, tasks.of("classify"), splits, 64)
-    monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
     arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
-            job_mod.Arm("scratch", "dir", False, (3e-4, 1e-4), "--baseline-lr", 1)]
-    alone = [job.run_arm(arm, recipe.Progress(1)) for arm in arms]
-    spread = job._run_spread(arms, recipe.Progress(1), Place())
-    for a, b in zip(alone, spread):
+            job_mod.Arm("scratch", "dir", False, (3e-4, 1e-4), "--baseline-lr", 1, saved=False)]
+    results = []
+    for how in ("alone", "spread"):
+        job = job_mod.Job(config, tasks.of("classify"), splits, 64)
+        monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
+        results.append(job.run_arms(arms, recipe.Progress(1)) if how == "alone" else
+                       job.run_spread(arms, recipe.Progress(1), Place()))
+    for a, b in zip(*results):
         assert b.record == a.record and b.scores == a.scores and b.predictions == a.predictions
-        assert b.best["seed"] == a.best["seed"] == 1 and torch.equal(b.best["state"]["w"], a.best["state"]["w"])
+        assert b.best["seed"] == a.best["seed"] == 1
+    assert torch.equal(results[1][0].best["state"]["w"], results[0][0].best["state"]["w"])
+    assert results[1][1].best["state"] is None  # the baseline's weights are never saved

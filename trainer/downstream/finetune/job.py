@@ -6,10 +6,10 @@ Out: per arm an `ArmResult`: the results.json record (each lr's validation mean 
      per seed with validation and test metrics), the chosen lr's per-seed scores and predictions on the scored
      split (what the gain and its bootstrap need), and its best seed's weights (what model/ is saved from).
 
-Selection is protocol.py's: an arm reports the lr with the best mean validation score over seeds, and keeps the
-weights of that lr's best seed only; the other lrs' weights are dropped as soon as they lose, so a job holds at
-most two models' weights besides the one training. Runs spread over ranks (--nproc-per-node, ranks.py) make the
-same choice once every rank is done, so until then each rank keeps its best seed's weights per (arm, lr).
+The job is a plan of runs, (arm, lr, seed); `one_run` turns one into a JSON record (so runs can be spread over
+processes and gathered), `summary` makes an arm of its records (selection is protocol.py's: the lr with the best
+mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
+one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
     overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
     cls = task.model_class()
     if pretrained:
-        return cls.from_pretrained(model_dir, **overrides)
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
     return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 
@@ -116,6 +117,8 @@ class Arm:
     epochs: int
     step: int | None = None
     tokenizer: object = None
+    saved: bool = True
+    """model/ may come from it (the model's arms; not the baseline's)."""
 
 
 @dataclasses.dataclass
@@ -128,7 +131,12 @@ class ArmResult:
     predictions: list[list]
     """The chosen lr's predictions per seed on the scored split."""
     best: dict
-    """The chosen lr's best seed: {seed, epoch, score, calibration, state}."""
+    """The chosen lr's best seed: {seed, epoch, validation (a fraction), calibration, state (None where
+    another process ran it, or the arm is not saved)}."""
+
+    @property
+    def validation_mean(self) -> float:
+        return self.record["per_lr"][f"{self.record['lr']:g}"]["validation_mean"]
 
 
 def _points(metrics: dict, keep: tuple[str, ...] = ()) -> dict:
@@ -142,107 +150,103 @@ class Job:
         self.config, self.task, self.splits, self.max_len = config, task, splits, max_len
         self.scored_on = "test" if "test" in splits else "validation"
         self._features: dict[str, dict[str, Features]] = {}
+        self.kept: dict[tuple[int, float], dict] = {}
+        """(arm, lr) → {seed, score, state} of its best seed so far (see one_run)."""
 
     def features(self, tokenizer) -> dict[str, Features]:
         """The splits encoded by `tokenizer` (once per distinct tokenizer: a baseline model may bring its own)."""
-        key = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer: its whole definition
+        key = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest() if backend else tokenizer.name_or_path
         if key not in self._features:
             self._features[key] = {name: self.task.encode(s.examples, tokenizer, max_len=self.max_len)
                                    for name, s in self.splits.items()}
         return self._features[key]
 
-    def run_arms(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place = recipe.Place()) -> list[ArmResult]:
-        """Every arm's runs: in order here (one process, or all ranks together with --data-parallel), or spread over
-        the ranks (ranks.py), which hands rank 0 the same ArmResults (the other ranks get no weights)."""
-        if place.world_size == 1 or place.data_parallel:
-            return [self.run_arm(arm, progress, place) for arm in arms]
-        return self._run_spread(arms, progress, place)
+    def plan(self, arms: list[Arm]) -> list[tuple[int, float, int]]:
+        """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
+        return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
 
-    def run_arm(self, arm: Arm, progress: recipe.Progress, place: recipe.Place = recipe.Place()) -> ArmResult:
-        """Every lr x seed run of one arm; the lr with the best mean validation score is reported."""
-        per_lr, leader = {}, None
-        for lr in arm.lrs:
-            runs, predictions, best = [], [], None
-            for seed in range(self.config.seeds):
-                run, result, evaluation = self._one_run(arm, lr, seed, progress, place)
-                predictions.append(evaluation.predictions)
-                if best is None or result.metrics["score"] > best["validation"]:
-                    best = {"seed": seed, "epoch": result.epoch, "validation": result.metrics["score"],
-                            "calibration": result.calibration, "state": result.state}
-                runs.append(run)
-                del result
-            per_lr[lr] = [r["validation"]["score"] for r in runs]
-            mean = protocol.mean_and_se(per_lr[lr])[0]
-            if leader is None or mean > leader["mean"]:
-                leader = {"lr": lr, "mean": mean, "runs": runs, "predictions": predictions, "best": best}
-            # else: this lr's weights and predictions go now; only the leading lr's are kept
-        lr, table = protocol.select(per_lr)
-        assert lr == leader["lr"]
-        return self._arm_result(arm, lr, table, leader["runs"], leader["predictions"], leader["best"])
-
-    def _one_run(self, arm: Arm, lr: float, seed: int, progress: recipe.Progress, place: recipe.Place):
-        """One (lr, seed) run of an arm: (its results.json record, the RunResult, its Evaluation on the scored split)."""
-        task, features = self.task, self.features(arm.tokenizer)
-        model = build_model(task, arm.model_dir, self.config.dropout, seed, arm.pretrained)
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
+                place: recipe.Place = recipe.Place()) -> dict:
+        """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
+        scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
+        saved (`Arm.saved`): the only run of an (arm, lr) model/ can come from."""
+        a, lr, seed = spec
+        arm, c, task = arms[a], self.config, self.task
+        features = self.features(arm.tokenizer)
+        model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
         result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
-                              dataclasses.replace(self.config.recipe, epochs=arm.epochs), lr=lr, seed=seed,
-                              progress=progress, label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
+                              dataclasses.replace(c.recipe, epochs=arm.epochs), lr=lr, seed=seed, progress=progress,
+                              label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
         run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
                "history": [_points(h, keep=("epoch",)) for h in result.history]}
         if result.calibration:
             run["calibration"] = result.calibration
         model.load_state_dict(result.state)
         evaluation = recipe.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
-                                     result.calibration, place)
+                                     result.calibration, place=place)
         if self.scored_on == "test":
             run["test"] = _points(evaluation.metrics)
-        return run, result, evaluation
+        kept, score = self.kept.get((a, lr)), run["validation"]["score"]  # the points `summary` picks the seed by
+        if arm.saved and (kept is None or score > kept["score"]):
+            self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
+        return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
 
-    def _arm_result(self, arm: Arm, lr: float, table: dict, runs: list[dict], predictions: list[list], best: dict) -> ArmResult:
+    def summary(self, arms: list[Arm], a: int, records: list[dict]) -> ArmResult:
+        """One arm from its runs' records: each lr's validation mean ± SE, the chosen lr and its best seed."""
+        arm = arms[a]
+        mine = [r for r in records if r["spec"][0] == a]
+        per_lr = {lr: sorted((r for r in mine if r["spec"][1] == lr), key=lambda r: r["spec"][2]) for lr in arm.lrs}
+        lr, table = protocol.select({k: [r["run"]["validation"]["score"] for r in v] for k, v in per_lr.items()})
+        runs = [r["run"] for r in per_lr[lr]]
+        best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
         scores = [r[self.scored_on]["score"] for r in runs]
         mean, se = protocol.mean_and_se(scores)
-        record = {"lr": lr, "mean": mean, "se": se, "scores": scores, "runs": runs,
-                  "per_lr": {f"{k:g}": {"validation_mean": m, "validation_se": s} for k, (m, s) in table.items()},
+        record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
+                  "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
+                             for k, (m, s) in table.items()},
                   "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
                   "best_seed": best["seed"]}
-        return ArmResult(arm, record, scores, predictions, best)
+        kept = self.kept.get((a, lr))
+        return ArmResult(arm, record, scores, [r["predictions"] for r in per_lr[lr]],
+                         {"seed": best["seed"], "epoch": best["epoch"], "validation": best["validation"]["score"] / 100,
+                          "calibration": best.get("calibration"),
+                          "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
-    def _run_spread(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place) -> list[ArmResult]:
-        """run_arm's results for every arm, each (arm, lr, seed) run computed on one rank. A rank keeps the weights
-        of its best seed per (arm, lr) until every rank is done; then the rank holding each arm's chosen run
-        sends it to rank 0. The choice is run_arm's: protocol.select over the seeds' validation points, then the
-        first seed with the best unrounded validation score."""
-        plan = self.plan(arms)
-        kept: dict[tuple[int, float], dict] = {}
-
-        def one(spec) -> dict:
-            a, lr, seed = spec
-            run, result, evaluation = self._one_run(arms[a], lr, seed, progress, place)
-            held = kept.get((a, lr))
-            if held is None or result.metrics["score"] > held["validation"]:
-                kept[(a, lr)] = {"seed": seed, "validation": result.metrics["score"], "state": result.state}
-            return {"run": run, "validation": result.metrics["score"], "predictions": evaluation.predictions}
-
-        records = ranks.spread(plan, one, place)
-        results = []
-        for a, arm in enumerate(arms):
-            lr, table = protocol.select({lr: [r["run"]["validation"]["score"] for (i, l, _), r in zip(plan, records)
-                                              if (i, l) == (a, lr)] for lr in arm.lrs})
-            chosen = [(spec, r) for spec, r in zip(plan, records) if spec[:2] == (a, lr)]  # in seed order
-            spec, top = max(chosen, key=lambda sr: (sr[1]["validation"], -sr[0][2]))  # the first seed of the best
-            source = ranks.owner(plan.index(spec), place)
-            held = kept.get((a, lr)) if source == place.rank else None
-            assert held is None or held["seed"] == spec[2]
-            state = ranks.fetch_state(held and held["state"], source, place)
-            best = {"seed": spec[2], "epoch": top["run"]["epoch"], "validation": top["validation"],
-                    "calibration": top["run"].get("calibration"), "state": state}
-            results.append(self._arm_result(arm, lr, table, [r["run"] for _, r in chosen],
-                                            [r["predictions"] for _, r in chosen], best))
+    def run_arms(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place = recipe.Place()) -> list[ArmResult]:
+        """Every run of every arm, in one process (or by all ranks together, --data-parallel); weights of an
+        (arm, lr) that lost are dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights
+        per lr of the arm in progress and of the best saved arm so far, besides the model training."""
+        if place.world_size > 1 and not place.data_parallel:
+            return self.run_spread(arms, progress, place)
+        plan, results, records, leader = self.plan(arms), [], [], None
+        for i, spec in enumerate(plan):
+            records.append(self.one_run(arms, spec, progress, place))
+            a = spec[0]
+            if i + 1 < len(plan) and plan[i + 1][0] == a:
+                continue
+            results.append(self.summary(arms, a, records))  # the arm's last run: its lr is chosen now
+            if arms[a].saved and (leader is None or results[-1].validation_mean > results[leader].validation_mean):
+                leader = a
+            keep = {(leader, results[leader].record["lr"])} if leader is not None else set()
+            self.kept = {k: v for k, v in self.kept.items() if k in keep}
         return results
 
-    def plan(self, arms: list[Arm]) -> list[tuple[int, float, int]]:
-        """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
-        return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
+    def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place) -> list[ArmResult]:
+        """run_arms' results with each run computed on one rank (ranks.py): every rank gets every record and makes
+        the same choice; the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other
+        ranks `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
+        seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
+        it can know."""
+        plan = self.plan(arms)
+        records = ranks.spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
+        results = [self.summary(arms, a, records) for a in range(len(arms))]
+        for a, result in enumerate(results):
+            if arms[a].saved:
+                source = ranks.owner(plan.index((a, result.record["lr"], result.best["seed"])), place)
+                result.best["state"] = ranks.fetch_state(result.best["state"], source, place)
+        self.kept = {}
+        return results
 
     def save(self, result: ArmResult, directory: str) -> list[dict]:
         """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""

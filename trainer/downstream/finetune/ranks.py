@@ -57,8 +57,14 @@ def resolve(flag: str, device: torch.device) -> Precision:
     return resolve_precision(flag, on_gpu=on_gpu, gpu_bf16=on_gpu and torch.cuda.is_bf16_supported())
 
 
-def check(device: str, precision: str, nproc: int) -> None:
+SUITE_IN_ONE_PROCESS = ("--suite runs in one process for now (a task can start from another's model in its staged "
+                        "output); drop --nproc-per-node, or run the suite's tasks as --task jobs")
+
+
+def check(device: str, precision: str, nproc: int, suite: bool = False) -> None:
     """The flags' user errors, raised (ValueError) in the launching process before any rank starts."""
+    if suite:
+        raise ValueError(SUITE_IN_ONE_PROCESS)
     resolve(precision, resolve_device(device, 0, nproc))
 
 

@@ -242,3 +242,12 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
         assert b.best["seed"] == a.best["seed"] == 1
     assert torch.equal(results[1][0].best["state"]["w"], results[0][0].best["state"]["w"])
     assert results[1][1].best["state"] is None  # the baseline's weights are never saved
+
+
+def test_a_suite_over_several_processes_is_refused_in_one_line_before_any_starts(assets, tmp_path, capsys, monkeypatch):
+    hf, _ = assets
+    monkeypatch.setattr(ranks, "launch", lambda *a, **k: pytest.fail("ranks were started"))
+    assert finetune_main([hf, "--suite", "glue", "--data", str(tmp_path), "--output", str(tmp_path / "o"),
+                          "--nproc-per-node", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--suite runs in one process" in err and not os.path.exists(tmp_path / "o")

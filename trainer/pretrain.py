@@ -33,6 +33,7 @@ from trainer.run.launch import launch
 from trainer.run.preflight import problem
 from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
+from trainer.start.steps import settle
 
 
 def _positive(text: str) -> int:
@@ -73,10 +74,26 @@ def output_problem(output: str) -> str | None:
     return None
 
 
-def checked_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config from its flags, with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
-    line) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
-    config = config_from_args(args)
+def given_flags(argv: list[str]) -> set[str]:
+    """The settings the user gave on the command line (TrainConfig field names, nested ones dotted), whatever their
+    value: what --init-from's recipe leaves alone (trainer/start/recipe.py)."""
+    ap = parser()
+    for action in ap._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return set(vars(ap.parse_known_args(argv)[0]))
+
+
+def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> TrainConfig:
+    """The run's config from its flags, settled (a resume, --init-from and its recipe, or random weights:
+    trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
+    line) before any rank starts. --data, the --mix components and the source's files: trainer/run/preflight.py."""
+    found = output_problem(args.output)
+    if found:
+        raise TrainError(found)
+    config, notes = settle(config_from_args(args), set() if given is None else given)
+    if notes and os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
+        print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
     if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
         try:
             MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
@@ -84,9 +101,6 @@ def checked_config(args: argparse.Namespace) -> TrainConfig:
             raise TrainError(f"--mix: {e}") from None
     if config.deepspeed_config:
         read_user_deepspeed_config(config.deepspeed_config)
-    found = output_problem(config.output)
-    if found:
-        raise TrainError(found)
     return config
 
 
@@ -95,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
         quiet_startup(args.verbose)
-        config = checked_config(args)
+        config = checked_config(args, given_flags(argv))
         if args.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
             found = problem(config)  # a bad --data or --mix: one line here, before any rank starts
             if found:

@@ -259,3 +259,35 @@ def test_a_disagreeing_model_preset_is_refused_and_defaults_follow_the_recipe(vo
 def test_a_source_that_is_no_directory_of_either_kind_is_one_line(tmp_path):
     with pytest.raises(TrainError, match="no config.json there, nor checkpoints/"):
         open_source(str(tmp_path / "nothing"))
+
+
+def test_the_flags_a_user_gave_are_told_from_defaults():
+    from trainer.pretrain import given_flags
+
+    given = given_flags(["--data", "d", "--output", "o", "--lr", "1e-3", "--mask-prob", "0.15", "--no-verify-checksums"])
+    assert {"lr", "masking.mask_prob", "verify_checksums", "data", "output"} <= given
+    assert not given & {"warmup_ratio", "model", "init_from", "masking.strategy"}  # even a value equal to the default counts
+
+
+def _started_run(run, record: dict) -> str:
+    """A run directory that has a checkpoint (what `recorded` looks at) and its train_config.json."""
+    os.makedirs(os.path.join(run, "checkpoints", "step_00000002"))
+    with open(os.path.join(run, "checkpoints", "latest"), "w") as f:
+        f.write("step_00000002")
+    with open(os.path.join(run, "train_config.json"), "w") as f:
+        json.dump(record, f)
+    return str(run)
+
+
+def test_a_resume_keeps_the_source_and_its_recipe_without_the_flag_and_refuses_it_with(tmp_path):
+    from trainer.start.steps import settle
+
+    run = _started_run(tmp_path / "run", {"init_from": "/gone/source", "masking": {"strategy": "wwm", "mask_prob": 0.2}})
+    config, notes = settle(TrainConfig(data="d", output=run), set())
+    assert (config.init_from, config.lr, config.warmup_ratio, config.model) == ("/gone/source", 1e-4, 0.01, None)
+    assert (config.masking.strategy, config.masking.mask_prob) == ("wwm", 0.2) and notes  # the source need not exist
+    with pytest.raises(TrainError, match="already has checkpoints .* rerun without --init-from"):
+        settle(TrainConfig(data="d", output=run, init_from="/gone/source"), set())
+    scratch = _started_run(tmp_path / "scratch", {"model": "tiny"})
+    config, notes = settle(TrainConfig(data="d", output=scratch), set())
+    assert (config.init_from, config.lr, config.model, notes) == (None, 1e-3, "tiny", [])

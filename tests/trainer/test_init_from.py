@@ -291,3 +291,16 @@ def test_a_resume_keeps_the_source_and_its_recipe_without_the_flag_and_refuses_i
     scratch = _started_run(tmp_path / "scratch", {"model": "tiny"})
     config, notes = settle(TrainConfig(data="d", output=scratch), set())
     assert (config.init_from, config.lr, config.model, notes) == (None, 1e-3, "tiny", [])
+
+
+def test_a_source_at_an_fsspec_url_loads_the_same(vocab, tmp_path):
+    import fsspec
+
+    local = hf_source(tmp_path / "src", vocab)
+    fs = fsspec.filesystem("memory")
+    for name in os.listdir(local):
+        with open(os.path.join(local, name), "rb") as f:
+            fs.pipe(f"/i36-source/{name}", f.read())
+    remote = built("memory://i36-source", vocab).state_dict()
+    for name, tensor in built(local, vocab).state_dict().items():
+        assert torch.equal(remote[name], tensor), name

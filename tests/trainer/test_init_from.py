@@ -304,3 +304,10 @@ def test_a_source_at_an_fsspec_url_loads_the_same(vocab, tmp_path):
     remote = built("memory://i36-source", vocab).state_dict()
     for name, tensor in built(local, vocab).state_dict().items():
         assert torch.equal(remote[name], tensor), name
+
+
+def test_positions_shorter_than_the_data_are_one_line(vocab, tmp_path):
+    source = hf_source(tmp_path / "src", vocab)  # 64 positions
+    config = TrainConfig(data="unused", output="/nonexistent/run", init_from=source)
+    found = source_problem(config, manifest_for(vocab, max_seq_len=128))
+    assert found == f"--init-from {source}: its positions stop at 64, --data's pairs are up to 128 tokens"

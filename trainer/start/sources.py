@@ -306,6 +306,16 @@ def source_problem(config, manifest) -> str | None:
             return (f"--data {manifest.url}: prepped with another vocabulary than --init-from {config.init_from} (vocab.txt "
                     f"sha256 differs); prep it with `--vocab {source.vocab_dir}` "
                     "so the ids mean what the source learned")
+        shape = source.architecture
+        fits = [(shape["vocab_size"] >= manifest.vocab["size"], f"its vocab_size {shape['vocab_size']} is below the "
+                 f"vocabulary's {manifest.vocab['size']} tokens"),
+                (shape["pad_token_id"] == manifest.special_tokens["[PAD]"], f"its pad_token_id {shape['pad_token_id']} is "
+                 f"not the vocabulary's [PAD] id {manifest.special_tokens['[PAD]']}"),
+                (shape["max_position_embeddings"] >= manifest.max_seq_len, f"its positions stop at "
+                 f"{shape['max_position_embeddings']}, --data's pairs are up to {manifest.max_seq_len} tokens")]
+        for ok, why in fits:
+            if not ok:
+                return f"--init-from {config.init_from}: {why}"
         source.check()
     except TrainError as e:
         return str(e)

@@ -63,7 +63,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     if source is not None:
         state, lacking, dropped = source.state_dict(model_config)
         with torch.no_grad():
-            missing, unexpected = model.load_state_dict(state, strict=False)
+            _, unexpected = model.load_state_dict(state, strict=False)  # missing: the fresh parts and tied entries
         assert not unexpected, unexpected  # from_transformers keeps only our names
         fresh = ", ".join(lacking) if lacking else "none"
         log(f"init-from {source.url} ({source.kind}): {len(state)} tensors loaded; fresh from --seed: {fresh}"

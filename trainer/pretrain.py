@@ -74,6 +74,15 @@ def output_problem(output: str) -> str | None:
     return None
 
 
+def said_once(error: TrainError, *, per_node: bool = False) -> TrainError:
+    """`error`, quiet on all ranks of a launcher (deepspeed, torchrun: RANK is set) but the one that says it for
+    them all: rank 0 for a flag, which every rank reads alike; local rank 0 for a file, which may be missing
+    on one node only. Without a launcher the checks run once, before any rank starts."""
+    rank = os.environ.get("LOCAL_RANK" if per_node else "RANK")
+    error.quiet = rank not in (None, "0")  # type: ignore[attr-defined]
+    return error
+
+
 def given_flags(argv: list[str]) -> set[str]:
     """The settings the user gave on the command line (TrainConfig field names, nested ones dotted), whatever their
     value: what --init-from's recipe leaves alone (trainer/start/recipe.py)."""
@@ -86,21 +95,31 @@ def given_flags(argv: list[str]) -> set[str]:
 
 def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> TrainConfig:
     """The run's config from its flags, settled (a resume, --init-from and its recipe, or random weights:
-    trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
-    line) before any rank starts. --data, the --mix components and the source's files: trainer/run/preflight.py."""
-    found = output_problem(args.output)
-    if found:
-        raise TrainError(found)
-    config, notes = settle(config_from_args(args), set() if given is None else given)
+    trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one line, once
+    per job) before any rank starts. --data, the --mix components and the source's files: trainer/run/preflight.py."""
+    try:
+        found = output_problem(args.output)
+        if found:
+            raise TrainError(found)
+        # the source's files (and RUN's record) may be missing on one node only: said per node
+        config, notes = settle(config_from_args(args), set() if given is None else given)
+    except TrainError as e:
+        raise said_once(e, per_node=True) from None
     if notes and os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
         print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
-    if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
-        try:
-            MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
-        except ValueError as e:
-            raise TrainError(f"--mix: {e}") from None
-    if config.deepspeed_config:
-        read_user_deepspeed_config(config.deepspeed_config)
+    try:
+        if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
+            try:
+                MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
+            except ValueError as e:
+                raise TrainError(f"--mix: {e}") from None
+    except TrainError as e:
+        raise said_once(e) from None
+    try:
+        if config.deepspeed_config:
+            read_user_deepspeed_config(config.deepspeed_config)
+    except TrainError as e:
+        raise said_once(e, per_node=True) from None
     return config
 
 

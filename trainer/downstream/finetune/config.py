@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from schemas.tables import QUOTINGS, TableReading
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
 from trainer.downstream.finetune.tasks import TASKS, Columns
 
@@ -40,8 +41,10 @@ class FinetuneConfig(Config):
     macro_f1, mcc (classes); pearson, spearman (regression); entity_f1, precision, recall, token_accuracy
     (tag); f1, exact_match (span). Default: the first of each."""
     skip_bad_rows: bool = False
-    """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
-    drop in results.json instead of stopping at it."""
+    """Count a bad row (a field count other than the header's, a bad quote, a line that is not a JSON object, an
+    answer not at its offsets, a tag count other than the word count) as a drop at its line in results.json
+    instead of stopping at it."""
+    quoting: str = flag(choices=QUOTINGS, doc_from=(TableReading, "quoting"))
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
@@ -81,7 +84,8 @@ class FinetuneConfig(Config):
     """The baseline's own learning rate; repeat for a grid (default: scratch's wider, higher grid, the model's
     top two rates, then 3x and 10x its top one; MODEL2: BERT's grid for its width)."""
     baseline_epochs: int | None = flag(default=None, metavar="N")
-    """The baseline's epochs per run (default: twice --epochs from scratch, --epochs for MODEL2)."""
+    """The baseline's epochs per run (default: twice --epochs from scratch, which converges later: its best epochs
+    were 15-22 where the demo model's were 10-13, bench/README.md "finetune"; --epochs for MODEL2)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")

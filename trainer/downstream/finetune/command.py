@@ -36,6 +36,7 @@ from trainer.downstream.finetune import data as data_mod
 from trainer.downstream.finetune import output, protocol, recipe, tasks
 from trainer.downstream.finetune.config import FinetuneConfig
 from trainer.downstream.finetune.job import _EXPORTED, Arm, ArmResult, Job, export_dir, model_sources, trained_length
+from trainer.downstream.finetune.suites import SuiteError
 
 
 def _warn(message: str) -> None:
@@ -79,6 +80,10 @@ def _baseline_arm(config: FinetuneConfig, first_dir: str, tokenizer, hidden: int
 def run(config: FinetuneConfig) -> int:
     import transformers
 
+    if config.suite:  # each of the suite's tasks comes back here as one --task job (suites/run.py)
+        from trainer.downstream.finetune.suites import run as suite_run
+
+        return suite_run.run_suite(config, run)
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
@@ -214,7 +219,7 @@ def finetune_main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.disable_progress_bar()
     try:
         return run(config)
-    except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError) as e:
+    except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:
         return _fail(str(e))
     except ValueError as e:  # export's ExportError and the model's own refusals
         return _fail(str(e).splitlines()[0])

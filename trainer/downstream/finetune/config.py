@@ -7,6 +7,7 @@ import dataclasses
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
+from trainer.downstream.finetune.suites import SUITES, SuiteOptions
 from trainer.downstream.finetune.tasks import TASKS, Columns
 
 
@@ -19,13 +20,20 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported on the fly (the latest, or those of --checkpoints)."""
-    task: str = flag(choices=tuple(TASKS))
+    task: str | None = flag(None, choices=tuple(TASKS))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
     SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2)."""
-    train: str
+    train: str | None = None
     """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
-    validation: str
+    validation: str | None = None
     """Validation split (picks the learning rate, and the epoch with --patience)."""
+    suite: str | None = flag(None, choices=tuple(SUITES))
+    """A benchmark in its official files (with --data, instead of --task and the splits): every task with its
+    metric, selection metric and seeds (MosaicBERT's for GLUE, in place of --seeds), each in OUT/<task>, and
+    OUT/<suite>.md/.json/.png with each task's score ± SE and the average (trainer/downstream/finetune/suites/)."""
+    data: str | None = flag(None, metavar="DIR")
+    """The --suite's directory as downloaded: GLUE's task folders, SQuAD's JSON files, CoNLL-2003's column files."""
+    suite_options: SuiteOptions = SuiteOptions()  # noqa: RUF009  (frozen: one shared default is safe)
     test: str | None = None
     """Test split: scored with the chosen recipe, and its predictions written to predictions.jsonl."""
     output: str = flag(metavar="DIR")
@@ -109,6 +117,16 @@ class FinetuneConfig(Config):
                   (self.stride >= 0, f"--stride must be >= 0, got {self.stride}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
                   (self.max_seq_len is None or self.max_seq_len >= 8, f"--max-seq-len must be >= 8, got {self.max_seq_len}")]
+        if self.suite:  # a suite brings its own tasks, splits, selection metric and seeds
+            checks += [(self.data is not None, "--suite needs --data DIR (the benchmark's files)"),
+                       (not (self.task or self.train or self.validation or self.test or self.metric or self.regression),
+                        "--suite sets the task, splits and metric of each of its tasks: drop --task, --train, "
+                        "--validation, --test, --metric and --regression"),
+                       (self.checkpoints is None, "--checkpoints sweeps one task; with --suite, fine-tune one model")]
+        else:
+            checks += [(bool(self.task and self.train and self.validation),
+                        "--task, --train and --validation are required (or --suite NAME --data DIR)"),
+                       (self.data is None, "--data goes with --suite")]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

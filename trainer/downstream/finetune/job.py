@@ -100,7 +100,8 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
     overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
     cls = task.model_class()
     if pretrained:
-        return cls.from_pretrained(model_dir, **overrides)
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
     return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 

@@ -36,27 +36,39 @@ def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Mask
                  for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
 
 
-def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
+def build_model(config: TrainConfig, manifest: Manifest, *, source=None, architecture: dict | None = None,
+                log=print) -> BertForPretraining:
+    """The model: the --model preset's shape with random weights, or `architecture` (an --init-from source's, or what
+    a resumed --init-from run recorded) with the weights of `source` (trainer/start/sources.py) where it has them
+    and the parts it lacks (heads) initialised fresh from --seed; the run's dropout and loss weights either way."""
     span = config.masking.strategy == "span"
+    training = {"mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight, "sbo_weight": config.sbo_weight,
+                "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
+                "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
     try:
-        model_config = ModelConfig.preset(
-            config.model,
-            vocab_size=manifest.vocab["size"],
-            pad_token_id=manifest.special_tokens["[PAD]"],
-            mlm_weight=config.mlm_weight,
-            nsp_weight=config.nsp_weight,
-            sbo_weight=config.sbo_weight,
-            use_sbo=span,
-            pre_layernorm=config.pre_layernorm,
-            hidden_dropout=config.dropout,
-            attention_dropout=config.dropout,
-            sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
-        )
+        if architecture is not None:
+            model_config = ModelConfig.from_dict({**architecture, **training})
+        else:
+            model_config = ModelConfig.preset(config.model or "tiny", vocab_size=manifest.vocab["size"],
+                                              pad_token_id=manifest.special_tokens["[PAD]"], pre_layernorm=config.pre_layernorm, **training)
     except ValueError as e:  # e.g. every loss weight zero
         raise TrainError(str(e)) from None
+    if manifest.vocab["size"] > model_config.vocab_size:
+        raise TrainError(f"--data's vocabulary has {manifest.vocab['size']} tokens, the model's embeddings {model_config.vocab_size}")
+    if manifest.special_tokens["[PAD]"] != model_config.pad_token_id:
+        raise TrainError(f"--data's [PAD] is id {manifest.special_tokens['[PAD]']}, the model's pad_token_id {model_config.pad_token_id}")
     if manifest.max_seq_len > model_config.max_position_embeddings:
         raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
-    return BertForPretraining(model_config, seed=config.seed)
+    model = BertForPretraining(model_config, seed=config.seed)  # every part random: the heads a source lacks stay so
+    if source is not None:
+        state, lacking, dropped = source.state_dict(model_config)
+        with torch.no_grad():
+            _, unexpected = model.load_state_dict(state, strict=False)  # missing: the fresh parts and tied entries
+        assert not unexpected, unexpected  # from_transformers keeps only our names
+        fresh = ", ".join(lacking) if lacking else "none"
+        log(f"init-from {source.url} ({source.kind}): {len(state)} tensors loaded; fresh from --seed: {fresh}"
+            + (f"; ignored {len(dropped)} tied or buffer entries" if dropped else ""))
+    return model
 
 
 def lr_lambda(config: TrainConfig):

@@ -41,8 +41,17 @@ class TrainConfig(Config):
     """The pairs/ directory (or its manifest.json) of a prep run; any fsspec URL."""
     output: str = flag(metavar="RUN_DIR")
     """Run directory: checkpoints/, metrics.jsonl, curves.png, train_config.json, vocab/."""
-    model: str = flag("tiny", choices=PRESET_NAMES)
-    """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
+    init_from: str | None = flag(None, metavar="SOURCE")
+    """Continue pretraining from SOURCE instead of random weights: a HuggingFace BERT directory (any fsspec URL;
+    config.json + model.safetensors or pytorch_model.bin, or a sharded checkpoint's index), a clozeforge export,
+    or a clozeforge run (RUN: its newest intact checkpoint; RUN@STEP). The architecture, and the vocabulary
+    --data must be prepped with (`prep --vocab SOURCE`), are the source's; heads it lacks start fresh; the
+    optimizer, schedule and data position start fresh. Unless given, --lr becomes 1e-4, --warmup-ratio 0.01
+    and the masking the source's (trainer/start/recipe.py says why). A RUN that has checkpoints resumes instead:
+    rerun it without --init-from."""
+    model: str | None = flag(None, choices=PRESET_NAMES)
+    """Model preset: tiny (the default), mini (CPU-sized), small, base (BERT-base), large. With --init-from the
+    source's shape; a preset that disagrees with it is refused."""
     pre_layernorm: bool = flag(doc_from=(ModelConfig, "pre_layernorm"))
     dropout: float = 0.1
     """Dropout on embeddings, sub-layer outputs and attention probabilities (BERT's 0.1). 0 suits a short run of
@@ -64,10 +73,11 @@ class TrainConfig(Config):
     to 64, that divide the global batch, that the first number of ranks divides and that leave 16 pairs per
     partition and step (each partition's pairs are masked on their own: small chunks slow the input path)."""
     lr: float = 1e-3
-    """Peak learning rate (after warmup)."""
+    """Peak learning rate (after warmup); 1e-4 with --init-from (BERT's own rate; Gururangan et al. 2020 continued
+    at 1e-4-5e-4)."""
     warmup_ratio: float = 0.06
     """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
-    length; --warmup-steps overrides it."""
+    length; --warmup-steps overrides it. 0.01 with --init-from (BERT's 10,000 of 1M steps)."""
     warmup_steps: int | None = None
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""

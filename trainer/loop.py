@@ -1,35 +1,31 @@
 """The training loop: steps of grad_accum micro batches through the DeepSpeed engine, with logging,
 evaluation, checkpoints, phases and stopping.
 
-In:  a TrainConfig and the Runtime. Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png,
-     RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
-     checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step.
+In:  a TrainConfig and the Runtime; the start-up is trainer/start/steps.py's three steps.
+Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
+     checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step. A new run starts
+     from random weights or from --init-from's source (fresh optimizer, schedule and data position).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import torch
 
-from schemas import Manifest
-from trainer.builders import build_engine, build_model, open_phase, phase_of
-from trainer.checkpoint import elastic
+from trainer.builders import open_phase, phase_of
 from trainer.checkpoint import store
-from trainer.checkpoint.resume import prepare_run_dir
-from trainer.config import TrainConfig, TrainError
+from trainer.config import TrainConfig
 from trainer.data import DeviceBatches, default_workers, loader, shutdown
-from trainer.data.device import pin_memory_for
 from trainer.data.audit import RowAudit
-from trainer.data.mixture import MixtureStream
+from trainer.data.device import pin_memory_for
 from trainer.evaluate import describe, evaluate
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
 from trainer.run import lock as run_lock
-from trainer.run import preflight
 from trainer.run.runtime import Runtime
 from trainer.run.stopping import StopFlag
+from trainer.start import steps
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
@@ -39,30 +35,10 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
 
 
 def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
-    preflight.check(config, rt)  # manifests and shard sizes, before anything is written or trained
-    manifest = Manifest.read(config.data)
-    config = elastic.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
-    prepare_run_dir(config, manifest, rt)
-    rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
-           f"{config.partitions} data partitions")
-    model = build_model(config, manifest)
-    tag = store.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
-    universal = elastic.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
-    engine = build_engine(model, config, rt, load_universal=universal is not None)
-    client = elastic.load_universal(engine, config.output, universal, rt) if universal else store.load(engine, config.output, tag)
-    step = client["step"] if client else 0
-    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
-    if isinstance(phase.train, MixtureStream) and rt.rank == 0:
-        with open(os.path.join(config.output, "mixture.json"), "w") as f:
-            json.dump(phase.train.describe(), f, indent=2)
-    if client and client.get("phase", 1) == phase.number:
-        saved_world = client["data"].get("world_size", rt.world_size)
-        if phase.number == 2 and saved_world != rt.world_size:
-            raise TrainError(f"{config.output}: phase-2 data is laid out per rank and resumes only on the {saved_world} ranks "
-                             f"that saved it, this run has {rt.world_size}")
-        phase.train.load_state_dict(client["data"])
-    if client:
-        rt.log(f"resumed from {store.latest_tag(config.output)} at step {step} (phase {phase.number})")
+    start = steps.where_it_starts(config, rt)  # 1. a resume, --init-from's source, or random weights; RUN/ prepared
+    config, manifest = start.config, start.manifest
+    model, engine, client = steps.what_trains(start, rt)  # 2. the model in its DeepSpeed engine, a checkpoint loaded
+    phase, step = steps.what_it_reads(start, model, client, rt)  # 3. the phase's data, at the saved position
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
     position = phase.train.state_dict(*phase.train.start)

@@ -5,8 +5,9 @@
 #   the trainer (`trainer.loop.train`, --precision auto) with the same batches, ZeRO 0 and 2, eager and compiled;
 #   host synchronisations per trainer step (torch.cuda.set_sync_debug_mode), the compiled trainer with bf16 as
 #   autocast over fp32 weights (a DeepSpeed JSON) and without its dynamic-shape marks; tokens/s and MFU for each,
-#   then a table of them all (bench/_gpu_check.py). The parts, most important first, in about 6-8 minutes when
-#   none times out (at most 13.5 with every timeout); GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
+#   then a table of them all (bench/_gpu_check.py); then the fine-tuning loop against transformers' Trainer.
+#   The parts run most important first, within GPU_CHECK_BUDGET seconds (default 480, one lease's call); a part
+#   is cut to what is left; GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
 # Each part runs under its own `timeout`; a part that fails or times out does not stop the others. Logs and the
 # table go to $OUT (the device tool's folder), or ./gpu-check when OUT is unset. Run from the repository root:
 #   bash bench/gpu_check.sh
@@ -39,24 +40,31 @@ print("cuda", torch.version.cuda, "available", torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 PY
 
-# part NAME SECONDS: one bench/_gpu_check.py part under its own timeout (TERM, then KILL 15 s later)
+# part NAME SECONDS: one part under its own timeout (TERM, then KILL 15 s later), clamped to what is left of
+# GPU_CHECK_BUDGET (seconds for the whole script, default 480: a lease's one call); a part with under 40 s left is
+# skipped and says so. `finetune` is the fine-tuning loop's line (bench/finetune_loop.py --gpu, issue 34).
+BUDGET=${GPU_CHECK_BUDGET:-480}
 part() {
-    stamp "$1 (timeout $2 s)"
-    timeout -k 15 "$2" $PY bench/_gpu_check.py "$1" > "$OUT/$1.log" 2>&1
+    local left=$(( BUDGET - ($(date +%s) - T0) - 20 )) limit=$2
+    (( left < limit )) && limit=$left
+    if (( limit < 40 )); then echo "--- $1: skipped, ${left}s of the budget left"; return; fi
+    stamp "$1 (timeout $limit s)"
+    if [ "$1" = finetune ]; then
+        timeout -k 15 "$limit" $PY bench/finetune_loop.py --gpu > "$OUT/$1.log" 2>&1
+    else
+        timeout -k 15 "$limit" $PY bench/_gpu_check.py "$1" > "$OUT/$1.log" 2>&1
+    fi
     local rc=$?
     grep -E '^(RESULT|FAILED) ' "$OUT/$1.log" | cut -c1-900
+    [ "$1" = finetune ] && tail -1 "$OUT/$1.log" | cut -c1-900
     [ $rc -eq 0 ] || { echo "$1: exit $rc (124 = timed out); the end of its log:"; tail -5 "$OUT/$1.log"; }
 }
-PARTS="eager-z0:110 compiled-z0:180 syncs:100 compiled-z0-autocast:120 eager-z2:80 compiled-z2:130 compiled-z0-static:90"
+# The issue's figures first (bare and trainer, ZeRO 0 and 2, eager and compiled; the fine-tuning line), then
+# the diagnostics (host syncs per step, autocast over fp32 weights, no dynamic-shape marks).
+PARTS="eager-z0:100 compiled-z0:150 finetune:150 eager-z2:70 compiled-z2:110 compiled-z0-autocast:110 syncs:90 compiled-z0-static:80"
+[ "${GPU_CHECK_TINY:-0}" = 1 ] && PARTS=${PARTS/finetune:150 /}
 [ -n "$GPU_CHECK_PARTS" ] && PARTS=$GPU_CHECK_PARTS  # NAME:SECONDS ..., to rerun some
 for spec in $PARTS; do part "${spec%%:*}" "${spec##*:}"; done
 stamp summary
-$PY bench/_gpu_check.py summary $(for spec in $PARTS; do echo "$OUT/${spec%%:*}.log"; done) | tee "$OUT/summary.txt"
-
-# ---- fine-tuning slot (issue 34, helper ftdev): the fine-tuning loop's GPU line, when its script is there ----
-if [ -f bench/finetune_loop.py ] && grep -q -- '--gpu' bench/finetune_loop.py && [ "${GPU_CHECK_TINY:-0}" != 1 ]; then
-    stamp "finetune (timeout 180 s)"
-    timeout -k 15 180 $PY bench/finetune_loop.py --gpu > "$OUT/finetune.log" 2>&1 || echo "finetune: exit $?"
-    tail -3 "$OUT/finetune.log"
-fi
+$PY bench/_gpu_check.py summary $(for spec in $PARTS; do [ "${spec%%:*}" = finetune ] || echo "$OUT/${spec%%:*}.log"; done) | tee "$OUT/summary.txt"
 stamp done

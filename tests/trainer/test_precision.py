@@ -58,8 +58,13 @@ def test_deepspeed_json_for_each_precision():
     cpu_bf16 = deepspeed_config(config, resolve_precision("bf16", on_gpu=False))
     assert cpu_bf16["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
     assert not cpu_bf16["bf16"]["enabled"] and not cpu_bf16["fp16"]["enabled"]
-    gpu_bf16 = deepspeed_config(config, resolve_precision("bf16", on_gpu=True, gpu_bf16=True))
+    gpu = resolve_precision("bf16", on_gpu=True, gpu_bf16=True)
+    gpu_bf16 = deepspeed_config(TrainConfig(data="pairs", output="run", zero_stage=2), gpu)
     assert gpu_bf16["bf16"]["enabled"] and not gpu_bf16["torch_autocast"]["enabled"]
+    # ZeRO 0 (one rank's default): autocast over fp32 weights, not DeepSpeed's bf16 wrapper and its host reads
+    gpu_stage0 = deepspeed_config(config, gpu)
+    assert gpu_stage0["zero_optimization"]["stage"] == 0
+    assert gpu_stage0["torch_autocast"]["enabled"] and not gpu_stage0["bf16"]["enabled"]
     fp32 = deepspeed_config(config, "fp32")
     assert not any(fp32[k]["enabled"] for k in ("bf16", "fp16", "torch_autocast"))
 

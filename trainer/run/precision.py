@@ -5,7 +5,9 @@ Out: a Precision (the resolved name, whether it is autocast, and the reason, pri
      DeepSpeed JSON section that turns it on.
 
 On a GPU, bf16 and fp16 are DeepSpeed's own modes (bf16 or fp16 weights and activations with fp32 master weights
-in the optimizer; fp16 with dynamic loss scaling). On a CPU, bf16 is torch autocast through DeepSpeed's
+in the optimizer; fp16 with dynamic loss scaling), except bf16 at ZeRO stage 0, which builders.deepspeed_config
+makes autocast as on a CPU (DeepSpeed's stage-0 bf16 wrapper reads every gradient's overflow test on the host).
+On a CPU, bf16 is torch autocast through DeepSpeed's
 `torch_autocast` section: weights, gradients and optimizer state stay fp32, the Linear layers' matrix products
 and attention run in bf16, LayerNorm, softmax and the losses in fp32 (autocast's own op lists). Checkpoints are
 therefore the same as fp32 ones, and a run can switch between fp32 and bf16 on resume.

@@ -18,7 +18,7 @@ from schemas import Manifest
 from trainer.builders import build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import elastic
 from trainer.checkpoint import store
-from trainer.checkpoint.resume import prepare_run_dir
+from trainer.checkpoint.resume import prepare_run_dir, trained_seq_len
 from trainer.config import TrainConfig, TrainError
 from trainer.data import loader, shutdown
 from trainer.data.audit import RowAudit
@@ -71,7 +71,8 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
 
     def save() -> None:
         state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
-                 "model_config": model.config.to_dict()}
+                 "model_config": model.config.to_dict(),
+                 "trained_seq_len": trained_seq_len(config, manifest, phase)}  # export's model_max_length
         rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)

@@ -1,8 +1,10 @@
 """Does the second paragraph follow the first in the same GNU manual, or come from another manual? (pair task)
 
 In:  the GNU info manuals under /usr/share/info (gzipped; a manual split over name.info-1.gz, -2.gz is one manual).
-Out: rows {"text": paragraph A, "text_pair": paragraph B, "label": "next" | "other"}; "next": B is the paragraph
-     after A in the same node; "other": B is a paragraph of another manual. One node is one group, and the
+Out: rows {"text": the end of paragraph A, "text_pair": the start of paragraph B, "label": "next" | "other"};
+     "next": B is the paragraph after A in the same node; "other": B is a paragraph of another manual. Each side
+     keeps `side_words` words (A's last, B's first: the words where the two paragraphs meet), so that a pair fits
+     the 64 to 128 tokens a small model is pretrained on. One node is one group, and the
      "other" paragraph of a row is drawn from nodes of the same split, so no paragraph is seen in two splits.
 
 Licence appendices, indexes, menus and tables (lines starting with "*" or holding runs of dots or spaces) are left out; what
@@ -58,8 +60,9 @@ class InfoPairs(BuiltinTask):
     name = "info-pairs"
     kind = "pair"
     source = "GNU info manuals, /usr/share/info"
-    sizes = Sizes(train=64, validation=32, test=96, per_group=2)
+    sizes = Sizes(train=96, validation=32, test=96, per_group=2)
     min_words = 10
+    side_words = 24
     root = "/usr/share/info"
 
     def grouped(self, rng: random.Random) -> Grouped:
@@ -68,6 +71,7 @@ class InfoPairs(BuiltinTask):
         for manual, texts in manuals(self.root).items():
             for k, paragraphs in enumerate(p for text in texts for p in node_paragraphs(text, self.min_words)):
                 for a, b in zip(paragraphs, paragraphs[1:]):
+                    a, b = " ".join(a.split()[-self.side_words:]), " ".join(b.split()[:self.side_words])
                     out["next"].append((f"{manual}/{k}", {"text": a, "text_pair": b, "manual": manual}))
         return out
 

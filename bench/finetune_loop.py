@@ -21,17 +21,18 @@ def main() -> None:
     import transformers
 
     from trainer.downstream.finetune import recipe, tasks
-    from trainer.downstream.finetune.data import Columns, label_map, read_split
+    from trainer.downstream.finetune.data import read_split
     t_ours = time.time() - t0
     t0 = time.time()
     from transformers import Trainer, TrainingArguments
     t_trainer = time.time() - t0
     transformers.logging.set_verbosity_error()
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
-    split = read_split(train_path, "classify", Columns())
-    labels = label_map(split, "label")
-    features = tasks.encode("classify", split.examples, tokenizer, labels, max_len=64, stride=16)
-    head = tasks.head_config("classify", labels)
+    task = tasks.of("classify")
+    split = read_split(train_path, task)
+    task.prepare(split, [])
+    features = task.encode(split.examples, tokenizer, max_len=64)
+    head = task.head_config()
 
     class Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -46,7 +47,7 @@ def main() -> None:
         # validation on a single row: the loop scores each epoch, Trainer (as called here) does not
         one = tasks.Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])
         t0 = time.time()
-        recipe.train("classify", model, features, one, split.examples[:1], labels, recipe.Recipe(epochs=epochs),
+        recipe.train(task, model, features, one, split.examples[:1], recipe.Recipe(epochs=epochs),
                      lr=1e-3, seed=0, progress=recipe.Progress(epochs, print_fn=lambda *a, **k: None), label="")
         return (time.time() - t0) / epochs
 

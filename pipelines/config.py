@@ -46,6 +46,10 @@ class PrepConfig(Config):
     """--dedup near: estimated Jaccard similarity at which the larger-id document of a candidate pair goes.
     Candidates come from 14 x 8 LSH bands (pipelines/documents/minhash.py), which find 92% of pairs at 0.8
     but 5% at 0.5: a threshold below ~0.7 confirms more candidates, it does not find many more."""
+    decontaminate: tuple[str, ...] = flag((), metavar="GLOB", convert=lambda globs: tuple(absolute(g) for g in globs))
+    """Evaluation files (fsspec URL glob; repeat for several: a benchmark's validation and test files, JSON, JSON
+    lines, TSV or CoNLL columns): drop every document that shares a 13-word n-gram with their text, case and
+    punctuation ignored (GPT-3's test), counted as `contaminated`; report.json lists the files with their sha256."""
     vocab: str | None = flag(None, metavar="DIR", convert=lambda url: absolute(url))
     """An existing vocabulary directory to reuse instead of learning one."""
     wordpiece: VocabConfig = VocabConfig()  # noqa: RUF009  (frozen: one shared default is safe)

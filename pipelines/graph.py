@@ -1,7 +1,7 @@
 """The prep graph: which Beam stage feeds which (pipelines/stages/, in the order below).
 
-    ReadCorpus ─ CleanDocuments ─ Deduplicate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
-                                               └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+    ReadCorpus ─ CleanDocuments ─ Deduplicate ─ (Decontaminate) ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
+                                                                 └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
 
 Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
 until then, and every shuffle of documents, word counts or pairs goes, on the local runners, through run
@@ -20,6 +20,7 @@ import uuid
 import apache_beam as beam
 
 from pipelines.config import PrepConfig
+from pipelines.documents.decontaminate import match_files
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.filters import FilterConfig
 from pipelines.outputs.ownership import Leftovers
@@ -28,6 +29,7 @@ from pipelines.shuffle import Scratch, shuffle_via_runner
 from pipelines.stages.accounting import count_drops, count_kept, count_keys
 from pipelines.stages.clean_documents import CleanDocuments
 from pipelines.stages.count_words import CountWords
+from pipelines.stages.decontaminate import Decontaminate
 from pipelines.stages.deduplicate import Deduplicate
 from pipelines.stages.finalize import Finalize
 from pipelines.stages.learn_wordpiece import LearnWordPiece, ReuseVocab
@@ -53,6 +55,10 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         config.dedup, threshold=config.near_threshold, scratch=scratch.sub("dedup")
     )
     docs = deduped["docs"]
+    eval_files = match_files(config.decontaminate) if config.decontaminate else []
+    decontaminated = docs | "Decontaminate" >> Decontaminate(eval_files) if eval_files else None
+    if decontaminated is not None:
+        docs = decontaminated["docs"]
     clean_shards = docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"), scratch=scratch.sub("clean"))
 
     vocab_dir = posixpath.join(out, "vocab")
@@ -93,6 +99,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
             read["drops"] | count_drops("ReadDrops"),
             cleaned["drops"] | count_drops("CleanDrops"),
             deduped["drops"] | count_drops("DedupDrops"),
+            *([decontaminated["drops"] | count_drops("DecontaminateDrops")] if decontaminated is not None else []),
             docs | count_kept("Kept"),
         )
         | "AllTallies" >> beam.Flatten()
@@ -105,5 +112,5 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         _ = made["pairs"] | "ProgressPairs" >> beam.ParDo(ProgressFn(progress, "pairs"))
     _ = p | "Finalize" >> Finalize(
         config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
-        token_counts=tokenized["token_counts"], clean_shards=clean_shards,
+        token_counts=tokenized["token_counts"], clean_shards=clean_shards, eval_files=eval_files,
     )

@@ -35,6 +35,7 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines import arguments
 from pipelines import config as prep_config
+from pipelines.documents.decontaminate import match_files
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
 from pipelines.outputs import ownership, progress
@@ -146,6 +147,8 @@ def check_inputs(config: prep_config.PrepConfig) -> None:
               f"own ({', '.join(shown)}) are not read as documents", file=sys.stderr)
     if config.vocab:
         check_vocab(config.vocab)
+    if config.decontaminate:
+        match_files(config.decontaminate)  # a glob matching nothing fails here, in one line
 
 
 def run(argv: list[str] | None = None) -> dict:

@@ -7,6 +7,7 @@
     clean.py           one document cleaned: normalize → filters (pipelines/filters) → sentences
     sentences.py       text → sentences
     minhash.py         MinHash signatures and LSH bands for near-duplicate detection
+    decontaminate.py   evaluation files → 13-word n-gram hashes; a document's n-gram shared with them
     nsp.py             a document's sentences → BERT's next-sentence-prediction pairs
     keys.py            seeded, runner-independent hashes: every random choice of prep
     builtin_corpus.py  the demo's corpus: docstrings of the installed Python modules, read with `ast`

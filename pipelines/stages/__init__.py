@@ -3,6 +3,7 @@
     read_corpus.py       ReadCorpus        URL globs → RawDoc, Drop, accounting tallies
     clean_documents.py   CleanDocuments    RawDoc → Doc (normalized, filtered, split into sentences) or Drop
     deduplicate.py       Deduplicate       Doc → Doc, exact and near duplicates dropped
+    decontaminate.py     Decontaminate     Doc → Doc, documents sharing a 13-gram with --decontaminate files dropped
     write_clean_docs.py  WriteCleanDocs    Doc → clean/*.parquet
     count_words.py       CountWords        Doc → (word, count)
     learn_wordpiece.py   LearnWordPiece    (word, count) → vocab/ (or ReuseVocab with --vocab)

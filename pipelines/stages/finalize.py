@@ -3,9 +3,10 @@
 In:  the ShardInfo of every pair shard, the clean/ shards' URLs, the vocabulary summary, the accounting
      tallies, the pair statistics and the summed token counts (all side inputs), the run's PrepConfig and
      the leftovers its start removed (pipelines/outputs/ownership.py).
-Out: (run once, on one worker) vocab/token_counts.txt, pairs/manifest.json (written last among the pair files: its presence marks
-     pairs/ complete) and report.json; the shuffles' temporary directory is removed, and so is every file
-     under clean/, vocab/ and pairs/ that this run did not write.
+Out: (run once, on one worker) vocab/token_counts.txt, pairs/manifest.json (written last among the pair files: its
+     presence marks pairs/ complete) and report.json (with the --decontaminate files and their sha256); the
+     shuffles' temporary directory is removed, and so is every file under clean/, vocab/ and pairs/ that this
+     run did not write.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import apache_beam as beam
 import fsspec
 
 from pipelines import config as prep_config
+from pipelines.documents.decontaminate import NGRAM
 from pipelines.outputs.atomic import put_atomically
 from pipelines.outputs.ownership import Leftovers, sweep
 from pipelines.outputs.report import build_report
@@ -27,7 +29,7 @@ from schemas.manifest import MANIFEST_NAME
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
-             token_counts, clean_shards) -> dict:
+             token_counts, clean_shards, eval_files=()) -> dict:
     """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report; remove
     the shuffles' temporary directory (its run files are gone already, directories may remain) and every
     file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under --overwrite)."""
@@ -51,7 +53,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        config=config.settings(),  # where it went and how it was shuffled are not what it is
+        # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
+        config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )
     manifest.write(posixpath.join(out, "pairs"))
     written = [posixpath.join("pairs", MANIFEST_NAME), *(posixpath.join("pairs", s.path) for s in shards),
@@ -60,29 +63,35 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
+    report["decontamination"] = _decontamination(eval_files)
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
                         "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())
     return report
 
 
+def _decontamination(eval_files) -> dict:
+    """What finetune compares with the files it scores on (by sha256): were they kept out of this corpus?"""
+    return {"ngram": NGRAM, "files": [{"url": f.url, "sha256": f.sha256} for f in eval_files]}
+
+
 class Finalize(beam.PTransform):
     """PBegin → the report (a singleton), once every input below is complete."""
 
     def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
-                 token_counts, clean_shards):
+                 token_counts, clean_shards, eval_files=()):
         super().__init__()
-        self.config, self.temp, self.leftovers = config, temp, leftovers
+        self.config, self.temp, self.leftovers, self.eval_files = config, temp, leftovers, tuple(eval_files)
         self.inputs = {"shards": shards, "vocab": vocab, "tallies": tallies, "stats": stats, "token_counts": token_counts,
                            "clean_shards": clean_shards}
 
     def expand(self, pbegin):
-        config, temp, leftovers, inputs = self.config, self.temp, self.leftovers, self.inputs
+        config, temp, leftovers, inputs, eval_files = self.config, self.temp, self.leftovers, self.inputs, self.eval_files
         return (
             pbegin
             | "Trigger" >> beam.Create([None])
             | "Write" >> beam.Map(
-                lambda _, **kw: finalize(_, config=config, temp=temp, leftovers=leftovers, **kw),
+                lambda _, **kw: finalize(_, config=config, temp=temp, leftovers=leftovers, eval_files=eval_files, **kw),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 vocab=beam.pvalue.AsSingleton(inputs["vocab"]),
                 tallies=beam.pvalue.AsList(inputs["tallies"]),

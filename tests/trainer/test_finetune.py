@@ -1,5 +1,7 @@
-"""`clozeforge finetune` end to end on tiny local data through real transformers: the four tasks, the scratch
-baseline, determinism, the checkpoint sweep, the output directory's rules, and one-line errors."""
+"""`clozeforge finetune` end to end on tiny local data through real transformers: the four tasks, batches of
+mixed lengths, SQuAD v2's questions without an answer, the baselines (scratch on its own grid, another model) and
+the paired gain, determinism, the sequence length, the checkpoint sweep, the output directory's rules, and
+one-line errors."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import hashlib
 import json
 import os
 
+import numpy as np
 import pytest
 
 transformers = pytest.importorskip("transformers")
@@ -63,15 +66,22 @@ def test_each_task_fine_tunes_and_saves_a_model_transformers_loads(assets, task,
 
 def test_same_seed_same_scores_and_a_scratch_baseline(assets, tmp_path):
     hf, files, _ = assets
-    args = ("--seeds", "2", "--baseline", "scratch")
+    args = ("--seeds", "2", "--baseline", "scratch", "--baseline-lr", "1e-3", "--baseline-lr", "3e-3")
     assert _run(hf, "classify", files["classify"], tmp_path / "a", *args) == 0
     assert _run(hf, "classify", files["classify"], tmp_path / "b", *args) == 0
     a, b = _results(tmp_path / "a"), _results(tmp_path / "b")
     for key in ("pretrained", "baseline"):
         assert [r["validation"] for r in a[key]["runs"]] == [r["validation"] for r in b[key]["runs"]]
         assert [r["history"] for r in a[key]["runs"]] == [r["history"] for r in b[key]["runs"]]
+    assert a["gain"] == b["gain"]
     assert a["gain"]["mean"] == pytest.approx(a["pretrained"]["mean"] - a["baseline"]["mean"])
-    assert a["gain"]["se"] == pytest.approx((a["pretrained"]["se"] ** 2 + a["baseline"]["se"] ** 2) ** 0.5)
+    differences = np.subtract(a["pretrained"]["scores"], a["baseline"]["scores"])  # seed by seed
+    assert a["gain"]["se"] == pytest.approx(np.std(differences, ddof=1) / np.sqrt(2))
+    lo, hi = a["gain"]["bootstrap"]
+    assert lo <= hi and a["gain"]["bootstrap_examples"] == len(ROWS["classify"]())
+    assert a["baseline"]["grid"] == {"lrs": [1e-3, 3e-3], "from": "--baseline-lr", "epochs": 4}  # twice --epochs
+    assert a["pretrained"]["grid"] == {"lrs": [1e-3], "from": "--lr", "epochs": 2}
+    assert a["best_model"]["source"] == "pretrained" and a["best_model"]["lr"] == a["pretrained"]["lr"]
     # the two seeds are different runs: different batch orders give different losses
     histories = a["pretrained"]["runs"]
     assert histories[0]["history"][0]["loss"] != histories[1]["history"][0]["loss"]
@@ -178,6 +188,107 @@ def test_float_labels_are_a_regression_scored_by_pearson(assets, tmp_path):
     assert _run(hf, "classify", data, tmp_path / "o") == 0
     results = _results(tmp_path / "o")
     assert results["labels"] == "regression" and results["metric"] == "pearson"
+    assert results["pretrained"]["runs"][0]["validation"]["score"] == results["pretrained"]["runs"][0]["validation"]["pearson"]
     assert "spearman" in results["pretrained"]["runs"][0]["validation"]
     with open(tmp_path / "o" / "predictions.jsonl") as f:
         assert isinstance(json.loads(f.readline())["prediction"], float)
+
+
+def _mixed_length_rows(task: str) -> list[dict]:
+    """Rows far shorter than the longest: every batch of 2 but one is cut to a fraction of the padded width."""
+    long_words = " ".join(["the team won the match and the fans cheered the home side"] * 4).split()
+    if task == "classify":
+        return [*classify_rows(), {"text": " ".join(long_words), "label": "sport"}]
+    if task == "tag":
+        return [*tag_rows(), {"tokens": long_words, "tags": ["O"] * len(long_words)},
+                {"tokens": ["Rome"], "tags": ["B-LOC"]}, {"tokens": ["Bob", "ran"], "tags": ["B-PER", "O"]}]
+    context = " ".join(long_words) + " Paris is the capital of France."
+    return [*span_rows(), {"question": "What is the capital of France?", "context": context,
+                           "answers": {"text": ["Paris"], "answer_start": [context.index("Paris")]}}]
+
+
+@pytest.mark.parametrize("task", ["classify", "tag", "span"])
+def test_batches_of_mixed_lengths(assets, task, tmp_path):
+    # a batch is cut to its longest row; the cut 2-D labels of tag once failed transformers' labels.view(-1)
+    hf, _, _ = assets
+    data = write_jsonl(tmp_path / "m.jsonl", _mixed_length_rows(task))
+    assert _run(hf, task, data, tmp_path / "o", "--batch-size", "2") == 0
+    assert 0 <= _results(tmp_path / "o")["pretrained"]["mean"] <= 100
+
+
+def test_questions_without_an_answer_are_kept_and_scored(assets, tmp_path):
+    hf, _, _ = assets
+    rows = span_rows() + [{"question": "Who painted the river?", "context": "The river Thames flows through London.",
+                           "answers": {"text": [], "answer_start": []}},
+                          {"question": "What is the capital of Spain?", "context": "Paris is the capital of France.",
+                           "answers": {"text": [], "answer_start": []}}]
+    data = write_jsonl(tmp_path / "v2.jsonl", rows)
+    assert _run(hf, "span", data, tmp_path / "o") == 0
+    results = _results(tmp_path / "o")
+    assert results["data"]["test"]["examples"] == len(rows) and results["data"]["test"]["dropped"] == {}
+    run = results["pretrained"]["runs"][0]
+    assert "null_threshold" in run["calibration"] and "NoAns_f1" in run["test"]
+    assert "null_threshold" in results["best_model"]["calibration"]
+    with open(tmp_path / "o" / "predictions.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    assert [r["answers"] for r in records[-2:]] == [[], []] and all(isinstance(r["prediction"], str) for r in records)
+
+
+def test_another_model_as_the_baseline_and_a_gain_within_its_se(assets, tmp_path, capsys):
+    # the same export on both arms with the same grid: identical runs, a gain of 0 ± 0, and one warning line
+    hf, files, _ = assets
+    assert _run(hf, "classify", files["classify"], tmp_path / "o", "--baseline", hf, "--baseline-lr", "1e-3") == 0
+    results = _results(tmp_path / "o")
+    base = results["baseline"]
+    assert base["kind"] == "model" and base["model"] == os.path.abspath(hf) and base["grid"]["epochs"] == 2
+    assert results["gain"]["mean"] == 0 and results["gain"]["se"] == 0 and results["gain"]["bootstrap"] == [0, 0]
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "within its standard error" in warnings[0]
+
+
+def test_scratch_gets_its_own_default_grid(assets, tmp_path):
+    from trainer.downstream.finetune.protocol import baseline_lrs
+
+    hf, files, _ = assets
+    assert _run(hf, "classify", files["classify"], tmp_path / "o", "--baseline", "scratch", "--baseline-epochs", "1",
+                "--bootstrap", "0") == 0
+    base = _results(tmp_path / "o")["baseline"]
+    assert base["kind"] == "scratch" and base["grid"]["lrs"] == list(baseline_lrs(32)) and base["grid"]["epochs"] == 1
+    assert base["grid"]["from"].startswith("default scratch grid") and set(base["per_lr"]) == {f"{x:g}" for x in baseline_lrs(32)}
+    assert "bootstrap" not in _results(tmp_path / "o")["gain"]
+
+
+def test_sequence_length_defaults_to_the_trained_length(assets, tmp_path, capsys):
+    import shutil
+
+    hf, files, _ = assets
+    short = str(tmp_path / "short")
+    shutil.copytree(hf, short)
+    with open(os.path.join(short, "tokenizer_config.json")) as f:
+        tokenizer_config = json.load(f)
+    with open(os.path.join(short, "tokenizer_config.json"), "w") as f:
+        json.dump({**tokenizer_config, "model_max_length": 16}, f)
+    assert _run(short, "classify", files["classify"], tmp_path / "a") == 0
+    assert _results(tmp_path / "a")["max_seq_len"]["value"] == 16
+    assert "warning" not in capsys.readouterr().err
+    assert _run(short, "classify", files["classify"], tmp_path / "b", "--max-seq-len", "32") == 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--max-seq-len 32 is longer than the model trained on (16)" in err
+    assert _results(tmp_path / "b")["max_seq_len"]["value"] == 32
+    assert _run(short, "classify", files["classify"], tmp_path / "c", "--max-seq-len", "100") == 0
+    assert "cut to the model's 64 positions" in capsys.readouterr().err
+    assert _results(tmp_path / "c")["max_seq_len"]["value"] == 64
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--metric", "pearson"), "--metric pearson: not a metric of --task classify"),
+    (("--baseline", "/nonexistent/model"), "/nonexistent/model: neither an export"),
+    (("--baseline-lr", "1e-3"), "--baseline-lr and --baseline-epochs need --baseline"),
+    (("--max-seq-len", "16", "--task", "span"), "--stride 32 must be at most half of the sequence length 16"),
+])
+def test_new_flags_refuse_in_one_line(assets, tmp_path, capsys, args, message):
+    hf, files, _ = assets
+    task = args[args.index("--task") + 1] if "--task" in args else "classify"
+    code = _run(hf, task, files[task], tmp_path / "o", *args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and message in err

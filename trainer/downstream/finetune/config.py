@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
-from trainer.downstream.finetune.data import Columns
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
-from trainer.downstream.finetune.tasks import TASKS
+from trainer.downstream.finetune.tasks import TASKS, Columns
 
 
 def _floats(values) -> tuple[float, ...]:
@@ -19,9 +18,9 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported on the fly (the latest, or those of --checkpoints)."""
-    task: str = flag(choices=TASKS)
+    task: str = flag(choices=tuple(TASKS))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
-    SQuAD-style question, context and answers with character offsets."""
+    SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2)."""
     train: str
     """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
     validation: str
@@ -33,13 +32,21 @@ class FinetuneConfig(Config):
     overwrite: bool = False
     """Replace an --output directory that holds files this command did not write."""
     columns: Columns = Columns()  # noqa: RUF009  (frozen: one shared default is safe)
+    regression: bool = False
+    """Make integer labels a regression target (one output, MSE loss, Pearson); float labels are one without it
+    (--task classify or pair)."""
+    metric: str | None = flag(default=None, metavar="NAME")
+    """The metric that picks the learning rate (and the epoch with --patience) and is reported: accuracy,
+    macro_f1, mcc (classes); pearson, spearman (regression); entity_f1, precision, recall, token_accuracy
+    (tag); f1, exact_match (span). Default: the first of each."""
     skip_bad_rows: bool = False
     """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
     drop in results.json instead of stopping at it."""
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
-    """Learning rate; repeat the flag for a grid (default: BERT's {2e-5, 3e-5, 5e-5} x 768/hidden, at most 1e-3)."""
+    """The model's learning rate; repeat the flag for a grid (default: BERT's {2e-5, 3e-5, 5e-5} x 768/hidden, at
+    most 1e-3)."""
     epochs: int = 3
     """Epochs per run (the longest a run goes with --patience)."""
     patience: int = 0
@@ -58,15 +65,25 @@ class FinetuneConfig(Config):
     top --unfreeze-layers layers, the pooler and the head."""
     unfreeze_layers: int = 2
     """Layers trained by --strategy last-n."""
-    max_seq_len: int = 128
-    """Longest input in word pieces (at most the model's positions); longer texts are cut, long contexts windowed."""
+    max_seq_len: int | None = flag(default=None, metavar="N")
+    """Longest input in word pieces; longer texts are cut, long contexts windowed (default: the length the model
+    trained on, its tokenizer's model_max_length, else its positions; longer is allowed with a warning, up to
+    the positions)."""
     stride: int = 32
     """Word pieces shared by two consecutive windows of a long context (--task span)."""
     max_answer_tokens: int = 30
     """Longest answer span predicted, in word pieces (--task span)."""
-    baseline: str = flag(default="none", choices=("none", "scratch"))
-    """scratch: the same architecture from random initialisation, the same recipe and seeds; results.json then
-    holds the gain from pretraining with its standard error."""
+    baseline: str = flag(default="none", metavar="none|scratch|MODEL2")
+    """The arm the model is compared with, over the same seeds: scratch (the same architecture from random
+    initialisation), or MODEL2 (another export or RUN, e.g. the source of a continued pretraining).
+    results.json then holds the gain with its paired SE and a bootstrap interval over test examples."""
+    baseline_lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
+    """The baseline's own learning rate; repeat for a grid (default: scratch's wider, higher grid, the model's
+    top two rates, then 3x and 10x its top one; MODEL2: BERT's grid for its width)."""
+    baseline_epochs: int | None = flag(default=None, metavar="N")
+    """The baseline's epochs per run (default: twice --epochs from scratch, --epochs for MODEL2)."""
+    bootstrap: int = 1000
+    """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")
     """With a RUN directory: fine-tune from each of these checkpoints and write downstream.png and
     downstream.md (score against pretraining step)."""
@@ -79,9 +96,15 @@ class FinetuneConfig(Config):
                   (0 <= self.warmup < 1, f"--warmup must be in [0, 1), got {self.warmup}"),
                   (0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),
                   (all(lr > 0 for lr in self.lr), f"--lr must be positive, got {self.lr}"),
+                  (all(lr > 0 for lr in self.baseline_lr), f"--baseline-lr must be positive, got {self.baseline_lr}"),
+                  (self.baseline_epochs is None or self.baseline_epochs >= 1,
+                   f"--baseline-epochs must be >= 1, got {self.baseline_epochs}"),
+                  (self.baseline != "none" or not (self.baseline_lr or self.baseline_epochs),
+                   "--baseline-lr and --baseline-epochs need --baseline scratch|MODEL2"),
+                  (self.bootstrap >= 0, f"--bootstrap must be >= 0, got {self.bootstrap}"),
+                  (self.stride >= 0, f"--stride must be >= 0, got {self.stride}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
-                  (8 <= self.max_seq_len, f"--max-seq-len must be >= 8, got {self.max_seq_len}"),
-                  (0 <= self.stride <= self.max_seq_len // 2, f"--stride must be in [0, max_seq_len / 2], got {self.stride}")]
+                  (self.max_seq_len is None or self.max_seq_len >= 8, f"--max-seq-len must be >= 8, got {self.max_seq_len}")]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
@@ -90,4 +113,4 @@ class FinetuneConfig(Config):
     def recipe(self) -> Recipe:
         return Recipe(epochs=self.epochs, batch_size=self.batch_size, warmup=self.warmup,
                       weight_decay=self.weight_decay, strategy=self.strategy, unfreeze_layers=self.unfreeze_layers,
-                      patience=self.patience, max_answer_tokens=self.max_answer_tokens)
+                      patience=self.patience)

@@ -1,17 +1,16 @@
-"""Labelled data for fine-tuning: read a split, check it, and turn it into the examples one task needs.
+"""Labelled data for fine-tuning: read a split's rows, and hand each to the task, which makes it an example.
 
-In:  fsspec URLs of JSON-lines (.jsonl, .json), CSV (.csv, .tsv) or Parquet (.parquet) files, and the column
-     names (defaults: text / text_pair / label; tokens / tags; question / context / answers, SQuAD's layout
-     where `answers` is {"text": [...], "answer_start": [...]} with character offsets into the context).
-Out: `Split` (examples, the rows dropped per reason, the file's sha256) and `LabelMap` (sorted labels of the
-     training split, or None for regression: float labels).
+In:  fsspec URLs of JSON-lines (.jsonl, .json), CSV (.csv, .tsv) or Parquet (.parquet) files, and a `tasks.Task`
+     (its columns, and how one row becomes one example: see tasks/).
+Out: `Split` (examples, the rows dropped per reason, the file's sha256); `LabelMap` (sorted labels, so ids do not
+     depend on row order), which the tasks fit on the training split.
 
 Every problem is a `DataError` whose message is one line naming the file, the line (the row number in a
 Parquet file) and the column, or, for a row that is only empty (no text, no label), a counted drop. Problems
 that mean the file is not what the user thinks (a missing column, invalid UTF-8, an empty split, a validation
 label the training split never showed, a label column with more distinct values than the rows can teach)
-are always errors; a row whose answer is not where its offsets say or whose tag count differs from its token
-count is an error too, unless the user asked to count such rows as drops (`skip_bad_rows`).
+are always errors; a row that contradicts itself (an answer not where its offsets say, a tag count that differs
+from its token count) is an error too, unless the user asked to count such rows as drops (`skip_bad_rows`).
 """
 
 from __future__ import annotations
@@ -21,12 +20,10 @@ import csv
 import dataclasses
 import hashlib
 import io
-import json
 from typing import Any
 
 import fsspec
 
-from schemas.config import Config, flag
 from schemas.jsonl import json_objects
 
 
@@ -34,34 +31,12 @@ class DataError(ValueError):
     """Labelled data that cannot be used as given; the message names file, line and column."""
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Columns(Config):
-    """The column flags of `clozeforge finetune` (nested in its FinetuneConfig)."""
-
-    text_column: str = flag("text", metavar="NAME")
-    """Column of the (first) text."""
-    text_pair_column: str = flag("text_pair", metavar="NAME")
-    """Column of the second text (--task pair)."""
-    label_column: str = flag("label", metavar="NAME")
-    """Column of the label: strings or integers are classes, floats a regression target."""
-    tokens_column: str = flag("tokens", metavar="NAME")
-    """Column of the word list (--task tag)."""
-    tags_column: str = flag("tags", metavar="NAME")
-    """Column of the tags, one per word (--task tag)."""
-    question_column: str = flag("question", metavar="NAME")
-    """Column of the question (--task span)."""
-    context_column: str = flag("context", metavar="NAME")
-    """Column of the context (--task span)."""
-    answers_column: str = flag("answers", metavar="NAME")
-    """Column of the answers, {"text": [...], "answer_start": [...]} as in SQuAD (--task span)."""
-
-
 @dataclasses.dataclass
 class Split:
     url: str
     sha256: str
     examples: list[dict[str, Any]]
-    """Per task: {text, text_pair?, label, line} / {tokens, tags, line} / {question, context, answers, line}."""
+    """What the task's `read` makes of each kept row, plus its "line" (see tasks/)."""
     read: int = 0
     dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
@@ -119,146 +94,33 @@ def _rows(url: str) -> tuple[list[tuple[int, dict]], str]:
         raise DataError(str(e)) from None
 
 
-def _json_field(value, where: str, column: str):
-    """A list or dict column read from CSV arrives as text: parse it."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            raise DataError(f"{where}: column {column!r} is not a JSON list/object: {value[:40]!r}") from None
-    return value
+def read_split(url: str, task, *, skip_bad_rows: bool = False) -> Split:
+    """The examples of one file for `task` (a tasks.Task, which reads each row); see the module docstring."""
+    from trainer.downstream.finetune.tasks import BadRow, Drop
 
-
-def read_split(url: str, task: str, columns: Columns, *, skip_bad_rows: bool = False, pair: bool = False) -> Split:
-    """The examples of one file for `task` (classify, pair, tag, span); see the module docstring."""
     rows, digest = _rows(url)
     split = Split(url=url, sha256=digest, examples=[], read=len(rows))
     if not rows:
         raise DataError(f"{url}: empty split (no rows)")
-    needed = {"classify": [columns.text_column, columns.label_column], "pair": [columns.text_column, columns.text_pair_column, columns.label_column],
-              "tag": [columns.tokens_column, columns.tags_column], "span": [columns.question_column, columns.context_column, columns.answers_column]}[task]
+    needed = task.required()
     line, first = rows[0]
-    for column in needed:
+    for column, option in needed:
         if column not in first:
             raise DataError(f"{url}:{line}: no column {column!r} (columns: {', '.join(map(str, first))}; "
-                            f"name yours with --{_flag_of(columns, column)})")
-
-    def bad(where: str, reason: str, message: str) -> None:
-        if not skip_bad_rows:
-            raise DataError(f"{where}: {message} (--skip-bad-rows counts such rows as drops instead)")
-        split.dropped[reason] += 1
-
+                            f"name yours with {option})")
     for line, row in rows:
         where = f"{url}:{line}"
-        missing = [c for c in needed if c not in row]
+        missing = [c for c, _ in needed if c not in row]
         if missing:
             raise DataError(f"{where}: no column {missing[0]!r}")
-        if task in ("classify", "pair"):
-            text, label = row[columns.text_column], row[columns.label_column]
-            if text in (None, "") or label in (None, ""):
-                split.dropped["empty_text" if text in (None, "") else "empty_label"] += 1
-                continue
-            example = {"text": str(text), "label": label, "line": line}
-            if task == "pair":
-                example["text_pair"] = "" if row[columns.text_pair_column] is None else str(row[columns.text_pair_column])
-            split.examples.append(example)
-        elif task == "tag":
-            tokens = _json_field(row[columns.tokens_column], where, columns.tokens_column)
-            tags = _json_field(row[columns.tags_column], where, columns.tags_column)
-            if not tokens:
-                split.dropped["empty_tokens"] += 1
-                continue
-            if len(tokens) != len(tags):
-                bad(where, "tag_count_differs", f"column {columns.tags_column!r} has {len(tags)} tags for {len(tokens)} tokens")
-                continue
-            split.examples.append({"tokens": [str(t) for t in tokens], "tags": [str(t) for t in tags], "line": line})
-        else:
-            context, question = str(row[columns.context_column] or ""), str(row[columns.question_column] or "")
-            answers = _json_field(row[columns.answers_column], where, columns.answers_column) or {}
-            texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
-            if not context or not question:
-                split.dropped["empty_question_or_context"] += 1
-                continue
-            if not texts:
-                split.dropped["no_answer"] += 1  # SQuAD 2.0's unanswerable questions: not trained here
-                continue
-            if len(texts) != len(starts):
-                raise DataError(f"{where}: column {columns.answers_column!r} has {len(texts)} texts and {len(starts)} answer_start")
-            wrong = next(((t, s) for t, s in zip(texts, starts) if context[int(s): int(s) + len(t)] != t), None)
-            if wrong is not None:
-                t, s = wrong
-                bad(where, "answer_not_at_offset", f"column {columns.answers_column!r}: answer {t!r} is not at character {s} "
-                    f"of the context (found {context[int(s): int(s) + len(t)]!r})")
-                continue
-            split.examples.append({"question": question, "context": context, "answers": texts,
-                                   "starts": [int(s) for s in starts], "line": line})
+        try:
+            split.examples.append({**task.read(row, where), "line": line})
+        except Drop as drop:
+            split.dropped[drop.reason] += 1
+        except BadRow as bad:
+            if not skip_bad_rows:
+                raise DataError(f"{where}: {bad.message} (--skip-bad-rows counts such rows as drops instead)") from None
+            split.dropped[bad.reason] += 1
     if not split.examples:
         raise DataError(f"{url}: empty split (all {len(rows)} rows dropped: {dict(split.dropped)})")
     return split
-
-
-def _flag_of(columns: Columns, column: str) -> str:
-    field = next(f.name for f in dataclasses.fields(columns) if getattr(columns, f.name) == column)
-    return field.replace("_", "-")
-
-
-def label_map(train: Split, label_column: str) -> LabelMap | None:
-    """The training split's classes, or None when its labels are floats (regression). Refuses a label column
-    with more distinct values than half its rows: fewer than two rows a class cannot teach a classifier, and
-    it is usually an id or a free-text column named by mistake."""
-    values = [e["label"] for e in train.examples]
-    numbers = [_number(v) for v in values]
-    if None not in numbers and not all(n.is_integer() for n in numbers):  # "0.75" from a CSV is a float too
-        for e, n in zip(train.examples, numbers):
-            e["label"] = n
-        return None
-    if None not in numbers:  # integer classes, also when a CSV gives them as text: ordered 2 < 10, not "10" < "2"
-        values = [int(n) for n in numbers]
-    for e, v in zip(train.examples, values):
-        e["label"] = v
-    labels = LabelMap.of(values)
-    if len(labels) < 2:
-        raise DataError(f"{train.url}: column {label_column!r} has a single label ({labels.labels[0]!r}); nothing to classify")
-    if len(labels) > len(values) / 2:
-        raise DataError(f"{train.url}: column {label_column!r} has {len(labels)} distinct labels in {len(values)} rows "
-                        "(more labels than half the rows: an id or free-text column?)")
-    return labels
-
-
-def _number(value) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def check_labels(split: Split, labels: LabelMap | None, label_column: str) -> None:
-    """Every label of a validation/test split is one the training split taught (or a number, for regression)."""
-    for e in split.examples:
-        value = e["label"]
-        if labels is None:
-            try:
-                e["label"] = float(value)
-            except (TypeError, ValueError):
-                raise DataError(f"{split.url}:{e['line']}: column {label_column!r}: {value!r} is not a number "
-                                "(the training labels are floats: regression)") from None
-            continue
-        number = _number(value)
-        if isinstance(labels.labels[0], int) and number is not None and number.is_integer():
-            value = e["label"] = int(number)
-        if value not in labels.ids:
-            raise DataError(f"{split.url}:{e['line']}: column {label_column!r}: label {value!r} never appears in the "
-                            f"training split ({len(labels)} labels: {', '.join(map(str, labels.labels[:8]))}"
-                            f"{' ...' if len(labels) > 8 else ''})")
-
-
-def tag_map(train: Split, others: list[Split], tags_column: str) -> LabelMap:
-    labels = LabelMap.of(t for e in train.examples for t in e["tags"])
-    for split in others:
-        for e in split.examples:
-            unseen = next((t for t in e["tags"] if t not in labels.ids), None)
-            if unseen is not None:
-                raise DataError(f"{split.url}:{e['line']}: column {tags_column!r}: tag {unseen!r} never appears in the training split")
-    return labels

@@ -5,7 +5,7 @@ Out: `staged_output`: export's staged directory (trainer/downstream/output_dir.p
      staging directory renamed over --output when everything is written, never a mix of two runs) with this
      command's own test of what it may replace: a non-empty --output without a results.json of ours is
      refused unless --overwrite. `plot_sweep` → downstream.png (score against pretraining step, mean ± SE,
-     the scratch baseline as a band); `sweep_table` → the same numbers as a Markdown table.
+     the baseline as a band); `sweep_table` → the same numbers as a Markdown table.
 """
 
 from __future__ import annotations
@@ -40,12 +40,16 @@ def staged_output(path: str, overwrite: bool) -> Iterator[str]:
 
 
 def sweep_table(points: list[dict], baseline: dict | None, metric: str) -> str:
-    lines = [f"| pretraining step | {metric} (mean ± SE) | gain over scratch |", "|---|---|---|"]
+    """One row per checkpoint: score (mean ± SE over seeds), gain over the baseline (paired SE, bootstrap interval)."""
+    name = baseline["name"] if baseline else "baseline"
+    lines = [f"| pretraining step | {metric} (mean ± SE) | gain over {name} (paired SE) | 95% bootstrap |", "|---|---|---|---|"]
     for p in points:
-        gain = f"{p['gain']['mean']:+.2f} ± {p['gain']['se']:.2f}" if p.get("gain") else ""
-        lines.append(f"| {p['step']} | {p['mean']:.2f} ± {p['se']:.2f} | {gain} |")
+        g = p.get("gain")
+        gain = f"{g['mean']:+.2f} ± {g['se']:.2f}" if g else ""
+        interval = f"[{g['bootstrap'][0]:+.2f}, {g['bootstrap'][1]:+.2f}]" if g and "bootstrap" in g else ""
+        lines.append(f"| {p['step']} | {p['mean']:.2f} ± {p['se']:.2f} | {gain} | {interval} |")
     if baseline:
-        lines.append(f"| scratch | {baseline['mean']:.2f} ± {baseline['se']:.2f} | |")
+        lines.append(f"| {name} | {baseline['mean']:.2f} ± {baseline['se']:.2f} | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -60,7 +64,8 @@ def plot_sweep(points: list[dict], baseline: dict | None, metric: str, path: str
     ax.errorbar(steps, [p["mean"] for p in points], yerr=[p["se"] for p in points], marker="o", capsize=3,
                 label="fine-tuned from the checkpoint")
     if baseline:
-        ax.axhline(baseline["mean"], color="grey", linestyle="--", label="from scratch")
+        ax.axhline(baseline["mean"], color="grey", linestyle="--",
+                   label="from scratch" if baseline["kind"] == "scratch" else baseline["name"])
         ax.axhspan(baseline["mean"] - baseline["se"], baseline["mean"] + baseline["se"], color="grey", alpha=0.2)
     ax.set_xlabel("pretraining step")
     ax.set_ylabel(f"{metric}, points (mean ± SE over seeds)")

@@ -34,8 +34,7 @@ import time
 import numpy as np
 import torch
 
-from trainer.downstream.finetune import tasks
-from trainer.downstream.finetune.tasks import Features
+from trainer.downstream.finetune.tasks import Evaluation, Features, Task
 from trainer.optim import adamw
 
 STRATEGIES = ("full", "probe", "last-n")
@@ -56,7 +55,6 @@ class Recipe:
     strategy: str = "full"
     unfreeze_layers: int = 2
     patience: int = 0
-    max_answer_tokens: int = 30
 
 
 @dataclasses.dataclass
@@ -66,6 +64,8 @@ class RunResult:
     epoch: int
     state: dict[str, torch.Tensor]
     history: list[dict]
+    calibration: dict | None = None
+    """What the kept epoch fitted on validation and test reuses (span: the no-answer threshold)."""
 
 
 class Progress:
@@ -102,13 +102,15 @@ def freeze(model, strategy: str, unfreeze_layers: int) -> None:
 
 
 def _batch(tensors: dict[str, torch.Tensor], rows) -> dict[str, torch.Tensor]:
-    """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy)."""
+    """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy).
+    Contiguous: a cut 2-D tensor is a strided view, and transformers' heads flatten per-token labels with
+    .view(-1), which refuses a strided tensor (the tag task's labels, whenever a batch is cut)."""
     length = int(tensors["attention_mask"][rows].sum(1).max())
-    return {k: v[rows][:, :length] if v.dim() == 2 else v[rows] for k, v in tensors.items()}
+    return {k: v[rows][:, :length].contiguous() if v.dim() == 2 else v[rows] for k, v in tensors.items()}
 
 
 @torch.no_grad()
-def predict_outputs(task: str, model, features: Features, batch_size: int = 128) -> list[torch.Tensor]:
+def predict_outputs(task: Task, model, features: Features, batch_size: int = 128) -> list[torch.Tensor]:
     """The model's outputs on every row: [logits], or [start_logits, end_logits] for span extraction."""
     model.eval()
     inputs = {k: v for k, v in features.tensors.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -116,22 +118,20 @@ def predict_outputs(task: str, model, features: Features, batch_size: int = 128)
     parts: list[list[torch.Tensor]] = []
     for start in range(0, rows, batch_size):
         out = model(**_batch(inputs, slice(start, start + batch_size)))
-        logits = [out.start_logits, out.end_logits] if task == "span" else [out.logits]
-        if task in ("tag", "span"):  # per-token outputs of a trimmed batch: pad back to `width` to concatenate
+        logits = task.outputs(out)
+        if task.per_token:  # per-token outputs of a trimmed batch: pad back to `width` to concatenate
             logits = [torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[1]) if x.dim() == 3 else (0, width - x.shape[1]),
                                               value=-1e4) for x in logits]
         parts.append([x.float() for x in logits])
     return [torch.cat(column) for column in zip(*parts)]
 
 
-def evaluate(task: str, model, features: Features, examples: list[dict], labels, recipe: Recipe):
-    """(metrics, predictions) of `model` on one split."""
-    outputs = predict_outputs(task, model, features)
-    predicted = tasks.decode(task, outputs, features, examples, labels, max_answer_tokens=recipe.max_answer_tokens)
-    return tasks.score(task, tasks.gold(task, examples, labels), predicted, labels), predicted
+def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None) -> Evaluation:
+    """Metrics and predictions of `model` on one split (`calibration`: fitted on validation, see Task.evaluate)."""
+    return task.evaluate(predict_outputs(task, model, features), features, examples, calibration)
 
 
-def train(task: str, model, train_features: Features, valid_features: Features, valid_examples: list[dict], labels,
+def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
           recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str) -> RunResult:
     from transformers import get_linear_schedule_with_warmup
 
@@ -158,10 +158,12 @@ def train(task: str, model, train_features: Features, valid_features: Features, 
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
-        metrics, _ = evaluate(task, model, valid_features, valid_examples, labels, recipe)
+        evaluation = evaluate(task, model, valid_features, valid_examples)
+        metrics = evaluation.metrics
         history.append({"epoch": epoch, "loss": float(np.mean(losses)), **metrics})
         if best is None or metrics["score"] > best.metrics["score"]:
-            best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history)
+            best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history,
+                             evaluation.calibration)
             stale = 0
         else:
             stale += 1
@@ -171,6 +173,7 @@ def train(task: str, model, train_features: Features, valid_features: Features, 
         if stop:
             break
     if recipe.patience == 0:  # BERT's recipe: the model after the last epoch, not the best on validation
-        best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history)
+        best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history,
+                         evaluation.calibration)
     best.history = history
     return best

@@ -1,0 +1,206 @@
+"""A fine-tuning job: its models (arms), the splits encoded for each tokenizer, and every (arm, lr, seed) run.
+
+In:  a FinetuneConfig, its task (tasks/, prepared on the read splits), the arms: the pretrained model (or each
+     checkpoint of a sweep) and the baseline (scratch, or another model), each with its own lr grid and epochs.
+Out: per arm an `ArmResult`: the results.json record (each lr's validation mean ± SE, the chosen lr, its runs
+     per seed with validation and test metrics), the chosen lr's per-seed scores and predictions on the scored
+     split (what the gain and its bootstrap need), and its best seed's weights (what model/ is saved from).
+
+Selection is protocol.py's: an arm reports the lr with the best mean validation score over seeds, and keeps the
+weights of that lr's best seed only; the other lrs' weights are dropped as soon as they lose, so a job holds at
+most two models' weights besides the one training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+
+import torch
+
+from schemas import ContractError
+from trainer.downstream.finetune import protocol, recipe
+from trainer.downstream.finetune.data import Split
+from trainer.downstream.finetune.tasks import Features, Task
+
+_STEP = re.compile(r"^step_(\d{8})$")
+
+
+def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
+    """[(pretraining step, checkpoint tag)]: one (None, None) for an export directory."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        if checkpoints:
+            raise ContractError(f"--checkpoints needs a training RUN directory; {model} is an export")
+        return [(None, None)]
+    root = os.path.join(model, "checkpoints")
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{model}: neither an export (no config.json) nor a training run (no checkpoints/)")
+    tags = sorted(t for t in os.listdir(root) if _STEP.match(t))
+    if not tags:
+        raise FileNotFoundError(f"{root}: no checkpoint")
+    if checkpoints in (None, "latest"):
+        from trainer.downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
+
+        return [(None, None)]  # export_dir resolves the latest intact tag
+    if checkpoints == "all":
+        chosen = tags
+    else:
+        try:
+            steps = [int(s) for s in checkpoints.split(",") if s.strip()]
+        except ValueError:
+            raise ContractError(f"--checkpoints: expected all or STEP,STEP,..., got {checkpoints!r}") from None
+        chosen = [f"step_{s:08d}" for s in steps]
+        missing = [t for t in chosen if t not in tags]
+        if missing:
+            raise FileNotFoundError(f"{root}: no checkpoint {missing[0]} (there are: {', '.join(tags)})")
+    return [(int(_STEP.match(t).group(1)), t) for t in chosen]
+
+
+_EXPORTED: dict[tuple[str, str | None], tuple[str, int | None]] = {}
+
+
+def export_dir(model: str, tag: str | None, scratch_root: str) -> tuple[str, int | None]:
+    """An export directory for MODEL (itself, or a checkpoint exported into `scratch_root`) and its step."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        return model, None
+    if (model, tag) not in _EXPORTED:
+        from trainer.downstream.export import export_hf, load_run_model
+
+        net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
+        target = os.path.join(scratch_root, f"{len(_EXPORTED)}-{tag_used}")
+        export_hf(state, net.config, os.path.join(model, "vocab"), target, card={"checkpoint": tag_used, "step": client.get("step")})
+        _EXPORTED[(model, tag)] = (target, client.get("step"))
+    return _EXPORTED[(model, tag)]
+
+
+def trained_length(model_dir: str) -> tuple[int, int]:
+    """(the longest sequence the model trained on, its position embeddings): the tokenizer's model_max_length
+    when it is set and within the positions (export writes it), else the positions."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        positions = int(json.load(f).get("max_position_embeddings", 512))
+    try:
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            length = json.load(f).get("model_max_length")
+    except (OSError, ValueError):
+        length = None
+    if isinstance(length, int) and not isinstance(length, bool) and 0 < length <= positions:
+        return length, positions
+    return positions, positions  # absent, or transformers' "no limit" 1e30
+
+
+def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
+    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
+    import transformers
+
+    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
+    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    cls = task.model_class()
+    if pretrained:
+        return cls.from_pretrained(model_dir, **overrides)
+    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
+
+
+@dataclasses.dataclass
+class Arm:
+    name: str
+    """How the output names it: "pretrained", "step 2000", "scratch", or the baseline model's name."""
+    model_dir: str
+    pretrained: bool
+    lrs: tuple[float, ...]
+    grid: str
+    """Where the lr grid came from (a flag, or which default)."""
+    epochs: int
+    step: int | None = None
+    tokenizer: object = None
+
+
+@dataclasses.dataclass
+class ArmResult:
+    arm: Arm
+    record: dict
+    """Its part of results.json."""
+    scores: list[float]
+    """The chosen lr's score per seed on the scored split, in points."""
+    predictions: list[list]
+    """The chosen lr's predictions per seed on the scored split."""
+    best: dict
+    """The chosen lr's best seed: {seed, epoch, score, calibration, state}."""
+
+
+def _points(metrics: dict, keep: tuple[str, ...] = ()) -> dict:
+    return {k: (v if k in keep else round(100 * v, 4)) for k, v in metrics.items()}
+
+
+class Job:
+    """The splits (encoded once per tokenizer) and every (arm, lr, seed) run over them."""
+
+    def __init__(self, config, task: Task, splits: dict[str, Split], max_len: int) -> None:
+        self.config, self.task, self.splits, self.max_len = config, task, splits, max_len
+        self.scored_on = "test" if "test" in splits else "validation"
+        self._features: dict[str, dict[str, Features]] = {}
+
+    def features(self, tokenizer) -> dict[str, Features]:
+        """The splits encoded by `tokenizer` (once per distinct tokenizer: a baseline model may bring its own)."""
+        key = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+        if key not in self._features:
+            self._features[key] = {name: self.task.encode(s.examples, tokenizer, max_len=self.max_len)
+                                   for name, s in self.splits.items()}
+        return self._features[key]
+
+    def run_arm(self, arm: Arm, progress: recipe.Progress) -> ArmResult:
+        """Every lr x seed run of one arm; the lr with the best mean validation score is reported."""
+        c, task = self.config, self.task
+        features = self.features(arm.tokenizer)
+        scored = self.splits[self.scored_on].examples
+        run_recipe = dataclasses.replace(c.recipe, epochs=arm.epochs)
+        per_lr, leader = {}, None
+        for lr in arm.lrs:
+            runs, predictions, best = [], [], None
+            for seed in range(c.seeds):
+                model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
+                result = recipe.train(task, model, features["train"], features["validation"],
+                                      self.splits["validation"].examples, run_recipe, lr=lr, seed=seed,
+                                      progress=progress, label=f"[{arm.name}] lr {lr:g} seed {seed}")
+                run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
+                       "history": [_points(h, keep=("epoch",)) for h in result.history]}
+                if result.calibration:
+                    run["calibration"] = result.calibration
+                model.load_state_dict(result.state)
+                evaluation = recipe.evaluate(task, model, features[self.scored_on], scored, result.calibration)
+                if self.scored_on == "test":
+                    run["test"] = _points(evaluation.metrics)
+                predictions.append(evaluation.predictions)
+                if best is None or result.metrics["score"] > best["validation"]:
+                    best = {"seed": seed, "epoch": result.epoch, "validation": result.metrics["score"],
+                            "calibration": result.calibration, "state": result.state}
+                runs.append(run)
+                del model, result
+            per_lr[lr] = [r["validation"]["score"] for r in runs]
+            mean = protocol.mean_and_se(per_lr[lr])[0]
+            if leader is None or mean > leader["mean"]:
+                leader = {"lr": lr, "mean": mean, "runs": runs, "predictions": predictions, "best": best}
+            # else: this lr's weights and predictions go now; only the leading lr's are kept
+        lr, table = protocol.select(per_lr)
+        assert lr == leader["lr"]
+        runs = leader["runs"]
+        scores = [r[self.scored_on]["score"] for r in runs]
+        mean, se = protocol.mean_and_se(scores)
+        record = {"lr": lr, "mean": mean, "se": se, "scores": scores, "runs": runs,
+                  "per_lr": {f"{k:g}": {"validation_mean": m, "validation_se": s} for k, (m, s) in table.items()},
+                  "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
+                  "best_seed": leader["best"]["seed"]}
+        return ArmResult(arm, record, scores, leader["predictions"], leader["best"])
+
+    def save(self, result: ArmResult, directory: str) -> list[dict]:
+        """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""
+        best = result.best
+        model = build_model(self.task, result.arm.model_dir, self.config.dropout, best["seed"], True)
+        model.load_state_dict(best["state"])
+        model.save_pretrained(directory)
+        result.arm.tokenizer.save_pretrained(directory)
+        if self.scored_on != "test":
+            return []
+        return self.task.records(self.splits["test"].examples, result.predictions[best["seed"]])

@@ -1,0 +1,33 @@
+"""Benchmark suites in their official files: one small class per suite, registered in SUITES.
+
+    base.py       SuiteTask (a task's rows and settings), the shared reading (UTF-8, tab-split TSV without quoting)
+    glue.py       GLUE's task folders (eight tasks, WNLI left out), MosaicBERT's seeds, RTE/MRPC/STS-B from MNLI
+    squad.py      SQuAD v1.1 and v2.0 JSON (v2.0 keeps its unanswerable questions)
+    conll2003.py  CoNLL-2003 column files, IOB1 as distributed or BIO/BIOES
+    table.py      one table per suite: each task's score ± SE and the suite's average (markdown, JSON, PNG)
+    decontamination.py  whether the model's prep run was decontaminated against the files a task scores on
+
+`load(name, data_url)` gives the suite's tasks for the fine-tuning command (`clozeforge finetune --suite NAME
+--data DIR`) to run, each on its own splits with its own metrics, selection metric and seeds.
+"""
+
+from __future__ import annotations
+
+from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteTask
+from trainer.downstream.finetune.suites.conll2003 import Conll2003
+from trainer.downstream.finetune.suites.glue import Glue
+from trainer.downstream.finetune.suites.squad import Squad, SquadV2
+
+SUITES: dict[str, Suite] = {s.name: s for s in (Glue(), Squad(), SquadV2(), Conll2003())}
+"""Every suite by its --suite name."""
+
+
+def load(name: str, data_url: str, *, from_mnli: bool = True) -> list[SuiteTask]:
+    """The tasks of suite `name` read from `data_url` (a directory, local or any fsspec URL). `from_mnli`: start
+    the tasks that MosaicBERT starts from the fine-tuned MNLI model (RTE, MRPC, STS-B) from it."""
+    if name not in SUITES:
+        raise SuiteError(f"--suite must be one of {', '.join(SUITES)}, got {name!r}")
+    return SUITES[name].load(data_url, from_mnli=from_mnli)
+
+
+__all__ = ["SUITES", "Suite", "SuiteError", "SuiteTask", "load"]

@@ -29,8 +29,7 @@ sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's toke
 from trainer.downstream.finetune.builtin import DEMO, HELD_OUT, TASKS  # noqa: E402
 from trainer.downstream.finetune.builtin import report  # noqa: E402
 
-FINETUNE = ["--lr", "1e-3", "--epochs", "10"]
-"""The demo's fine-tuning recipe (clozeforge.py DEMO_FINETUNE)."""
+from clozeforge import DEMO_FINETUNE  # noqa: E402  (the demo's fine-tuning recipe, both arms' grids)
 
 
 def _cli(*args: str, log: str) -> None:
@@ -101,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dropout", default="0")
     ap.add_argument("--corpus-mb", type=float, default=6.0)
     ap.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm")
+    ap.add_argument("--scratch-from", default=None, metavar="RECIPE",
+                    help="reuse that recipe's scratch arm (same model, length, seeds and fine-tuning flags): fine-tune "
+                         "only the export here, and pair it with those scratch runs")
     ap.add_argument("--tasks", default="demo", choices=("demo", "held-out", "all"))
-    ap.add_argument("--finetune", nargs=argparse.REMAINDER, default=FINETUNE,
+    ap.add_argument("--finetune", nargs=argparse.REMAINDER, default=DEMO_FINETUNE,
                     help="fine-tuning flags, last (default: the demo's)")
     args = ap.parse_args(argv)
     work = os.path.abspath(args.work)
@@ -127,7 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(hf, "tokenizer_config.json")) as f:  # the trained length: fine-tune there, as a user would
         trained = json.load(f)["model_max_length"]
     names = {"demo": DEMO, "held-out": HELD_OUT, "all": (*DEMO, *HELD_OUT)}[args.tasks]
-    results = {}
+    results, scratch = {}, {}
+    finetune = args.finetune
+    baseline = ["--baseline", "scratch"]
+    if args.scratch_from:
+        baseline = ["--baseline", "none"]
+        finetune = [a for i, a in enumerate(finetune) if not (a.startswith("--baseline") or
+                                                              (i and finetune[i - 1].startswith("--baseline")))]
     for name in names:
         directory = os.path.join(work, "tasks", name)
         if not os.path.exists(os.path.join(directory, "test.jsonl")):
@@ -135,10 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         out = os.path.join(here, "finetune", name)
         if not os.path.exists(os.path.join(out, "results.json")):
             _cli("finetune", hf, "--task", TASKS[name].kind, *(f"--{s}={os.path.join(directory, s)}.jsonl" for s in
-                 ("train", "validation", "test")), "--output", out, "--baseline", "scratch", "--seeds", str(args.seeds),
-                 "--max-seq-len", str(trained), "--overwrite", *args.finetune, log=log)
+                 ("train", "validation", "test")), "--output", out, *baseline, "--seeds", str(args.seeds),
+                 "--max-seq-len", str(trained), "--overwrite", *finetune, log=log)
         results[name] = os.path.join(out, "results.json")
-    rows = report.gains(results)
+        if args.scratch_from:
+            scratch[name] = os.path.join(work, args.scratch_from, "finetune", name, "results.json")
+    rows = report.gains(results, scratch or None)
     valid = last_validation(run)
     summary = {"name": args.name, "recipe": {k: v for k, v in vars(args).items() if k not in ("name", "work")},
                "pretraining_tokens": round(tokens), "steps": args.steps, "trained_seq_len": trained,

@@ -14,18 +14,32 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 
-def gains(results: dict[str, str]) -> list[dict]:
+def gains(results: dict[str, str], scratch: dict[str, str] | None = None) -> list[dict]:
+    """One row per task. `scratch`: {task: another results.json} whose baseline arm replaces this one's (the
+    same architecture, length, seeds and grid give the same scratch runs, so a recipe search trains them once);
+    the gain is then the paired difference over seeds, as finetune computes it."""
     rows = []
     for task, path in results.items():
         with open(path, encoding="utf-8") as f:
             r = json.load(f)
-        pretrained, scratch, gain = r["pretrained"], r["baseline"], r["gain"]
+        pretrained, baseline, gain = r["pretrained"], r["baseline"], r["gain"]
+        if scratch:
+            with open(scratch[task], encoding="utf-8") as f:
+                baseline = json.load(f)["baseline"]
+            mean, se = _paired(pretrained["scores"], baseline["scores"])
+            gain = {"mean": mean, "se": se}
         rows.append({"task": task, "metric": r["metric"], "pretrained": pretrained["mean"], "pretrained_se": pretrained["se"],
-                     "pretrained_lr": pretrained.get("lr"), "scratch": scratch["mean"], "scratch_se": scratch["se"],
-                     "scratch_lr": scratch.get("lr"), "gain": gain["mean"], "se": gain["se"]})
+                     "pretrained_lr": pretrained.get("lr"), "scratch": baseline["mean"], "scratch_se": baseline["se"],
+                     "scratch_lr": baseline.get("lr"), "gain": gain["mean"], "se": gain["se"]})
     return rows
+
+
+def _paired(a: list[float], b: list[float]) -> tuple[float, float]:
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    return sum(d) / len(d), (statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0)
 
 
 def mean_gain(rows: list[dict]) -> tuple[float, float]:

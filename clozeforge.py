@@ -231,8 +231,9 @@ def demo(argv: list[str] | None = None) -> int:
     """`clozeforge demo` (see DEMO_DOC): each stage as its own process, exactly the command a user would type.
 
     Ctrl-C or SIGTERM at any point: the running stage gets the signal and keeps what it can (train its
-    checkpoint), the demo says what was kept and exits 130; the same command continues (the corpus and prep
-    are deterministic, so they are redone to the same bytes, and train resumes from its checkpoint)."""
+    checkpoint), the demo says what was kept and exits 130; the same command continues (the corpus is rewritten
+    to the same bytes, a finished prep of the same corpus and flags is reused, and train resumes from its
+    checkpoint)."""
     args = demo_parser().parse_args(argv)
     for ok, flag in ((args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
                      (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0"),
@@ -263,9 +264,9 @@ def _demo(args: argparse.Namespace) -> int:
         corpus = os.path.join(work, "corpus", "*.jsonl")
         print(f"   {len(files)} files under {os.path.dirname(files[0])}")
     prep, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
-    _run("prep", [*_python("pipelines.prep"), "--input", f"docstrings={corpus}", "--output", prep,
-                  "--vocab-size", "4096", "--max-seq-len", "64", "--validation-fraction", "0.05", "--rows-per-shard", "50000",
-                  "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
+    _prep(work, corpus, ["--input", f"docstrings={corpus}", "--output", prep, "--vocab-size", "4096", "--max-seq-len", "64",
+                         "--validation-fraction", "0.05", "--rows-per-shard", "50000",
+                         "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
     pairs = os.path.join(prep, "pairs")
     train = [*_python("trainer.pretrain"), "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
              "--mask-prob", "0.3", "--dropout", "0"]
@@ -329,6 +330,26 @@ def _finetune_tasks(hf: str, work: str, seeds: int) -> None:
         with open(os.path.join(work, "finetune", "gains.md"), "w", encoding="utf-8") as f:
             f.write(text)
         print(f"\n== gain from pretraining, test points, mean ± SE over {seeds} seeds (paired)\n{text}", end="")
+
+
+def _prep(work: str, corpus: str, flags: list[str]) -> None:
+    """Run prep, unless WORKDIR/prep is already what it would write: the same corpus bytes, flags and prep code
+    as the finished prep recorded in WORKDIR/.prep-fingerprint.json, and its files as they were then
+    (pipelines/outputs/fingerprint.py). A rerun of the demo then skips about a minute of identical work."""
+    from pipelines.outputs import fingerprint  # no Beam import
+
+    stamp, prep = os.path.join(work, ".prep-fingerprint.json"), flags[flags.index("--output") + 1]
+    digest = fingerprint.inputs_fingerprint([corpus], flags)
+    why = fingerprint.stale(stamp, prep, digest)
+    if why is None:
+        print(f"\n== prep: reusing {prep} (the same corpus, settings and code as its finished run, fingerprint "
+              f"{digest[:12]}; its files verified)", flush=True)
+        return
+    if os.path.exists(stamp) or os.path.exists(prep):
+        print(f"\n== prep: running again ({why})", flush=True)
+    fingerprint.forget(stamp)
+    _run("prep", [*_python("pipelines.prep"), *flags])
+    fingerprint.record(stamp, prep, digest)
 
 
 def cli() -> None:

@@ -1,9 +1,10 @@
 """The prep graph: which Beam stage feeds which (pipelines/stages/, in the order below).
 
-    ReadCorpus ─ CleanDocuments ─ Deduplicate ─ (Decontaminate) ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
-                                                                 └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ MakeNspPairs ─ WriteShards ─ Finalize
+    ReadCorpus ─ CleanDocuments ─ Deduplicate ─ Decontaminate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
+                                                               └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ ...
+    ... ─ MakeNspPairs ─ WriteShards ─ Finalize
 
-Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
+Decontaminate runs only with --decontaminate. Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
 until then, and every shuffle of documents, word counts or pairs goes, on the local runners, through run
 files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with
 the corpus. On a runner with a disk-backed shuffle (Dataflow, Flink, Spark) the same transforms use Beam's

@@ -5,7 +5,7 @@ here and nowhere else, so a field name is declared exactly once. Only pyarrow an
 are imported, so either half can depend on this package without pulling in the other's stack. Beside the
 contracts, the plain pieces every command shares live here for the same reason: exits.py (how a command
 exits), lock.py (one writer per output directory), ports.py (a free port), jsonl.py (a user's JSON lines),
-config.py (flags from configs).
+tables.py (a user's tables, every record counted: finetune's and embed's reader), config.py (flags from configs).
 
 Change log
   pairs v1   tokens_a, tokens_b (uint16 when the vocabulary fits, else uint32), is_random_next,

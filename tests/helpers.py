@@ -141,3 +141,21 @@ def wait_for(condition, proc: subprocess.Popen, what: str, bound_s: float = HANG
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not seen within {bound_s:.0f} s")
         time.sleep(poll_s)
+
+
+def glue_tsv(path, *, stray_tab_at: int | None = None) -> tuple[str, list[str]]:
+    """A file in GLUE's SST-2 layout (sentence<TAB>label, no quoting) whose sentences often open with a double
+    quote, as SST-2's do; returns the path and the sentences in order (the stray-tab row's excluded)."""
+    sentences = []
+    for i in range(40):
+        text = f"the film number {i} is fine"
+        if i % 4 == 0:
+            text = f'" {text} , " he said'  # opens with a quote, closes it later on the line
+        elif i % 4 == 1:
+            text = f'"{text}'  # a quote never closed on its line
+        sentences.append(text)
+    lines = ["sentence\tlabel"] + [f"{s}\t{i % 2}" for i, s in enumerate(sentences)]
+    if stray_tab_at is not None:  # a row with a tab inside its sentence: three fields
+        lines.insert(stray_tab_at - 1, "a stray\ttab in this one\t1")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path), sentences

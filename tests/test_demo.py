@@ -30,3 +30,45 @@ def test_demo_runs_end_to_end_without_dev_packages(tmp_path):
     for path in ("prep/report.json", "prep/pairs/manifest.json", "run/metrics.jsonl", "run/curves.png", "run-2-ranks/metrics.jsonl",
                  "hf/config.json", "hf/model.safetensors", "hf/tokenizer.json"):
         assert os.path.exists(work / path), path
+
+
+def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, capfd):
+    """Issue 26's closing note: every rerun of the demo redid prep (about a minute) to the same bytes. Now a
+    finished prep is reused when the corpus bytes, the prep flags and prep's code are what its fingerprint
+    recorded and its files still hash as they did; anything else runs prep again (a real prep process here)."""
+    import clozeforge
+    from pipelines.outputs import fingerprint
+    from tests.pipelines.test_prep_promises import write_corpus
+
+    corpus, work = tmp_path / "corpus", tmp_path / "demo"
+    corpus.mkdir()
+    work.mkdir()
+    write_corpus(corpus, 30)
+    glob, prep = str(corpus / "*.jsonl"), work / "prep"
+    flags = ["--input", f"docstrings={glob}", "--output", str(prep), "--vocab-size", "200", "--progress", "never", "--overwrite"]
+
+    said: list[str] = []
+
+    def prep_ran() -> bool:
+        said.append(capfd.readouterr().out)
+        assert ("pipelines.prep" in said[-1]) != ("== prep: reusing" in said[-1]), said[-1][-2000:]
+        return "pipelines.prep" in said[-1]
+
+    clozeforge._prep(str(work), glob, flags)
+    assert prep_ran()
+    written = {p: p.stat().st_mtime_ns for p in prep.rglob("*") if p.is_file()}
+    clozeforge._prep(str(work), glob, flags)
+    assert not prep_ran() and {p: p.stat().st_mtime_ns for p in prep.rglob("*") if p.is_file()} == written
+    stamp = str(work / ".prep-fingerprint.json")
+    digest = fingerprint.inputs_fingerprint([glob], flags)
+    assert fingerprint.stale(stamp, str(prep), digest) is None
+    assert fingerprint.stale(stamp, str(prep), fingerprint.inputs_fingerprint([glob], [*flags, "--seed", "7"])) is not None
+    shard = next((prep / "pairs").glob("*.arrow"))
+    shard.write_bytes(shard.read_bytes() + b"x")
+    assert fingerprint.stale(stamp, str(prep), digest) == "its files changed since it was written"
+    with open(corpus / "a.jsonl", "a") as f:
+        f.write('{"text": "One more document about the river. It has two sentences."}\n')
+    clozeforge._prep(str(work), glob, flags)
+    assert prep_ran() and "== prep: running again (the corpus, the prep settings or prep's code changed)" in said[-1]
+    assert fingerprint.stale(stamp, str(prep), fingerprint.inputs_fingerprint([glob], flags)) is None
+

@@ -87,6 +87,7 @@ def test_a_trainer_stopped_alone_is_not_done_and_the_demo_continues(shadowing_cw
     out, err = again.communicate(timeout=HANG_S)
     assert again.returncode == 0, out[-3000:] + err[-3000:]
     assert f"resumed from step_{step:08d} at step {step}" in out
+    assert "== prep: reusing" in out and "$ " + sys.executable + " -P -m pipelines.prep" not in out  # not redone
     assert saved_step(work) == STEPS and "done in" in out and "[MASK] 1:" in out
     assert re.search(r"exported .* -> ", out) and os.path.exists(work / "hf" / "model.safetensors")
     assert re.search(r"pretrained +test accuracy [0-9.]+ ± 0\.00 +\(lr 0\.001, 1 seeds?\) +gain", out), out[-3000:]

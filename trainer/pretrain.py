@@ -73,20 +73,35 @@ def output_problem(output: str) -> str | None:
     return None
 
 
+def said_once(error: TrainError, *, per_node: bool = False) -> TrainError:
+    """`error`, quiet on all ranks of a launcher (deepspeed, torchrun: RANK is set) but the one that says it for
+    them all: rank 0 for a flag, which every rank reads alike; local rank 0 for a file, which may be missing
+    on one node only. Without a launcher the checks run once, before any rank starts."""
+    rank = os.environ.get("LOCAL_RANK" if per_node else "RANK")
+    error.quiet = rank not in (None, "0")  # type: ignore[attr-defined]
+    return error
+
+
 def checked_config(args: argparse.Namespace) -> TrainConfig:
     """The run's config from its flags, with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
-    line) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
-    config = config_from_args(args)
-    if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
-        try:
-            MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
-        except ValueError as e:
-            raise TrainError(f"--mix: {e}") from None
-    if config.deepspeed_config:
-        read_user_deepspeed_config(config.deepspeed_config)
-    found = output_problem(config.output)
-    if found:
-        raise TrainError(found)
+    line, once per job) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
+    try:
+        config = config_from_args(args)
+        if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
+            try:
+                MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
+            except ValueError as e:
+                raise TrainError(f"--mix: {e}") from None
+    except TrainError as e:
+        raise said_once(e) from None
+    try:
+        if config.deepspeed_config:
+            read_user_deepspeed_config(config.deepspeed_config)
+        found = output_problem(config.output)
+        if found:
+            raise TrainError(found)
+    except TrainError as e:
+        raise said_once(e, per_node=True) from None
     return config
 
 

@@ -43,6 +43,8 @@ _TAG = re.compile(r"^(O|[BIES]-\S+)$")
 class EvalFile:
     url: str
     sha256: str
+    long_texts: int = 0
+    """Its texts of NGRAM words or more: the only ones that can mark a document (0: the file removes nothing)."""
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -103,7 +105,8 @@ def _strings(value) -> Iterator[str]:
 
 
 def _is_column_file(text: str) -> bool:
-    """CoNLL's layout: a -DOCSTART- line, or every non-empty line of the first 200 two columns or more ending in a tag."""
+    """CoNLL's layout: a -DOCSTART- line first, or two columns or more ending in a tag on every non-empty line of
+    the first 200."""
     lines = [line.split() for line in text.splitlines()[:200] if line.strip()]
     if not lines:
         return False
@@ -173,8 +176,20 @@ def match_files(globs: Sequence[str]) -> list[EvalFile]:
         for path in paths:
             url = fs.unstrip_protocol(path) if "://" in pattern else path
             if url not in found:
-                found[url] = EvalFile(url, hashlib.sha256(_read(url, pattern)).hexdigest())
+                data = _read(url, pattern)
+                found[url] = EvalFile(url, hashlib.sha256(data).hexdigest(), _long_texts(url, data))
     return sorted(found.values(), key=lambda f: f.url)
+
+
+def _long_texts(url: str, data: bytes) -> int:
+    """How many of the file's texts have NGRAM words or more; a file that cannot be parsed is a PrepError now,
+    before the run starts, rather than in a worker."""
+    from pipelines.errors import PrepError
+
+    try:
+        return sum(len(normalized_words(t)) >= NGRAM for t in evaluation_texts(url, data))
+    except (ValueError, OSError, EOFError) as e:  # bad JSON, a truncated gzip stream
+        raise PrepError(f"--decontaminate: {url}: cannot read its text ({type(e).__name__}: {e})") from None
 
 
 def _read(url: str, pattern: str) -> bytes:
@@ -198,9 +213,10 @@ def load_index(files: Sequence[EvalFile], n: int = NGRAM) -> NgramIndex:
     for f in files:
         data = _read(f.url, f.url)
         if hashlib.sha256(data).hexdigest() != f.sha256:
-            raise PrepError(f"--decontaminate: {f.url} changed while prep ran (its sha256 is not the one recorded at the start)")
+            raise PrepError(f"--decontaminate: {f.url} changed while prep ran (its sha256 is not the one recorded at "
+                            "the start)")
         try:
             parts.append(NgramIndex.of_texts(evaluation_texts(f.url, data), n).hashes)
-        except (ValueError, OSError) as e:  # bad JSON, a truncated gzip stream
+        except (ValueError, OSError, EOFError) as e:  # checked at the start; kept for a file read another way here
             raise PrepError(f"--decontaminate: {f.url}: cannot read its text ({type(e).__name__}: {e})") from None
     return NgramIndex(np.concatenate(parts) if parts else np.zeros(0, np.uint64), n)

@@ -21,6 +21,8 @@ import io
 import zlib
 from collections.abc import Iterator
 
+from pipelines.documents import remote
+
 _BLOCK = 1 << 20
 
 
@@ -104,6 +106,8 @@ class LineStream:
             self.truncated = True
             return None
         except OSError as e:
+            if remote.is_store_failure(e):  # the store's, not the file's (pipelines/documents/remote.py)
+                raise
             raise UnreadableFile(f"{type(e).__name__}: {e}") from None
         except Exception as e:
             if not _is_decode_error(e):

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import fsspec
 
+from pipelines.documents import remote
 from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile
 from pipelines.documents.records import Drop, RawDoc, make_doc_id
 from pipelines.documents.splits import Split, first_line_start
@@ -136,6 +137,8 @@ def _open(path: str) -> Iterator[io.BufferedIOBase]:
     try:
         f = fsspec.open(path, "rb").open()
     except OSError as e:
+        if remote.is_store_failure(e):  # the store's, not the file's: ReadCorpus stops the run naming the input
+            raise
         raise UnreadableFile(f"{type(e).__name__}: {e}") from None
     with f:
         yield f
@@ -304,4 +307,6 @@ def _unreadable_if_failing(step):
     try:
         return step()
     except (OSError, ValueError, pa.ArrowException) as e:
+        if remote.is_store_failure(e):
+            raise
         raise UnreadableFile(f"{type(e).__name__}: {e}") from None

@@ -72,7 +72,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
 
 def _decontamination(eval_files) -> dict:
     """What finetune compares with the files it scores on (by sha256): were they kept out of this corpus?"""
-    return {"ngram": NGRAM, "files": [{"url": f.url, "sha256": f.sha256} for f in eval_files]}
+    files = [{"url": f.url, "sha256": f.sha256, "long_texts": f.long_texts} for f in eval_files]
+    return {"ngram": NGRAM, "files": files}
 
 
 class Finalize(beam.PTransform):

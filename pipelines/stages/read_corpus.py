@@ -114,13 +114,35 @@ def _numbered(grouped):
     return [(source, path, split) for split in splits.number_ranges(counted)]
 
 
+def _count_newlines(flags: dict[str, str], ranged: tuple) -> tuple:
+    source, path, split = ranged
+    try:
+        return (source, path), (split, splits.count_newlines(path, split))
+    except Exception as e:
+        if remote.is_store_failure(e):
+            raise remote.store_failed(flags[source], path, e) from None
+        raise
+
+
 class ReadFileFn(beam.DoFn):
-    def __init__(self, config: ReadConfig, roots: dict[str, str]):
+    """(source, path, split) → its records. A store that fails once the file was listed stops the run with a
+    PrepError naming the --input (remote.store_failed); a file that is unreadable is a counted drop."""
+
+    def __init__(self, config: ReadConfig, roots: dict[str, str], flags: dict[str, str] | None = None):
         self.config, self.roots = config, roots  # {input name: its root}, see matched_files
+        self.flags = flags or {}  # {input name: its --input flag as typed}
         self.files = Metrics.counter(NAMESPACE, "files_read")
         self.records = Metrics.counter(NAMESPACE, "records_read")
 
     def process(self, element: tuple[str, str, splits.Split | None]):
+        try:
+            yield from self._read(element)
+        except Exception as e:
+            if remote.is_store_failure(e):
+                raise remote.store_failed(self.flags.get(element[0], f"--input {element[0]}"), element[1], e) from None
+            raise
+
+    def _read(self, element: tuple[str, str, splits.Split | None]):
         source, path, split = element
         if split is None or split.start == 0:
             self.files.inc()
@@ -150,6 +172,7 @@ class ReadCorpus(beam.PTransform):
     def __init__(self, inputs: Sequence[tuple[str, str]], config: ReadConfig, output: str | None = None):
         super().__init__()
         self.files, self.roots, _ = matched_files(inputs, output)  # prep's own files under `output` left out
+        self.flags = {name: f"--input {typed_input(name, pattern, i)}" for i, (name, pattern) in enumerate(inputs)}
         self.config = config
 
     def expand(self, pbegin):
@@ -162,7 +185,7 @@ class ReadCorpus(beam.PTransform):
         numbered = (
             planned.ranges
             | "SpreadRanges" >> beam.Reshuffle()
-            | "CountNewlines" >> beam.Map(lambda r: ((r[0], r[1]), (r[2], splits.count_newlines(r[1], r[2]))))
+            | "CountNewlines" >> beam.Map(_count_newlines, self.flags)
             | "RangesPerFile" >> beam.GroupByKey()
             | "NumberRanges" >> beam.FlatMap(_numbered)
         )
@@ -170,6 +193,6 @@ class ReadCorpus(beam.PTransform):
             (planned.parts, numbered)
             | "AllParts" >> beam.Flatten()
             | "SpreadParts" >> beam.Reshuffle()
-            | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config, self.roots)).with_outputs("drops", "accounting", main="docs")
+            | "ReadFiles" >> beam.ParDo(ReadFileFn(self.config, self.roots, self.flags)).with_outputs("drops", "accounting", main="docs")
         )
         return {"docs": read.docs, "drops": read.drops, "accounting": read.accounting}

@@ -47,7 +47,10 @@ def test_files_are_matched_hashed_and_checked(tmp_path):
     path = tmp_path / "dev.tsv"
     path.write_text("a\t" + PARAGRAPH + "\n")
     (found,) = dc.match_files([str(tmp_path / "*.tsv")])
-    assert found.url == str(path) and len(found.sha256) == 64
+    assert found.url == str(path) and len(found.sha256) == 64 and found.long_texts == 1  # "a" is too short
+    (tmp_path / "bad.json").write_text('{"data": [')
+    with pytest.raises(PrepError, match=r"--decontaminate: .*bad.json: cannot read its text \(JSONDecodeError"):
+        dc.match_files([str(tmp_path / "bad.json")])
     assert dc.load_index([found]).shared_ngram(PARAGRAPH) is not None
     with pytest.raises(PrepError, match=r"--decontaminate .*nothing\*\.json: matches no file"):
         dc.match_files([str(tmp_path / "nothing*.json")])
@@ -56,6 +59,7 @@ def test_files_are_matched_hashed_and_checked(tmp_path):
         dc.load_index([found])
 
 
+@pytest.mark.integration  # a Beam pipeline: seconds
 def test_the_stage_drops_and_counts_contaminated_documents():
     import apache_beam as beam
     from apache_beam.metrics.metric import MetricsFilter
@@ -103,7 +107,7 @@ def test_prep_removes_a_planted_test_paragraph_and_counts_it(corpus_dir, tmp_pat
     t = report["total"]
     assert t["read"] == t["kept"] + sum(t["dropped"].values())
     assert report["decontamination"]["ngram"] == 13
-    assert [f["url"] for f in report["decontamination"]["files"]] == [str(dev)]
+    assert [(f["url"], f["long_texts"]) for f in report["decontamination"]["files"]] == [(str(dev), 1)]
     import hashlib
 
     assert report["decontamination"]["files"][0]["sha256"] == hashlib.sha256(dev.read_bytes()).hexdigest()

@@ -4,6 +4,7 @@ matched file is reported, and an unreachable store or Ctrl-C is one line, never 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from pipelines import prep
 from pipelines.commands import inspect as inspect_command
 from pipelines.commands import tokenize
 from pipelines.stages.make_nsp_pairs import split_warnings
-from tests.helpers import HANG_S, ROOT, free_port
+from tests.helpers import HANG_S, ROOT, free_port, wait_until
 
 WORDS = "river stone cloud forest meadow lantern harbor window garden candle bridge valley".split()
 
@@ -138,6 +139,49 @@ def test_an_unreachable_object_store_is_one_line_naming_the_input(tmp_path, stor
     assert not out.exists()
 
 
+@pytest.mark.integration  # starts an S3 server and runs prep
+def test_a_store_that_fails_after_its_listing_is_one_line_naming_the_input(tmp_path, monkeypatch, capsys):
+    """Issue 26's closing note: the listing answered, then the store went away before the workers read the files;
+    s3fs's EndpointConnectionError (not an OSError) came out of a worker, and prep blamed --output for it. The
+    store here is moto's S3 server on loopback, stopped the moment prep's graph has listed the files."""
+    pytest.importorskip("s3fs")
+    import fsspec
+    from moto.server import ThreadedMotoServer
+
+    from pipelines.stages import read_corpus
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(key, value)
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}})
+    try:
+        fs = fsspec.filesystem("s3", skip_instance_cache=True)
+        fs.makedirs("listed-then-gone", exist_ok=True)  # moto keeps its buckets per process, not per server
+        write_corpus(tmp_path, 20)
+        fs.put(str(tmp_path / "a.jsonl"), "listed-then-gone/docs/a.jsonl")
+        listed = read_corpus.matched_files
+
+        def then_fail(*args, **kwargs):  # ReadCorpus lists when the graph is built; its workers read afterwards
+            found = listed(*args, **kwargs)
+            server.stop()
+            return found
+
+        monkeypatch.setattr(read_corpus, "matched_files", then_fail)
+        glob = "web=s3://listed-then-gone/docs/*.jsonl"
+        assert prep.main(["--input", glob, "--output", str(tmp_path / "out"), "--progress", "never"]) == 2
+    finally:
+        server.stop()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    # before: one line blaming --output ("cannot write (connect call failed ...)"), the client's error quoted in
+    # the worker's traceback, or the traceback itself
+    assert err[0].startswith(f"clozeforge prep: error: --input {glob}: reading s3://listed-then-gone/docs/a.jsonl failed after "
+                             "the listing ("), err
+    assert "--output" not in err[0]
+
+
 @pytest.mark.integration  # signals a real prep process, then reruns it
 def test_ctrl_c_is_one_line_and_exit_130_and_the_rerun_completes(tmp_path):
     """Row 13: Ctrl-C printed a 116-line traceback (Beam re-raises it as a RuntimeError: exit 1)."""
@@ -200,6 +244,42 @@ def test_a_tokenize_that_fails_leaves_the_old_output_as_it_was(tmp_path, capsys,
     assert len(err) == 1 and message in err[0], err
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "good.txt", "ids.txt", "vocab"]  # no temporary
+
+
+@pytest.mark.integration  # signals a real tokenize process, then reruns it
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_tokenize_leaves_no_temporary_or_its_next_run_removes_it(tmp_path, vocab_dir, sig):
+    """Issue 26's closing note: SIGTERM to tokenize left its temporary beside --output (Python's default action
+    runs no cleanup), and so does kill -9, which nothing can catch: the next run into the same --output now
+    removes what a dead run left (under the output's lock, so never a live run's)."""
+    big = tmp_path / "big.txt.gz"  # 24 M lines once decompressed (a few hundred KB on disk): still being read at the signal
+    with gzip.open(big, "wb", compresslevel=1) as f:
+        for _ in range(200):
+            f.write(b"hello world\n" * 120_000)
+    out = tmp_path / "out" / "ids.jsonl"
+    out.parent.mkdir()
+    out.write_text("an earlier output\n")
+    command = [sys.executable, "-m", "clozeforge", "tokenize", "--vocab", vocab_dir, "--output", str(out), "--input"]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": ROOT}
+    child = subprocess.Popen([*command, str(big)], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: any(".tmp-" in p.name for p in out.parent.iterdir()), "the temporary output", child)
+    child.send_signal(sig)
+    rc, _, err = finish(child)
+    left = sorted(p.name for p in out.parent.iterdir() if ".tmp-" in p.name)
+    if sig == signal.SIGTERM:
+        assert rc == 143 and err.strip().splitlines() == [f"clozeforge tokenize: SIGTERM; {out} is as it was before"], err[-2000:]
+        assert left == []
+    else:
+        assert rc == -signal.SIGKILL and len(left) == 1
+    assert out.read_text() == "an earlier output\n"
+    (tmp_path / "small.txt").write_text("hello world\n")
+    rc, _, err = finish(subprocess.Popen([*command, str(tmp_path / "small.txt")], cwd=ROOT, env=env, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    assert rc == 0, err[-2000:]
+    assert sorted(os.listdir(out.parent)) == ["ids.jsonl"]  # no temporary, no lock
+    assert out.read_text().count("\n") == 1
+    if sig == signal.SIGKILL:
+        assert f"removed 1 leftovers of an interrupted run: {left[0]}" in err and "took over a stale lock" in err
 
 
 @pytest.mark.integration  # uses the session's prep run

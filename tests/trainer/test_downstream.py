@@ -6,6 +6,7 @@ exports it with `export_hf`, and every test reads that directory back, with our 
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -256,6 +257,33 @@ def test_embed_cli_writes_what_embed_texts_returns(export, loaded, tmp_path, cap
         assert tokens[0][0] == "[CLS]" and tokens[0][-1] == "[SEP]" and "paris" in tokens[0]
 
 
+def test_embed_reads_tables_through_the_one_reader_and_reports_every_record(export, loaded, tmp_path, capsys):
+    """A .tsv in GLUE's layout (a text opening with a quote, a stray tab), JSONL and Parquet: each text is
+    embedded whole, each record is kept or dropped with a count, and the .arrow rows name their lines."""
+    import pyarrow.parquet as pq
+
+    tsv = tmp_path / "texts.tsv"
+    tsv.write_text(f"id\tsentence\n1\t\"{TEXTS[0]}\n2\ta stray\ttab\n3\t{TEXTS[1]}\n4\t\n")
+    output = tmp_path / "e.arrow"
+    flags = [export["dir"], "--input", str(tsv), "--output", str(output), "--text-column", "sentence"]
+    assert embed_main(flags) == 2
+    assert f"texts.tsv:3: 3 fields, the header has 2 (--skip-bad-rows" in capsys.readouterr().err
+    assert embed_main([*flags, "--skip-bad-rows"]) == 0
+    err = capsys.readouterr().err
+    assert "texts.tsv: 4 tsv records read, 2 kept, dropped 2: empty_text 1 (line 5), field_count 1 (line 3)" in err
+    table = pa.ipc.open_file(str(output)).read_all()
+    assert table.column("text").to_pylist() == [f'"{TEXTS[0]}', TEXTS[1]] and table.column("line").to_pylist() == [2, 4]
+    model, tokenizer = loaded
+    np.testing.assert_allclose(_read_arrow(output), embed_texts(model, tokenizer, [f'"{TEXTS[0]}', TEXTS[1]]), rtol=0, atol=1e-6)
+    jsonl = tmp_path / "texts.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS) + "\n")
+    pq.write_table(pa.Table.from_pylist([{"text": t} for t in TEXTS] + [{"text": None}]), tmp_path / "texts.parquet")
+    for path, dropped in ((jsonl, "blank_line 1 (line 4)"), (tmp_path / "texts.parquet", "empty_text 1 (line 4)")):
+        assert embed_main([export["dir"], "--input", str(path), "--output", str(output)]) == 0
+        assert f"4 {path.suffix[1:]} records read, 3 kept, dropped 1: {dropped}" in capsys.readouterr().err
+        assert pa.ipc.open_file(str(output)).read_all().column("text").to_pylist() == TEXTS
+
+
 def test_readme_example(export, capsys):
     """The README's fill-mask and tokenizer round-trip example runs as written on a real export."""
     import re
@@ -302,7 +330,7 @@ def test_embed_decodes_strictly_and_names_the_byte(export, tmp_path, capsys):
     latin, binary, output = tmp_path / "latin.txt", tmp_path / "data.bin", tmp_path / "e.arrow"
     latin.write_bytes("Café au lait\nnaïve\n".encode("latin-1"))
     binary.write_bytes(bytes(range(256)) * 4)
-    for path, message in ((latin, "not utf-8: byte 0xe9 on line 1 (offset 3); pass --encoding"), (binary, "a binary file")):
+    for path, message in ((latin, "latin.txt:1: invalid UTF-8 at byte column 4; pass --encoding"), (binary, "a binary file")):
         assert embed_main([export["dir"], "--input", str(path), "--output", str(output)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err and not output.exists()

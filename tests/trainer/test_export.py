@@ -268,6 +268,59 @@ def test_export_replaces_an_earlier_export_whole_and_refuses_another_model(uncas
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no staging left behind
 
 
+KILLED_EXPORT = """
+import os, signal, sys
+from trainer.downstream import output_dir
+
+real_rename, renames = os.rename, int(sys.argv[2])
+
+
+def rename(a, b):  # the kill -9 lands after this many of the swap's renames
+    global renames
+    if renames == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    renames -= 1
+    real_rename(a, b)
+
+
+os.rename = rename
+with output_dir.staged_directory(sys.argv[1]) as staging:
+    with open(os.path.join(staging, "README.md"), "w") as f:
+        f.write("half of an export")
+    if renames < 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.integration  # kills a real process
+@pytest.mark.parametrize("renames", [-1, 1])
+def test_the_next_export_cleans_what_a_killed_one_left(uncased, tmp_path, renames, capsys):
+    """Issue 26's closing note: kill -9 of export left its hidden staging directory beside --output, forever; and
+    killed between the swap's two renames it would leave the old export set aside with nothing in its place.
+    The next export into the same --output (holding its lock, so no live run owns them) puts the old directory
+    back and removes the rest. renames=-1: killed while filling the staging; 1: after the old one was set aside."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    out = tmp_path / "hf"
+    cfg, vocab, state = uncased["cfg"], uncased["vocab"], uncased["model"].state_dict()
+    export_hf(state, cfg, vocab, str(out))
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_EXPORT, str(out), str(renames)], cwd=ROOT, capture_output=True,
+                            text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=600)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    left = sorted(n for n in os.listdir(tmp_path) if n.startswith(".hf."))
+    assert any(".tmp-" in n for n in left) and ".hf.lock" in left  # what kill -9 leaves
+    assert out.exists() == (renames < 0)
+    capsys.readouterr()
+    export_hf(state, cfg, vocab, str(out))
+    assert "removed the leftovers of an interrupted run" in capsys.readouterr().out
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+
+
 def test_export_files_have_the_modes_of_the_umask(uncased, tmp_path):
     previous = os.umask(0o022)
     try:

@@ -148,7 +148,7 @@ def test_answer_not_at_its_offsets(tmp_path):
 
 def test_csv_row_with_more_fields_than_the_header(tmp_path):
     (tmp_path / "x.csv").write_text("text,label\nfine,a\nnot,fine,b\n")
-    assert _error(tmp_path / "x.csv") == f"{tmp_path / 'x.csv'}:3: 3 fields, the header has 2"
+    assert _error(tmp_path / "x.csv") == f"{tmp_path / 'x.csv'}:3: 3 fields, the header has 2 (--skip-bad-rows counts such rows as drops instead)"
 
 
 def test_csv_lists_are_json(tmp_path):
@@ -173,12 +173,19 @@ def test_span_keeps_questions_without_an_answer(tmp_path):
 
 
 def test_tags_in_no_scheme_are_one_line(tmp_path):
-    from trainer.downstream.finetune import metrics
-
-    if not hasattr(metrics, "tag_scheme"):
-        pytest.skip("metrics.py reads no tag schemes yet")
     path = write_jsonl(tmp_path / "g.jsonl", [{"tokens": ["Alice", "runs"], "tags": ["PER", "O"]}])
     with pytest.raises(DataError, match=rf"^{path}: column 'tags': tags are not IOB1, BIO or BIOES"):
         _prepared(path, kind="tag")
     iob1 = write_jsonl(tmp_path / "i.jsonl", [{"tokens": ["Alice", "Bob"], "tags": ["I-PER", "B-PER"]}])
     assert _prepared(iob1, kind="tag").scheme == "IOB1"
+
+
+@pytest.mark.parametrize("kind,row,message", [
+    ("classify", {"text": "a", "label": ["x"]}, "column 'label': ['x'] is not a label"),
+    ("span", {"question": "q", "context": "c", "answers": {"text": "c", "answer_start": 0}}, "of two lists"),
+    ("span", {"question": "q", "context": "c", "answers": ["c"]}, "is not an object"),
+    ("tag", {"tokens": "Alice", "tags": "B-PER"}, "is not a JSON list/object"),
+])
+def test_a_value_of_the_wrong_shape_is_one_line(tmp_path, kind, row, message):
+    path = write_jsonl(tmp_path / "x.jsonl", [row])
+    assert message in _error(path, kind) and _error(path, kind).startswith(f"{path}:1: ")

@@ -12,7 +12,7 @@ pytest.importorskip("sklearn")
 
 from trainer.downstream.finetune import protocol, tasks  # noqa: E402
 from trainer.downstream.finetune.data import LabelMap, Split  # noqa: E402
-from trainer.downstream.finetune.tasks.sequence import Classes  # noqa: E402
+from trainer.downstream.finetune.tasks.sequence import Classes, Regression  # noqa: E402
 
 
 def test_paired_difference_is_the_se_of_the_per_seed_differences():
@@ -75,7 +75,7 @@ def test_bootstrap_matches_a_loop_written_out():
 
 
 def test_bootstrap_fast_path_equals_recomputing_the_metric():
-    tag = tasks.of("tag")
+    tag = tasks.of("tag", scheme="BIO")
     tag.metric = "entity_f1"
     gold = [["B-PER", "O", "B-LOC"], ["O", "B-LOC", "I-LOC"], ["B-PER", "I-PER"], ["O"]]
     predicted = [["B-PER", "O", "O"], ["O", "B-LOC", "I-LOC"], ["B-PER", "O"], ["B-LOC"]]
@@ -106,7 +106,7 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     from trainer.downstream.finetune import recipe
     from trainer.downstream.finetune.config import FinetuneConfig
 
-    validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (3e-4, 0): 0.55, (3e-4, 1): 0.65}
+    validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (3e-4, 0): 0.55, (3e-4, 1): 0.65, (1e-3, 0): 0.95, (1e-3, 1): 0.95}
 
     class Model:
         def load_state_dict(self, state):
@@ -127,8 +127,31 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
               for name in ("train", "validation", "test")}
     job = job_mod.Job(config, tasks.of("classify"), splits, 64)
     monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
-    result = job.run_arm(job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1), recipe.Progress(1))
+    arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
+            job_mod.Arm("scratch", "dir", False, (1e-3,), "--baseline-lr", 2, saved=False)]
+    result, baseline = job.run_arms(arms, recipe.Progress(1))
     assert result.record["lr"] == 3e-4 and result.record["best_seed"] == 1 and result.best["seed"] == 1
     assert result.best["state"]["w"].tolist() == pytest.approx([3e-4, 1])
     assert result.scores == pytest.approx([27.5, 32.5]) and result.predictions == [["0.0003/0"], ["0.0003/1"]]
     assert result.record["per_lr"]["0.0001"]["validation_mean"] == pytest.approx(50.0)  # points
+    assert list(job.kept) == [(0, 3e-4)]  # the other lr's weights and the baseline's are not kept
+    assert baseline.best["state"] is None and baseline.record["grid"]["epochs"] == 2
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "macro_f1", "mcc", "pearson"])
+def test_sequence_fast_paths_equal_the_metric_on_every_draw(metric):
+    rng = np.random.default_rng(1)
+    task = tasks.of("classify", metric=metric)
+    if metric == "pearson":
+        task.target = Regression()
+        gold, predicted = rng.normal(3, 1, 30).tolist(), rng.normal(3, 1, 30).tolist()
+    else:
+        task.target = Classes(LabelMap([0, 1, 2]))
+        gold, predicted = rng.integers(0, 3, 30).tolist(), rng.integers(0, 3, 30).tolist()
+    task.metric = metric
+    assert task.stats(gold, predicted) is not None
+    fast = protocol.resampled_metric(task, gold, [predicted])
+    draws = np.random.default_rng(2).integers(0, 30, size=(40, 30))
+    draws[0] = 0  # one example drawn 30 times: a constant, whose correlation is 0 and whose absent classes are skipped
+    task.stats = lambda g, p: None
+    assert fast(draws) == pytest.approx(protocol.resampled_metric(task, gold, [predicted])(draws), abs=1e-9)

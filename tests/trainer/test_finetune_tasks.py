@@ -77,3 +77,25 @@ def test_the_threshold_from_validation_is_reused_on_test():
     # SQuAD v1.1 data (every training question answered): never a null prediction, no calibration
     v1 = _span(unanswerable=False).evaluate(outputs, features, examples)
     assert v1.predictions == ["Paris"] and v1.calibration is None and v1.metrics["score"] == 1.0
+
+
+def test_a_suite_preset_is_options_of_the_task(tmp_path):
+    """What a benchmark fixes (SQuAD v1.1's answers only, CoNLL's IOB1, MRPC's positive class) is passed to the
+    kind's class; nothing is read from the data then."""
+    from trainer.downstream.finetune.data import read_split
+
+    from .finetune_assets import classify_rows, span_rows, tag_rows, write_jsonl
+
+    span = tasks.of("span", unanswerable=False)
+    rows = span_rows() + [{"question": "Who?", "context": "Nobody.", "answers": {"text": [], "answer_start": []}}]
+    span.prepare(read_split(write_jsonl(tmp_path / "s.jsonl", rows), span), [])
+    assert span.unanswerable is False
+    tag = tasks.of("tag", scheme="IOB1")
+    tag.prepare(read_split(write_jsonl(tmp_path / "t.jsonl", tag_rows()), tag), [])
+    assert tag.scheme == "IOB1"
+    pair = tasks.of("classify", positive="food", metric="f1")
+    pair.prepare(read_split(write_jsonl(tmp_path / "c.jsonl", classify_rows()), pair), [])
+    assert pair.target.positive == 0 and pair.metric == "f1"  # labels sorted: food, sport, tech
+    with pytest.raises(Exception, match="the positive label 'music' never appears"):
+        missing = tasks.of("classify", positive="music")
+        missing.prepare(read_split(write_jsonl(tmp_path / "c.jsonl", classify_rows()), missing), [])

@@ -1,8 +1,9 @@
 """trainer.downstream.finetune.suites on tiny files written in each benchmark's official format (nothing downloaded):
-the readers' rows and settings, their one-line errors, and the suite table."""
+the readers' rows and settings, their one-line errors, the suite table, and `clozeforge finetune --suite` end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -93,8 +94,46 @@ def test_glue_reads_each_task_in_its_official_layout(tmp_path):
     assert {n: t.seeds for n, t in tasks.items()} == {"cola": 4, "sst2": 3, "mrpc": 5, "qqp": 1, "stsb": 5, "mnli": 1,
                                                       "qnli": 1, "rte": 5}
     assert {n for n, t in tasks.items() if t.start_from == "mnli"} == {"rte", "mrpc", "stsb"}
-    assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), from_mnli=False))
+    first, second = suites.rounds(list(tasks.values()))  # MNLI's model exists before the tasks that start from it
+    assert "mnli" in [t.name for t in first] and [t.name for t in second] == ["mrpc", "stsb", "rte"]
+    with pytest.raises(SuiteError, match=r"not loaded: rte \(from mnli\)"):
+        suites.rounds([tasks["rte"]])
+    assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), suites.SuiteOptions(from_mnli=False)))
     assert len(mnli.files["validation"]["sha256"]) == 64
+
+
+def test_holdout_takes_validation_from_train_and_scores_the_dev_files_as_test(tmp_path):
+    files = {k: v for k, v in GLUE_FILES.items() if k.startswith(("SST-2/", "MNLI/"))}
+    files["SST-2/train.tsv"] = "sentence\tlabel\n" + "".join(f"sentence number {i}\t{i % 2}\n" for i in range(200))
+    files["MNLI/train.tsv"] = "\n".join([_MNLI_HEADER, *(_mnli_line(i, f"premise {i}", "hypothesis", "neutral")
+                                                        for i in range(50))]) + "\n"
+    options = suites.SuiteOptions(suite_holdout=0.25)
+    tasks = {t.name: t for t in suites.load("glue", _write(tmp_path, files), options)}
+    sst2 = tasks["sst2"]
+    assert set(sst2.splits) == {"train", "validation", "test"} and sst2.scored_splits == ("test",)
+    held = len(sst2.splits["validation"])
+    assert 30 <= held <= 70 and held + len(sst2.splits["train"]) == 200  # ~25%, and nothing lost
+    assert sst2.splits["test"][0]["text"] == "it 's a charming journey . "
+    assert sst2.files["validation"] == {**sst2.files["train"], "holdout": 0.25}
+    again = {t.name: t for t in suites.load("glue", str(tmp_path), options)}["sst2"]
+    assert again.splits["validation"] == sst2.splits["validation"]  # the same rows on every run
+    assert tasks["mnli"].scored_splits == ("test", "test_mismatched")
+    with pytest.raises(SuiteError, match=r"CoLA/train.tsv: --suite-holdout 0.25 leaves no"):
+        suites.load("glue", _write(tmp_path / "small", {k: v for k, v in GLUE_FILES.items() if k.startswith("CoLA/")}),
+                    options)
+    with pytest.raises(ValueError, match=r"--suite-holdout must be in \[0, 1\)"):
+        suites.SuiteOptions(suite_holdout=1.0)
+
+
+def test_options_are_flags():
+    import argparse
+
+    from schemas.config import add_flags, from_flags
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, suites.SuiteOptions)
+    options = from_flags(suites.SuiteOptions, parser.parse_args(["--no-from-mnli", "--suite-holdout", "0.1"]))
+    assert options == suites.SuiteOptions(from_mnli=False, suite_holdout=0.1)
 
 
 def test_glue_without_mnli_starts_every_task_from_the_pretrained_model(tmp_path):
@@ -160,6 +199,19 @@ def test_squad_v2_keeps_unanswerable_questions_everywhere(tmp_path):
     assert task.no_answer and task.name == "squad_v2"
     for split in ("train", "validation"):
         assert [r["answers"]["text"] for r in task.splits[split]] == [["Normandy"], []]  # plausible answers are not gold
+
+
+def test_squad_holdout_keeps_articles_whole(tmp_path):
+    articles = [{"title": f"T{i}", "paragraphs": [{"context": "The Normans gave their name to Normandy.", "qas": [
+        {"id": f"{i}-{j}", "question": "What?", "answers": [{"text": "Normandy", "answer_start": 31}]} for j in range(3)]}]}
+        for i in range(40)]
+    _write(tmp_path, {"train-v1.1.json": json.dumps({"data": articles}), "dev-v1.1.json": _squad("1.1", [
+        {"id": "d", "question": "What?", "answers": [{"text": "Normandy", "answer_start": 31}]}])})
+    (task,) = suites.load("squad", str(tmp_path), suites.SuiteOptions(suite_holdout=0.3))
+    train_titles = {r["title"] for r in task.splits["train"]}
+    held_titles = {r["title"] for r in task.splits["validation"]}
+    assert train_titles and held_titles and not train_titles & held_titles
+    assert len(task.splits["validation"]) == 3 * len(held_titles) and [r["id"] for r in task.splits["test"]] == ["d"]
 
 
 def test_squad_file_that_is_not_squad_is_one_line(tmp_path):
@@ -237,36 +289,107 @@ def test_decontamination_is_matched_by_content():
     assert decontamination.against(None, files)["decontaminated"] is None
 
 
-def _repeat_rows(tsv: str, times: int) -> str:
-    header, *rows = tsv.splitlines(keepends=True)
-    return header + "".join(rows * times)
+def _mnli_file(rows, dev=False) -> str:
+    header = _MNLI_DEV_HEADER if dev else _MNLI_HEADER
+    return "\n".join([header, *(_mnli_line(i, a, b, label, dev) for i, (a, b, label) in enumerate(rows))]) + "\n"
 
 
 @pytest.mark.integration
-def test_each_suite_runs_through_finetune_on_its_rows(tmp_path):
-    """The suites' rows are finetune's row formats: one task of each suite fine-tunes (1 seed, 1 epoch) from them."""
+def test_finetune_runs_each_suite_and_writes_its_table(tmp_path):
+    """`clozeforge finetune MODEL --suite NAME --data DIR` on tiny official files: every task runs with its suite's
+    settings (RTE from MNLI's model, MNLI scored matched and mismatched), then the table."""
     pytest.importorskip("transformers")
     from trainer.downstream.finetune.command import finetune_main
 
     from .finetune_assets import tiny_export
 
     hf = tiny_export(str(tmp_path / "model"))
+    labels = ["entailment", "neutral", "contradiction"]
+    mnli_train = [(f"the team won match {i}", f"a goal in minute {i}", labels[i % 3]) for i in range(9)]
+    rte = "index\tsentence1\tsentence2\tlabel\n" + "".join(
+        f"{i}\tthe soup was hot {i}\tthe soup {i}\t{'entailment' if i % 2 else 'not_entailment'}\n" for i in range(6))
     v2 = [{"id": "q1", "question": "What region?", "answers": [{"text": "Normandy", "answer_start": 31}]},
           {"id": "q2", "question": "Who took France?", "answers": [], "is_impossible": True}]
     data = {
-        "glue": _write(tmp_path / "glue", {**{k: v for k, v in GLUE_FILES.items() if k.startswith(("MRPC/", "STS-B/"))},
-                                           "MRPC/train.tsv": _repeat_rows(GLUE_FILES["MRPC/train.tsv"], 3)}),
+        "glue": _write(tmp_path / "glue", {"MNLI/train.tsv": _mnli_file(mnli_train),
+                                           "MNLI/dev_matched.tsv": _mnli_file(mnli_train[:3], dev=True),
+                                           "MNLI/dev_mismatched.tsv": _mnli_file(mnli_train[3:6], dev=True),
+                                           "RTE/train.tsv": rte, "RTE/dev.tsv": rte,
+                                           "MRPC/train.tsv": _repeat_rows(GLUE_FILES["MRPC/train.tsv"], 3),
+                                           "MRPC/dev.tsv": GLUE_FILES["MRPC/train.tsv"]}),
         "squad_v2": _write(tmp_path / "squad", {"train-v2.0.json": _squad("v2.0", v2), "dev-v2.0.json": _squad("v2.0", v2)}),
         "conll2003": _write(tmp_path / "conll", dict.fromkeys(("eng.train", "eng.testa", "eng.testb"), CONLL_IOB1)),
     }
     for suite, root in data.items():
-        for task in suites.load(suite, root):
-            files = task.write_rows(str(tmp_path / "rows" / suite))
-            out = tmp_path / "out" / f"{suite}-{task.name}"
-            argv = [hf, "--task", task.kind, "--train", files["train"], "--validation", files["validation"],
-                    "--output", str(out), "--seeds", "1", "--epochs", "1", "--lr", "1e-3"]
-            if "test" in files:
-                argv += ["--test", files["test"]]
-            assert finetune_main(argv) == 0, (suite, task.name)
-            results = json.loads((out / "results.json").read_text())
-            assert results["data"]["train"]["sha256"]
+        out = tmp_path / "out" / suite
+        # GLUE without a baseline (RTE then starts from MNLI's model); the others beside scratch
+        baseline = [] if suite == "glue" else ["--baseline", "scratch", "--baseline-lr", "1e-3", "--bootstrap", "0"]
+        assert finetune_main([hf, "--suite", suite, "--data", root, "--output", str(out), "--epochs", "1",
+                              "--lr", "1e-3", *baseline]) == 0
+        body = json.loads((out / "results.json").read_text())
+        table = json.loads((out / f"{suite}.json").read_text())["arms"]
+        assert set(table) == ({"model"} if suite == "glue" else {"model", "scratch"})
+        assert (out / f"{suite}.md").exists() and (out / f"{suite}.png").exists()
+        for name, task in body["tasks"].items():
+            task_results = json.loads((out / name / "results.json").read_text())
+            assert len(task_results["pretrained"]["runs"]) == task["seeds"]
+            assert task_results["metric"] == task["selection"]
+            assert task["decontamination"]["decontaminated"] is None  # an export does not say what it trained on
+        if suite == "glue":
+            assert [t["name"] for t in table["model"]["tasks"]] == ["mnli", "mrpc", "rte"]
+            assert body["tasks"]["mrpc"]["selection"] == "f1" and body["tasks"]["mrpc"]["start_from"] == "mnli"
+            assert body["tasks"]["rte"]["start_from"] == "mnli" and body["tasks"]["rte"]["seeds"] == 5
+            mnli = table["model"]["tasks"][0]
+            assert set(mnli["metrics"]) == {"accuracy", "accuracy (validation_mismatched)"}
+            assert table["model"]["average"]["of"] == 8 and table["model"]["average"]["tasks"] == 3
+        if suite == "squad_v2":
+            assert body["tasks"]["squad_v2"]["scored"] == {"validation": "validation"}
+        if suite == "conll2003":
+            assert body["tasks"]["conll2003"]["tag_scheme"] == "IOB1"
+    # beside a baseline, RTE starts from the model as the baseline does: MNLI's transfer is not counted as gain
+    out = tmp_path / "out" / "glue-scratch"
+    assert finetune_main([hf, "--suite", "glue", "--data", data["glue"], "--output", str(out), "--epochs", "1",
+                          "--lr", "1e-3", "--baseline", "scratch", "--baseline-lr", "1e-3", "--bootstrap", "0"]) == 0
+    body = json.loads((out / "results.json").read_text())
+    assert body["tasks"]["rte"]["start_from"] is None and "MNLI's transfer" in body["notes"][0]
+    with pytest.raises(SystemExit):
+        finetune_main([hf, "--suite", "nope", "--data", "x", "--output", str(tmp_path / "x")])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--suite", "glue", "--output", "o"], "--suite needs --data DIR"),
+    (["--suite", "glue", "--data", "d", "--task", "pair", "--output", "o"], "--suite sets the task, splits and metric"),
+    (["--task", "pair", "--output", "o"], "--task, --train and --validation are required"),
+])
+def test_suite_flags_are_checked_in_one_line(argv, message, capsys):
+    from trainer.downstream.finetune.command import finetune_main
+
+    assert finetune_main(["model", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_a_runs_prep_record_is_found_and_mnli_splits_map_to_the_jobs(tmp_path):
+    from trainer.downstream.finetune.suites import run
+
+    pairs = tmp_path / "prep" / "pairs"
+    pairs.mkdir(parents=True)
+    record = {"ngram": 13, "files": [{"url": "/x/dev.tsv", "sha256": "a" * 64, "long_texts": 3}]}
+    (pairs / "manifest.json").write_text(json.dumps({"config": {"decontamination": record}}))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "train_config.json").write_text(json.dumps({"data": str(pairs)}))
+    assert run._prep_record(str(tmp_path / "run")) == record
+    assert run._prep_record(str(tmp_path / "prep")) is None  # an export, or anything else: unknown
+    (task,) = [t for t in suites.load("glue", _write(tmp_path / "glue", GLUE_FILES)) if t.name == "mnli"]
+    files = {s: f"{s}.jsonl" for s in task.splits}
+    assert run._job_splits(task, files) == ({"train": "train.jsonl", "validation": "validation.jsonl",
+                                             "test": "validation_mismatched.jsonl"},
+                                            {"validation": "validation", "validation_mismatched": "test"}, [])
+    held = dataclasses.replace(task, splits={s: [] for s in ("train", "validation", "test", "test_mismatched")})
+    _, where, unscored = run._job_splits(held, {s: s for s in held.splits})
+    assert where == {"validation": "validation", "test": "test"} and unscored == ["test_mismatched"]
+
+
+def _repeat_rows(tsv: str, times: int) -> str:
+    header, *rows = tsv.splitlines(keepends=True)
+    return header + "".join(rows * times)

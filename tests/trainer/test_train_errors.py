@@ -25,6 +25,26 @@ def test_a_negative_mixture_weight_is_one_line(tmp_path, nproc):
     assert "weight must be a positive number, got -1.0" in result.stderr
 
 
+def test_a_bad_mix_under_the_deepspeed_launcher_is_said_once(tmp_path):
+    """Issue 26's closing note: under `deepspeed`, which starts the ranks itself, every rank checked --mix and
+    printed the same line. Rank 0 says it now; the others exit with it quietly."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import HANG_S, ROOT, free_port
+
+    pytest.importorskip("deepspeed")
+    command = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port", str(free_port()),
+               "--module", "trainer.pretrain", "--data", str(tmp_path / "pairs"), "--output", str(tmp_path / "run"),
+               "--mix", f"a={tmp_path / 'pairs'},weight=-1"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_S,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    said = [line for line in (result.stdout + result.stderr).splitlines() if "--mix: component" in line]
+    assert result.returncode != 0 and len(said) == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert said[0].startswith("clozeforge train: error: --mix: ") and "weight must be a positive number, got -1.0" in said[0]
+
+
 def test_files_are_checked_before_the_ranks_start(tmp_path):
     result = run_cli("train", "--data", str(tmp_path / "pairs"), "--output", str(tmp_path / "run"), "--nproc-per-node", "2",
                      "--deepspeed-config", str(tmp_path / "missing.json"))

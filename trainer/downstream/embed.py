@@ -1,11 +1,15 @@
 """`clozeforge embed HF_DIR --input FILE --output X.npy|X.arrow`: contextual embeddings of texts.
 
-In:  an exported directory and texts (one a line), decoded strictly with --encoding (UTF-8 by default; a
-     binary file or a byte that does not decode is one line naming it). A text longer than the model's
-     positions is embedded from its start, and a note names the lines cut.
+In:  an exported directory and texts: one a line of a text file, or the --text-column of a table (.jsonl, .csv,
+     .tsv, .parquet), read by schemas/tables.py (every record kept or dropped with a counted reason, which a line
+     on stderr reports; a bad row is one line naming file and line, or a drop with --skip-bad-rows; --quoting
+     for .tsv/.csv). Text is decoded strictly with --encoding (UTF-8 by default; a binary file or a byte that
+     does not decode is one line naming it). A text longer than the model's positions is embedded from its
+     start, and a note names the lines cut.
 Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, or per-token vectors as the
      average of the last four layers (the feature-based recipe of the BERT paper, section 5.3), whose rows
-     `embedded_tokens` names; written to .npy, or .arrow with the texts and tokens beside.
+     `embedded_tokens` names; written to .npy, or .arrow with the texts, their line numbers (rows, for Parquet)
+     and the tokens beside.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import numpy as np
 import torch
 
 from schemas import ContractError
+from schemas.config import add_flags, from_flags
+from schemas.tables import Account, TableError, TableReading, Undecodable, read_table
 from trainer.downstream.fill_mask import _fail
 from trainer.downstream.load import batch, encode, load_exported
 from trainer.model import BertForPretraining
@@ -92,31 +98,42 @@ def _write(vectors, path: str, kind: str, columns: dict[str, list] | None) -> No
 def embed_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge embed", description="Contextual embeddings of texts (one per line of --input).")
     ap.add_argument("model", help="exported HuggingFace directory")
-    ap.add_argument("--input", required=True, help="text file, one text per line")
+    ap.add_argument("--input", required=True, help="text file, one text per line; or a .jsonl, .csv, .tsv or .parquet table "
+                    "(any fsspec URL)")
+    ap.add_argument("--text-column", default="text", metavar="NAME", help="column of a table's texts (default: text)")
     ap.add_argument("--output", required=True, help=".npy, or .arrow (with the texts, and for --pooling tokens the tokens)")
     ap.add_argument("--pooling", default="cls", choices=("cls", "mean", "tokens"),
                     help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 layers)")
     ap.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per forward pass (default: 32)")
     ap.add_argument("--encoding", default="utf-8",
                     help="how --input is decoded, strictly: a byte that does not decode is an error (default: utf-8)")
+    add_flags(ap.add_argument_group("reading a table"), TableReading)
     return ap
 
 
-def read_texts(path: str, encoding: str) -> tuple[list[str], list[int]]:
-    """The non-empty lines of `path` and their line numbers. The file is decoded strictly with `encoding`:
-    a byte that does not decode is a ValueError naming the line and offset, never a silently changed text."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if b"\0" in data[:8192]:
-        raise ValueError(f"--input {path}: a binary file (NUL bytes), not text")
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"--input {path}: not {encoding}: byte 0x{data[e.start]:02x} on line {line} (offset {e.start}); "
-                         "pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8") from None
-    rows = [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-    return [t for _, t in rows], [n for n, _ in rows]
+def read_texts(path: str, encoding: str, column: str = "text",
+               reading: TableReading = TableReading()) -> tuple[list[str], list[int], Account]:  # noqa: B008 - frozen
+    """The texts of `path` (a text file's lines, or a table's `column`), their line numbers, and the account of
+    every record (blank and empty ones are counted drops). Decoded strictly with `encoding`: a byte that does
+    not decode is a TableError naming the line, never a silently changed text."""
+    table = read_table(path, reading, encoding=encoding, default_format="txt")
+    texts, lines = [], []
+    for line, row in table.rows:
+        if column not in row:
+            raise TableError(f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}; name yours with --text-column)")
+        text = row[column]
+        if text is None or (isinstance(text, str) and not text.strip()):
+            table.account.drop("empty_text", line)
+        elif not isinstance(text, str):
+            if not reading.skip_bad_rows:
+                raise TableError(f"{path}:{line}: column {column!r} holds {type(text).__name__}, not text "
+                                 "(--skip-bad-rows counts such rows as drops instead)")
+            table.account.drop("not_text", line)
+        else:
+            texts.append(text)
+            lines.append(line)
+    table.account.check(len(texts), path)
+    return texts, lines, table.account
 
 
 def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:
@@ -129,6 +146,13 @@ def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list
         return None
     shown = ", ".join(map(str, long[:5])) + (" ..." if len(long) > 5 else "")
     return f"{len(long)} text(s) longer than the model's {width + 2} positions embedded from their first {width} tokens only (line {shown})"
+
+
+def _accounted(account: Account, kept: int) -> str:
+    dropped = ", ".join(f"{reason} {n} (line {', '.join(map(str, account.dropped_at[reason][:3]))}"
+                        f"{' ...' if n > 3 else ''})" for reason, n in sorted(account.dropped.items()))
+    return f"{account.read} {account.format} records read, {kept} kept, dropped {sum(account.dropped.values())}" + (
+        f": {dropped}" if dropped else "")
 
 
 def embed_main(argv: list[str] | None = None) -> int:
@@ -144,19 +168,23 @@ def embed_main(argv: list[str] | None = None) -> int:
     except LookupError:
         return _fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
     try:
-        texts, lines = read_texts(args.input, args.encoding)
+        reading = from_flags(TableReading, args)
+        texts, lines, account = read_texts(args.input, args.encoding, args.text_column, reading)
         if not texts:
-            return _fail("embed", f"{args.input}: no non-empty line")
+            return _fail("embed", f"{args.input}: no text (read {account.read}, dropped {dict(account.dropped)})")
         model, tokenizer = load_exported(args.model)
+    except Undecodable as e:
+        return _fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")
     except (ValueError, ContractError) as e:
         return _fail("embed", str(e))
     except OSError as e:
         return _fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
+    print(f"clozeforge embed: {args.input}: {_accounted(account, len(texts))}", file=sys.stderr)
     note = cut_note(model, tokenizer, texts, lines)
     if note:
         print(f"clozeforge embed: note: {note}", file=sys.stderr)
     vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size)
-    columns = {"text": texts}
+    columns = {"text": texts, "line": lines}
     if args.pooling == "tokens":
         columns["tokens"] = embedded_tokens(model, tokenizer, texts)
     try:

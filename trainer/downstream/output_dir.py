@@ -8,6 +8,11 @@ Out: `staged_directory` yields a staging directory and swaps it in when the bloc
      writer at a time (schemas/lock.py, a lock file beside the destination); OutputDirError naming why not,
      before any work is lost: a directory that is not ours is only replaced with --overwrite. Used by
      `clozeforge export` and `clozeforge finetune`.
+
+A run killed with -9 leaves its hidden staging directory (`.NAME.tmp-*`) beside the destination, and, killed
+between the two renames of the swap, the old directory set aside (`.NAME.tmp-*-replaced`) with none in its
+place. The next run, once it holds the lock (so no live run owns them), puts such an old directory back and
+removes the rest, saying so in one line.
 """
 
 from __future__ import annotations
@@ -58,6 +63,28 @@ def _user_mode(directory: str) -> None:
         os.chmod(os.path.join(directory, name), 0o666 & ~umask)
 
 
+def remove_leftovers(output_dir: str) -> list[str]:
+    """The staging directories dead runs left beside `output_dir` removed (call with its lock held); an old
+    directory set aside by a swap that died half-way is put back first. Returns what was removed or restored."""
+    parent, name = os.path.split(output_dir)
+    prefix = f".{name}.tmp-"
+    found = sorted(n for n in os.listdir(parent) if n.startswith(prefix))
+    done = []
+    for entry in found:
+        if entry.endswith("-replaced") and not os.path.exists(output_dir):
+            os.rename(os.path.join(parent, entry), output_dir)
+            done.append(f"{entry} (put back as {name})")
+    for entry in found:
+        path = os.path.join(parent, entry)
+        if os.path.lexists(path):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+            done.append(entry)
+    return done
+
+
 def check_destination(output_dir: str, *, overwrite: bool = False,
                       foreign: Callable[[str], str | None] = foreign_contents) -> None:
     """OutputDirError when `output_dir` is a file, or a directory that is not ours (`foreign` says why) and
@@ -83,6 +110,10 @@ def staged_directory(output_dir: str, *, overwrite: bool = False,
             cleanup.enter_context(lock.held(parent, f".{name}.lock", log=lambda line: print(line, flush=True)))
         except lock.Locked as e:
             raise OutputDirError(f"--output {output_dir}: being written by {lock.describe(e.owner)}") from None
+        leftovers = remove_leftovers(output_dir)
+        if leftovers:
+            print(f"--output {output_dir}: removed the leftovers of an interrupted run: {', '.join(leftovers[:3])}"
+                  f"{' ...' if len(leftovers) > 3 else ''}", flush=True)
         staging = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
         cleanup.callback(shutil.rmtree, staging, ignore_errors=True)
         check_destination(output_dir, overwrite=overwrite, foreign=foreign)  # again, now that it is ours alone

@@ -4,7 +4,9 @@ In:  MODEL, an export directory or a training RUN (its latest checkpoint, or tho
      on the fly with trainer.downstream.export); labelled splits (data.py, read row by row by the task: tasks/);
      the recipe flags (config.py); --baseline scratch|MODEL2, the arm the model is compared with.
 Out, in DIR (written beside it, then renamed in: see output.py):
-    results.json       task, metric; data files with sha256, rows read and dropped per reason; the sequence
+    results.json       task, metric; per data file its sha256, lines and records read,
+                       examples kept, drops per reason with their first line numbers (read == kept + dropped,
+                       checked); the sequence
                        length; per arm (the model or each checkpoint, the baseline): its lr grid and epochs,
                        each lr's validation mean ± SE, the chosen lr, per-seed validation (and test) metrics;
                        the gain over the baseline: paired mean ± SE over seeds and a bootstrap 95% interval
@@ -34,6 +36,7 @@ from trainer.downstream.finetune import data as data_mod
 from trainer.downstream.finetune import output, protocol, recipe, tasks
 from trainer.downstream.finetune.config import FinetuneConfig
 from trainer.downstream.finetune.job import _EXPORTED, Arm, ArmResult, Job, export_dir, model_sources, trained_length
+from trainer.downstream.finetune.suites import SuiteError
 
 
 def _warn(message: str) -> None:
@@ -64,27 +67,32 @@ def _baseline_arm(config: FinetuneConfig, first_dir: str, tokenizer, hidden: int
         lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
                      (protocol.baseline_lrs(hidden), "default scratch grid (protocol.baseline_lrs)"))
         return Arm("scratch", first_dir, False, lrs, grid, config.baseline_epochs or 2 * config.epochs,
-                   tokenizer=tokenizer)
-    model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
+                   tokenizer=tokenizer, saved=False)
     model_dir, _ = export_dir(config.baseline, None, exports)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
     lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
                  (recipe.default_lrs(width), "default (BERT's grid x 768/hidden)"))
     name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"
     return Arm(name, model_dir, True, lrs, grid, config.baseline_epochs or config.epochs,
-               tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir))
+               tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir), saved=False)
 
 
 def run(config: FinetuneConfig) -> int:
     import transformers
 
+    if config.suite:  # each of the suite's tasks comes back here as one --task job (suites/run.py)
+        from trainer.downstream.finetune.suites import run as suite_run
+
+        return suite_run.run_suite(config, run)
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
+    if config.baseline not in ("none", "scratch"):
+        model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
             output.staged_output(config.output, config.overwrite) as out:
         task = tasks.make(config.task, config)
-        read = lambda url: data_mod.read_split(url, task, skip_bad_rows=config.skip_bad_rows)  # noqa: E731
+        read = lambda url: data_mod.read_split(url, task, skip_bad_rows=config.skip_bad_rows, quoting=config.quoting)  # noqa: E731
         splits = {"train": read(config.train), "validation": read(config.validation)}
         if config.test:
             splits["test"] = read(config.test)
@@ -97,7 +105,7 @@ def run(config: FinetuneConfig) -> int:
         job = Job(config, task, splits, max_len)
         for name, split in splits.items():
             dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
-            print(f"{name}: {split.url}  {len(split.examples)} examples{dropped}", flush=True)
+            print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
         lrs, grid = (config.lr, "--lr") if config.lr else (recipe.default_lrs(hidden), "default (BERT's grid x 768/hidden)")
         arms = []
         for step, tag in sources:
@@ -106,14 +114,14 @@ def run(config: FinetuneConfig) -> int:
                             step=step, tokenizer=tokenizer))
         everything = arms + ([baseline_arm] if baseline_arm else [])
         progress = recipe.Progress(sum(len(a.lrs) * a.epochs for a in everything) * config.seeds)
-        points = [job.run_arm(arm, progress) for arm in arms]
-        baseline = job.run_arm(baseline_arm, progress) if baseline_arm else None
+        done = job.run_arms(everything, progress)
+        points, baseline = done[:len(arms)], (done[-1] if baseline_arm else None)
         if baseline:
             gold = task.gold(splits[job.scored_on].examples)
             for p in points:
                 p.record["gain"] = protocol.gain(task, gold, p.scores, p.predictions, baseline.scores, baseline.predictions,
                                                  resamples=config.bootstrap, split=job.scored_on)
-        chosen = max(points, key=lambda p: p.record["per_lr"][f"{p.record['lr']:g}"]["validation_mean"])
+        chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
         os.makedirs(os.path.join(out, "model"))
         predictions = job.save(chosen, os.path.join(out, "model"))
         if predictions:
@@ -143,8 +151,7 @@ def _results(config, job: Job, points: list[dict], baseline: dict | None, chosen
     return {
         "written_by": output.OWNER, "format_version": 2, "task": task.name, "model": os.path.abspath(config.model),
         "metric": task.metric, "scored_on": job.scored_on, "units": "points (x 100)",
-        "data": {name: {"url": s.url, "sha256": s.sha256, "rows_read": s.read, "examples": len(s.examples),
-                        "dropped": dict(s.dropped)} for name, s in job.splits.items()},
+        "data": {name: s.report() for name, s in job.splits.items()},
         "labels": task.labels_record(),
         "max_seq_len": {"value": length[0], "from": length[1]},
         "recipe": {**recipe_fields, "lr_grid": list(points[0]["grid"]["lrs"])},
@@ -167,7 +174,7 @@ def _summary(config, points, baseline, metric, scored_on) -> None:
     if baseline:
         print(f"{baseline['name']:<12} {scored_on} {metric} {baseline['mean']:.2f} ± {baseline['se']:.2f}  "
               f"(lr {baseline['lr']:g} of its grid {'/'.join(f'{x:g}' for x in baseline['grid']['lrs'])}, "
-              f"{baseline['grid']['epochs']} epochs, {config.seeds} seeds)")
+              f"{baseline['grid']['epochs']} epoch{'s' * (baseline['grid']['epochs'] != 1)}, {config.seeds} seeds)")
     print(f"wrote {config.output}/results.json, {config.output}/model")
     within = [p for p in points if p.get("gain") and p["gain"]["within_se"]]
     if within:
@@ -212,7 +219,7 @@ def finetune_main(argv: list[str] | None = None) -> int:
     transformers.utils.logging.disable_progress_bar()
     try:
         return run(config)
-    except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError) as e:
+    except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:
         return _fail(str(e))
     except ValueError as e:  # export's ExportError and the model's own refusals
         return _fail(str(e).splitlines()[0])

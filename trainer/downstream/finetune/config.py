@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from schemas.config import Config, flag
+from schemas.tables import QUOTINGS, TableReading
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
+from trainer.downstream.finetune.suites import SUITES, SuiteOptions
 from trainer.downstream.finetune.tasks import TASKS, Columns
 
 
@@ -18,13 +20,20 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported on the fly (the latest, or those of --checkpoints)."""
-    task: str = flag(choices=tuple(TASKS))
+    task: str | None = flag(None, choices=tuple(TASKS))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
     SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2)."""
-    train: str
+    train: str | None = None
     """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
-    validation: str
+    validation: str | None = None
     """Validation split (picks the learning rate, and the epoch with --patience)."""
+    suite: str | None = flag(None, choices=tuple(SUITES))
+    """A benchmark in its official files (with --data, instead of --task and the splits): every task with its
+    metric, selection metric and seeds (MosaicBERT's for GLUE, in place of --seeds), each in OUT/<task>, and
+    OUT/<suite>.md/.json/.png with each task's score ± SE and the average (trainer/downstream/finetune/suites/)."""
+    data: str | None = flag(None, metavar="DIR")
+    """The --suite's directory as downloaded: GLUE's task folders, SQuAD's JSON files, CoNLL-2003's column files."""
+    suite_options: SuiteOptions = SuiteOptions()  # noqa: RUF009  (frozen: one shared default is safe)
     test: str | None = None
     """Test split: scored with the chosen recipe, and its predictions written to predictions.jsonl."""
     output: str = flag(metavar="DIR")
@@ -40,8 +49,10 @@ class FinetuneConfig(Config):
     macro_f1, mcc (classes); pearson, spearman (regression); entity_f1, precision, recall, token_accuracy
     (tag); f1, exact_match (span). Default: the first of each."""
     skip_bad_rows: bool = False
-    """Count a row whose answer is not at its offsets, or whose tag count differs from its word count, as a
-    drop in results.json instead of stopping at it."""
+    """Count a bad row (a field count other than the header's, a bad quote, a line that is not a JSON object, an
+    answer not at its offsets, a tag count other than the word count) as a drop at its line in results.json
+    instead of stopping at it."""
+    quoting: str = flag(choices=QUOTINGS, doc_from=(TableReading, "quoting"))
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
@@ -81,7 +92,8 @@ class FinetuneConfig(Config):
     """The baseline's own learning rate; repeat for a grid (default: scratch's wider, higher grid, the model's
     top two rates, then 3x and 10x its top one; MODEL2: BERT's grid for its width)."""
     baseline_epochs: int | None = flag(default=None, metavar="N")
-    """The baseline's epochs per run (default: twice --epochs from scratch, --epochs for MODEL2)."""
+    """The baseline's epochs per run (default: twice --epochs from scratch, which converges later: its best epochs
+    were 15-22 where the demo model's were 10-13, bench/README.md "finetune"; --epochs for MODEL2)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")
@@ -105,6 +117,16 @@ class FinetuneConfig(Config):
                   (self.stride >= 0, f"--stride must be >= 0, got {self.stride}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
                   (self.max_seq_len is None or self.max_seq_len >= 8, f"--max-seq-len must be >= 8, got {self.max_seq_len}")]
+        if self.suite:  # a suite brings its own tasks, splits, selection metric and seeds
+            checks += [(self.data is not None, "--suite needs --data DIR (the benchmark's files)"),
+                       (not (self.task or self.train or self.validation or self.test or self.metric or self.regression),
+                        "--suite sets the task, splits and metric of each of its tasks: drop --task, --train, "
+                        "--validation, --test, --metric and --regression"),
+                       (self.checkpoints is None, "--checkpoints sweeps one task; with --suite, fine-tune one model")]
+        else:
+            checks += [(bool(self.task and self.train and self.validation),
+                        "--task, --train and --validation are required (or --suite NAME --data DIR)"),
+                       (self.data is None, "--data goes with --suite")]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

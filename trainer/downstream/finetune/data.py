@@ -1,9 +1,11 @@
 """Labelled data for fine-tuning: read a split's rows, and hand each to the task, which makes it an example.
 
-In:  fsspec URLs of JSON-lines (.jsonl, .json), CSV (.csv, .tsv) or Parquet (.parquet) files, and a `tasks.Task`
-     (its columns, and how one row becomes one example: see tasks/).
-Out: `Split` (examples, the rows dropped per reason, the file's sha256); `LabelMap` (sorted labels, so ids do not
-     depend on row order), which the tasks fit on the training split.
+In:  fsspec URLs of JSON-lines (.jsonl, .json), TSV (.tsv), CSV (.csv) or Parquet (.parquet) files, read by
+     schemas/tables.py (every record kept or dropped with a reason; .tsv unquoted, .csv RFC 4180, or --quoting),
+     and a `tasks.Task` (its columns, and how one row becomes one example: see tasks/).
+Out: `Split` (examples, the file's sha256, and its account: lines and records read, rows dropped per reason with
+     their lines, `read == examples + Σ dropped` checked); `LabelMap` (sorted labels, so ids do not depend on row
+     order), which the tasks fit on the training split.
 
 Every problem is a `DataError` whose message is one line naming the file, the line (the row number in a
 Parquet file) and the column, or, for a row that is only empty (no text, no label), a counted drop. Problems
@@ -15,19 +17,13 @@ from its token count) is an error too, unless the user asked to count such rows 
 
 from __future__ import annotations
 
-import collections
-import csv
 import dataclasses
-import hashlib
-import io
 from typing import Any
 
-import fsspec
-
-from schemas.jsonl import json_objects
+from schemas.tables import Account, Table, TableError, TableReading, read_table
 
 
-class DataError(ValueError):
+class DataError(TableError):
     """Labelled data that cannot be used as given; the message names file, line and column."""
 
 
@@ -37,8 +33,22 @@ class Split:
     sha256: str
     examples: list[dict[str, Any]]
     """What the task's `read` makes of each kept row, plus its "line" (see tasks/)."""
-    read: int = 0
-    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    account: Account
+    """Every record of the file: read, and dropped per reason by the reader or by the task (`dropped`)."""
+
+    @property
+    def read(self) -> int:
+        return self.account.read
+
+    @property
+    def dropped(self):
+        """{reason: rows}; a task's own drops are counted here too."""
+        return self.account.dropped
+
+    def report(self) -> dict[str, Any]:
+        """results.json's entry: the file, its lines and records read, examples kept, drops by reason."""
+        return {"url": self.url, "sha256": self.sha256, **self.account.report(len(self.examples)),
+                "examples": len(self.examples)}
 
 
 class LabelMap:
@@ -56,52 +66,23 @@ class LabelMap:
         return len(self.labels)
 
 
-def _rows(url: str) -> tuple[list[tuple[int, dict]], str]:
-    """[(line number, row dict)] and the sha256 of the file's bytes."""
+def _rows(url: str, reading: TableReading) -> Table:
+    """Every record of the file, through the one reader of users' tables (schemas/tables.py)."""
     try:
-        with fsspec.open(url, "rb", compression="infer") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise DataError(f"{url}: no such file") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    name = url.rsplit("/", 1)[-1].lower().removesuffix(".gz").removesuffix(".zst")
-    if name.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(io.BytesIO(raw))
-        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a file that is not Parquet
-            raise DataError(f"{url}: not a Parquet file ({str(e).splitlines()[0]})") from None
-        return list(enumerate(table.to_pylist(), start=1)), digest
-    lines = raw.split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{url}:{number}: invalid UTF-8 at byte column {e.start + 1}") from None
-    text = raw.decode("utf-8").removeprefix("\ufeff")
-    if name.endswith((".csv", ".tsv")):
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if name.endswith(".tsv") else ",")
-        rows = []
-        for row in reader:
-            if None in row:  # more fields than the header names
-                raise DataError(f"{url}:{reader.line_num}: {len(row) - 1 + len(row[None])} fields, the header has {len(row) - 1}")
-            rows.append((reader.line_num, row))
-        return rows, digest
-    try:
-        return list(json_objects(text.split("\n"), url)), digest
-    except ValueError as e:
+        return read_table(url, reading)
+    except TableError as e:
         raise DataError(str(e)) from None
 
 
-def read_split(url: str, task, *, skip_bad_rows: bool = False) -> Split:
+def read_split(url: str, task, *, skip_bad_rows: bool = False, quoting: str = "auto") -> Split:
     """The examples of one file for `task` (a tasks.Task, which reads each row); see the module docstring."""
     from trainer.downstream.finetune.tasks import BadRow, Drop
 
-    rows, digest = _rows(url)
-    split = Split(url=url, sha256=digest, examples=[], read=len(rows))
+    table = _rows(url, TableReading(quoting=quoting, skip_bad_rows=skip_bad_rows))
+    rows = table.rows
+    split = Split(url=url, sha256=table.sha256, examples=[], account=table.account)
     if not rows:
-        raise DataError(f"{url}: empty split (no rows)")
+        raise DataError(f"{url}: empty split (no rows" + (f"; all {split.read} records dropped: {dict(split.dropped)})" if split.read else ")"))
     needed = task.required()
     line, first = rows[0]
     for column, option in needed:
@@ -116,11 +97,12 @@ def read_split(url: str, task, *, skip_bad_rows: bool = False) -> Split:
         try:
             split.examples.append({**task.read(row, where), "line": line})
         except Drop as drop:
-            split.dropped[drop.reason] += 1
+            split.account.drop(drop.reason, line)
         except BadRow as bad:
             if not skip_bad_rows:
                 raise DataError(f"{where}: {bad.message} (--skip-bad-rows counts such rows as drops instead)") from None
-            split.dropped[bad.reason] += 1
+            split.account.drop(bad.reason, line)
     if not split.examples:
-        raise DataError(f"{url}: empty split (all {len(rows)} rows dropped: {dict(split.dropped)})")
+        raise DataError(f"{url}: empty split (all {split.read} rows dropped: {dict(split.dropped)})")
+    split.account.check(len(split.examples), url)  # as prep's report: a row lost or counted twice fails the run
     return split

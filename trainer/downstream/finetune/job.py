@@ -6,9 +6,10 @@ Out: per arm an `ArmResult`: the results.json record (each lr's validation mean 
      per seed with validation and test metrics), the chosen lr's per-seed scores and predictions on the scored
      split (what the gain and its bootstrap need), and its best seed's weights (what model/ is saved from).
 
-Selection is protocol.py's: an arm reports the lr with the best mean validation score over seeds, and keeps the
-weights of that lr's best seed only; the other lrs' weights are dropped as soon as they lose, so a job holds at
-most two models' weights besides the one training.
+The job is a plan of runs, (arm, lr, seed); `one_run` turns one into a JSON record (so runs can be spread over
+processes and gathered), `summary` makes an arm of its records (selection is protocol.py's: the lr with the best
+mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
+one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
     overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
     cls = task.model_class()
     if pretrained:
-        return cls.from_pretrained(model_dir, **overrides)
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
     return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 
@@ -115,6 +117,8 @@ class Arm:
     epochs: int
     step: int | None = None
     tokenizer: object = None
+    saved: bool = True
+    """model/ may come from it (the model's arms; not the baseline's)."""
 
 
 @dataclasses.dataclass
@@ -127,7 +131,12 @@ class ArmResult:
     predictions: list[list]
     """The chosen lr's predictions per seed on the scored split."""
     best: dict
-    """The chosen lr's best seed: {seed, epoch, score, calibration, state}."""
+    """The chosen lr's best seed: {seed, epoch, validation (a fraction), calibration, state (None where
+    another process ran it, or the arm is not saved)}."""
+
+    @property
+    def validation_mean(self) -> float:
+        return self.record["per_lr"][f"{self.record['lr']:g}"]["validation_mean"]
 
 
 def _points(metrics: dict, keep: tuple[str, ...] = ()) -> dict:
@@ -141,58 +150,84 @@ class Job:
         self.config, self.task, self.splits, self.max_len = config, task, splits, max_len
         self.scored_on = "test" if "test" in splits else "validation"
         self._features: dict[str, dict[str, Features]] = {}
+        self.kept: dict[tuple[int, float], dict] = {}
+        """(arm, lr) → {seed, score, state} of its best seed so far (see one_run)."""
 
     def features(self, tokenizer) -> dict[str, Features]:
         """The splits encoded by `tokenizer` (once per distinct tokenizer: a baseline model may bring its own)."""
-        key = hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode("utf-8")).hexdigest()
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer: its whole definition
+        key = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest() if backend else tokenizer.name_or_path
         if key not in self._features:
             self._features[key] = {name: self.task.encode(s.examples, tokenizer, max_len=self.max_len)
                                    for name, s in self.splits.items()}
         return self._features[key]
 
-    def run_arm(self, arm: Arm, progress: recipe.Progress) -> ArmResult:
-        """Every lr x seed run of one arm; the lr with the best mean validation score is reported."""
-        c, task = self.config, self.task
+    def plan(self, arms: list[Arm]) -> list[tuple[int, float, int]]:
+        """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
+        return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
+
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress) -> dict:
+        """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
+        scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
+        saved (`Arm.saved`): the only run of an (arm, lr) model/ can come from."""
+        a, lr, seed = spec
+        arm, c, task = arms[a], self.config, self.task
         features = self.features(arm.tokenizer)
-        scored = self.splits[self.scored_on].examples
-        run_recipe = dataclasses.replace(c.recipe, epochs=arm.epochs)
-        per_lr, leader = {}, None
-        for lr in arm.lrs:
-            runs, predictions, best = [], [], None
-            for seed in range(c.seeds):
-                model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
-                result = recipe.train(task, model, features["train"], features["validation"],
-                                      self.splits["validation"].examples, run_recipe, lr=lr, seed=seed,
-                                      progress=progress, label=f"[{arm.name}] lr {lr:g} seed {seed}")
-                run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
-                       "history": [_points(h, keep=("epoch",)) for h in result.history]}
-                if result.calibration:
-                    run["calibration"] = result.calibration
-                model.load_state_dict(result.state)
-                evaluation = recipe.evaluate(task, model, features[self.scored_on], scored, result.calibration)
-                if self.scored_on == "test":
-                    run["test"] = _points(evaluation.metrics)
-                predictions.append(evaluation.predictions)
-                if best is None or result.metrics["score"] > best["validation"]:
-                    best = {"seed": seed, "epoch": result.epoch, "validation": result.metrics["score"],
-                            "calibration": result.calibration, "state": result.state}
-                runs.append(run)
-                del model, result
-            per_lr[lr] = [r["validation"]["score"] for r in runs]
-            mean = protocol.mean_and_se(per_lr[lr])[0]
-            if leader is None or mean > leader["mean"]:
-                leader = {"lr": lr, "mean": mean, "runs": runs, "predictions": predictions, "best": best}
-            # else: this lr's weights and predictions go now; only the leading lr's are kept
-        lr, table = protocol.select(per_lr)
-        assert lr == leader["lr"]
-        runs = leader["runs"]
+        model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
+        result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
+                              dataclasses.replace(c.recipe, epochs=arm.epochs), lr=lr, seed=seed, progress=progress,
+                              label=f"[{arm.name}] lr {lr:g} seed {seed}")
+        run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
+               "history": [_points(h, keep=("epoch",)) for h in result.history]}
+        if result.calibration:
+            run["calibration"] = result.calibration
+        model.load_state_dict(result.state)
+        evaluation = recipe.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
+                                     result.calibration)
+        if self.scored_on == "test":
+            run["test"] = _points(evaluation.metrics)
+        kept, score = self.kept.get((a, lr)), run["validation"]["score"]  # the points `summary` picks the seed by
+        if arm.saved and (kept is None or score > kept["score"]):
+            self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
+        return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
+
+    def summary(self, arms: list[Arm], a: int, records: list[dict]) -> ArmResult:
+        """One arm from its runs' records: each lr's validation mean ± SE, the chosen lr and its best seed."""
+        arm = arms[a]
+        mine = [r for r in records if r["spec"][0] == a]
+        per_lr = {lr: sorted((r for r in mine if r["spec"][1] == lr), key=lambda r: r["spec"][2]) for lr in arm.lrs}
+        lr, table = protocol.select({k: [r["run"]["validation"]["score"] for r in v] for k, v in per_lr.items()})
+        runs = [r["run"] for r in per_lr[lr]]
+        best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
         scores = [r[self.scored_on]["score"] for r in runs]
         mean, se = protocol.mean_and_se(scores)
-        record = {"lr": lr, "mean": mean, "se": se, "scores": scores, "runs": runs,
-                  "per_lr": {f"{k:g}": {"validation_mean": m, "validation_se": s} for k, (m, s) in table.items()},
+        record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
+                  "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
+                             for k, (m, s) in table.items()},
                   "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
-                  "best_seed": leader["best"]["seed"]}
-        return ArmResult(arm, record, scores, leader["predictions"], leader["best"])
+                  "best_seed": best["seed"]}
+        kept = self.kept.get((a, lr))
+        return ArmResult(arm, record, scores, [r["predictions"] for r in per_lr[lr]],
+                         {"seed": best["seed"], "epoch": best["epoch"], "validation": best["validation"]["score"] / 100,
+                          "calibration": best.get("calibration"),
+                          "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
+
+    def run_arms(self, arms: list[Arm], progress: recipe.Progress) -> list[ArmResult]:
+        """Every run of every arm, in one process; weights of an (arm, lr) that lost are dropped as soon as its
+        arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in progress and of the best
+        saved arm so far, besides the model training."""
+        plan, results, records, leader = self.plan(arms), [], [], None
+        for i, spec in enumerate(plan):
+            records.append(self.one_run(arms, spec, progress))
+            a = spec[0]
+            if i + 1 < len(plan) and plan[i + 1][0] == a:
+                continue
+            results.append(self.summary(arms, a, records))  # the arm's last run: its lr is chosen now
+            if arms[a].saved and (leader is None or results[-1].validation_mean > results[leader].validation_mean):
+                leader = a
+            keep = {(leader, results[leader].record["lr"])} if leader is not None else set()
+            self.kept = {k: v for k, v in self.kept.items() if k in keep}
+        return results
 
     def save(self, result: ArmResult, directory: str) -> list[dict]:
         """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from trainer.downstream.finetune.metrics import mean_and_se
 from trainer.downstream.finetune.recipe import default_lrs
+from trainer.downstream.finetune.tasks.base import draw_sums
 
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_CHUNK = 100
@@ -71,7 +72,7 @@ def resampled_metric(task, gold: list, predictions: Sequence[list]) -> Resampled
     fast = [task.stats(gold, p) for p in predictions]
     if all(s is not None for s in fast):
         def metric(draws: np.ndarray) -> np.ndarray:
-            return np.mean([finish(stats[draws].sum(1)) for stats, finish in fast], axis=0)
+            return np.mean([finish(draw_sums(stats, draws)) for stats, finish in fast], axis=0)
         return metric
 
     def recompute(draws: np.ndarray) -> np.ndarray:
@@ -97,7 +98,7 @@ def gain(task, gold: list, a_scores: Sequence[float], a_predictions: Sequence[li
          b_predictions: Sequence[list], *, resamples: int, split: str) -> dict:
     """The gain of arm a over arm b, in points: {mean, se, per_seed, bootstrap, ...} (see the module docstring)."""
     mean, se = paired_difference(a_scores, b_scores)
-    out = {"mean": mean, "se": se, "paired_seeds": len(a_scores),
+    out = {"mean": round(mean, 4), "se": round(se, 4), "paired_seeds": len(a_scores),
            "per_seed": [round(x - y, 4) for x, y in zip(a_scores, b_scores)],
            "within_se": abs(mean) <= se}
     if resamples > 0:

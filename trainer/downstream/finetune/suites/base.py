@@ -21,6 +21,8 @@ from typing import Any
 
 import fsspec
 
+from schemas.config import Config, flag
+
 
 class SuiteError(ValueError):
     """A benchmark file that is missing or not in its official format; the message names file and line."""
@@ -86,14 +88,54 @@ class SuiteTask:
         return (main, *(s for s in self.splits if s not in ("train", "validation", "test")))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SuiteOptions(Config):
+    """How a suite's tasks are set up (nested in the fine-tuning command's config, which makes them flags)."""
+
+    from_mnli: bool = True
+    """Start RTE, MRPC and STS-B from the MNLI fine-tuned model, as MosaicBERT's GLUE recipe does (--suite glue)."""
+    suite_holdout: float = flag(0.0, metavar="FRACTION")
+    """Hold this share of a suite's training data out as validation (whole SQuAD articles; GLUE rows) and score on
+    the official dev files as a test split; 0 selects on the dev files and reports them, as the anchors do (a
+    selected score flatters a little). CoNLL-2003 has its own validation file and ignores it."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.suite_holdout < 1.0:
+            raise ValueError(f"--suite-holdout must be in [0, 1), got {self.suite_holdout}")
+
+
 class Suite:
     """One benchmark: a name, the files it expects, and a reader from its directory to SuiteTasks."""
 
     name: str = ""
     description: str = ""
+    task_count: int = 1
+    """Tasks in the whole suite: the table's average says when fewer were run."""
 
-    def load(self, root: str, *, from_mnli: bool = True) -> list[SuiteTask]:
+    def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         raise NotImplementedError
+
+
+def hold_out(splits: dict, files: dict, dropped: dict, fraction: float, key) -> tuple[dict, dict, dict]:
+    """(splits, files, dropped) with `fraction` of train's groups (rows sharing `key(row)`, chosen by a hash of it:
+    the same on every machine) moved to "validation", and every evaluation split renamed from validation to test."""
+    if fraction <= 0:
+        return splits, files, dropped
+
+    def renamed(d: dict) -> dict:
+        return {(k.replace("validation", "test", 1) if k != "train" else k): v for k, v in d.items()}
+
+    splits, files, dropped = renamed(splits), renamed(files), renamed(dropped)
+    train, held = [], []
+    for row in splits["train"]:
+        h = int.from_bytes(hashlib.sha256(key(row).encode()).digest()[:8], "big") / 2**64
+        (held if h < fraction else train).append(row)
+    if not train or not held:
+        raise SuiteError(f"{files['train']['url']}: --suite-holdout {fraction} leaves "
+                         f"{'no training' if not train else 'no validation'} rows")
+    splits = {"train": train, "validation": held, **{k: v for k, v in splits.items() if k != "train"}}
+    files = {**files, "validation": {**files["train"], "holdout": fraction}}
+    return splits, files, {**dropped, "validation": {}}
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ column is an error naming file and line.
 from __future__ import annotations
 
 from trainer.downstream.finetune import metrics
-from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteTask, exists, join, read_text
+from trainer.downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, exists, join,
+                                                     read_text)
 
 _NAMES = ({"train": "eng.train", "validation": "eng.testa", "test": "eng.testb"},
           {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"})
@@ -40,7 +41,7 @@ def read_conll_file(url: str) -> tuple[list[dict], dict[str, int], str]:
             close()
             continue
         if len(fields) < 2:
-            raise SuiteError(f"{url}:{number}: one column ({line.strip()!r}): expected the word first and the NER tag last")
+            raise SuiteError(f"{url}:{number}: one column ({line.strip()!r}): expected the word first, the NER tag last")
         if not tokens:
             first = number
         tokens.append(fields[0])
@@ -53,10 +54,11 @@ class Conll2003(Suite):
     name = "conll2003"
     description = "CoNLL-2003 English NER: train, testa (validation), testb (test); entity F1"
 
-    def load(self, root: str, *, from_mnli: bool = True) -> list[SuiteTask]:
+    def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         names = next((n for n in _NAMES if exists(join(root, n["train"]))), None)
         if names is None:
-            raise SuiteError(f"{root}: no CoNLL-2003 files (eng.train, eng.testa, eng.testb; or train.txt, valid.txt, test.txt)")
+            raise SuiteError(f"{root}: no CoNLL-2003 files (eng.train, eng.testa, eng.testb; or train.txt, valid.txt, "
+                             "test.txt)")
         splits, files, dropped = {}, {}, {}
         for split, name in names.items():
             url = join(root, name)

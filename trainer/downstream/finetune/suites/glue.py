@@ -2,7 +2,8 @@
 RTE/), each with train.tsv and dev.tsv (MNLI: dev_matched.tsv and dev_mismatched.tsv).
 
 In:  the glue_data directory. Out: one SuiteTask per task folder present (at least one must be); validation is the
-     dev file and there is no test split, because GLUE's test labels are private: the anchors report dev.
+     dev file and there is no test split, because GLUE's test labels are private: the anchors report dev (with
+     --suite-holdout, validation is a share of train and the dev files are the test splits).
 
 Columns, read by position or header name, with no CSV quoting (base.tsv_lines):
     CoLA   no header; source, label, original label, sentence             classify, MCC
@@ -18,9 +19,9 @@ score below the majority class). A line with too few columns is a counted drop (
 file has a few); an unparsable label is an error naming file and line.
 
 Seeds follow MosaicBERT's GLUE recipe (mosaicml/examples, examples/bert/yamls/glue/mosaic-bert-base-uncased.yaml):
-5 on RTE, MRPC and STS-B, 4 on CoLA, 3 on SST-2, its one default seed on MNLI, QNLI and QQP (the large tasks,
-whose seed variance is small), and RTE, MRPC and STS-B start from the fine-tuned MNLI model (its glue.py runs
-them in a second round from the MNLI checkpoint); `from_mnli=False` starts them from the pretrained model.
+5 on RTE, MRPC and STS-B, 4 on CoLA, 3 on SST-2, its one default seed on MNLI, QNLI and QQP (the large tasks),
+and RTE, MRPC and STS-B start from the fine-tuned MNLI model (its glue.py runs
+them in a second round from the MNLI checkpoint); --no-from-mnli starts them from the pretrained model.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trainer.downstream.finetune.suites.base import (Suite, SuiteError, SuiteTask, drops, exists, join, read_text,
-                                                     tsv_lines)
+from trainer.downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, drops, exists,
+                                                     hold_out, join, read_text, tsv_lines)
 
 
 def _int_label(value: str) -> int:
@@ -98,8 +99,8 @@ def read_task_file(task: GlueTask, url: str) -> tuple[list[dict], dict[str, int]
         wanted = [c for c in (task.text, task.text_pair, task.label) if c is not None]
         missing = [c for c in wanted if c not in names]
         if missing:
-            raise SuiteError(f"{url}:1: no column {', '.join(map(repr, missing))} in the header (found {', '.join(names)}); "
-                             f"is this GLUE's {task.folder}?")
+            raise SuiteError(f"{url}:1: no column {', '.join(map(repr, missing))} in the header "
+                             f"(found {', '.join(names)}); is this GLUE's {task.folder}?")
         # MNLI's gold_label is the last column: its dev files have five annotator labels before it
         index = {c: (len(names) - 1 - names[::-1].index(c)) for c in wanted}
         lines = lines[1:]
@@ -114,7 +115,8 @@ def read_task_file(task: GlueTask, url: str) -> tuple[list[dict], dict[str, int]
         try:
             label = task.parse(fields[index[task.label]].strip())
         except ValueError:
-            raise SuiteError(f"{url}:{number}: label {fields[index[task.label]]!r} is not a {task.name} label") from None
+            value = fields[index[task.label]]
+            raise SuiteError(f"{url}:{number}: label {value!r} is not a {task.name} label") from None
         row = {"text": fields[index[task.text]], "label": label, "line": number}
         if task.text_pair is not None:
             row["text_pair"] = fields[index[task.text_pair]]
@@ -125,8 +127,9 @@ def read_task_file(task: GlueTask, url: str) -> tuple[list[dict], dict[str, int]
 class Glue(Suite):
     name = "glue"
     description = "GLUE's eight scored tasks (WNLI left out), dev sets, MosaicBERT's seeds"
+    task_count = len(TASKS)
 
-    def load(self, root: str, *, from_mnli: bool = True) -> list[SuiteTask]:
+    def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         present = [t for t in TASKS if exists(join(root, t.folder))]
         if not present:
             raise SuiteError(f"{root}: no GLUE task folder ({', '.join(t.folder for t in TASKS)}); "
@@ -141,9 +144,11 @@ class Glue(Suite):
                 if not rows:
                     raise SuiteError(f"{url}: no rows")
                 splits[split], files[split] = rows, {"url": url, "sha256": sha256}
+            splits, files, dropped = hold_out(splits, files, dropped, options.suite_holdout,
+                                              lambda r: f"{r['text']}\t{r.get('text_pair', '')}")
             out.append(SuiteTask(
                 suite=self.name, name=task.name, kind="pair" if task.text_pair is not None else "classify",
                 splits=splits, files=files, dropped=dropped, metrics=task.metrics, selection=task.selection,
                 seeds=task.seeds, regression=task.regression, positive=task.positive,
-                start_from="mnli" if task.from_mnli and from_mnli and mnli else None))
+                start_from="mnli" if task.from_mnli and options.from_mnli and mnli else None))
         return out

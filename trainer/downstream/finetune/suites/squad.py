@@ -3,7 +3,9 @@
 In:  the directory holding a version's two files. Out: one SuiteTask ("squad" or "squad_v2"), span rows
      {id, title, question, context, answers: {text, answer_start}, line} where `line` is the question's index
      in its file; validation is the dev file and there is no test split (SQuAD's test set is hidden: the
-     anchors, NVIDIA's BERT runs among them, report dev).
+     anchors, NVIDIA's BERT runs among them, report dev, v2.0 with the null threshold best on dev); with
+     --suite-holdout, validation is a share of train's articles and dev is the test split, scored with the
+     threshold validation chose.
 
 The files are {"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers":
 [{"text", "answer_start"}], "is_impossible" (v2.0)}]}]}]}. In v2.0 an unanswerable question has is_impossible
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import json
 
-from trainer.downstream.finetune.suites.base import Suite, SuiteError, SuiteTask, drops, join, read_text
+from trainer.downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, drops, hold_out,
+                                                     join, read_text)
 
 # The official evaluation scripts report F1 and exact match; F1 is the one the anchors select and compare by.
 _METRICS = ("f1", "exact_match")
@@ -61,7 +64,7 @@ class Squad(Suite):
     version = "v1.1"
     v2 = False
 
-    def load(self, root: str, *, from_mnli: bool = True) -> list[SuiteTask]:
+    def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
         splits, files, dropped = {}, {}, {}
         for split, prefix in (("train", "train"), ("validation", "dev")):
             url = join(root, f"{prefix}-{self.version}.json")
@@ -69,6 +72,7 @@ class Squad(Suite):
             if not rows:
                 raise SuiteError(f"{url}: no questions")
             splits[split], files[split] = rows, {"url": url, "sha256": sha256}
+        splits, files, dropped = hold_out(splits, files, dropped, options.suite_holdout, lambda r: r["title"])
         # No MosaicBERT anchor here; three seeds give a standard error, as finetune's default does.
         return [SuiteTask(suite=self.name, name=self.name, kind="span", splits=splits, files=files, dropped=dropped,
                           metrics=_METRICS, selection="f1", seeds=3, no_answer=self.v2)]

@@ -59,7 +59,7 @@ def summarise(tasks: Sequence[TaskScores], expected: int | None = None) -> dict:
     for t in tasks:
         mean, se = mean_and_se(t.per_seed)
         rows.append({"name": t.name, "seeds": len(t.per_seed),
-                     "metrics": {m: dict(zip(("mean", "se"), mean_and_se(v))) for m, v in t.metrics.items()},
+                     "metrics": {m: dict(zip(("mean", "se"), mean_and_se(v), strict=True)) for m, v in t.metrics.items()},
                      "score": {"mean": mean, "se": se}})
     n = len(rows)
     average = {"mean": sum(r["score"]["mean"] for r in rows) / n if n else float("nan"),

@@ -58,8 +58,34 @@ class Evaluation:
     """What was fitted on this split and must be reused on the next (span: the no-answer threshold)."""
 
 
-Stats = tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]
-"""(per-example statistics (n, k), a function of their sums over a resample (b, k) → the metric (b,))."""
+@dataclasses.dataclass(frozen=True)
+class Codes:
+    """Per-example statistics that are one-hot: each example adds 1 to one of `size` cells (a confusion matrix),
+    stored as its cell's index; summing a draw is counting (np.bincount), not adding (n, size) rows."""
+
+    codes: np.ndarray
+    size: int
+
+
+Stats = tuple[np.ndarray | Codes, Callable[[np.ndarray], np.ndarray]]
+"""(per-example statistics (n, k) or their `Codes`, a function of their sums over a resample (b, k) → the metric
+(b,))."""
+
+
+def draw_sums(stats: np.ndarray | Codes, draws: np.ndarray) -> np.ndarray:
+    """(b, k) sums of the per-example statistics over each row of `draws` ((b, n) example indices)."""
+    if isinstance(stats, Codes):
+        b = len(draws)
+        flat = (stats.codes[draws] + np.arange(b)[:, None] * stats.size).ravel()
+        return np.bincount(flat, minlength=b * stats.size).reshape(b, stats.size).astype(np.float64)
+    return stats[draws].sum(1)
+
+
+def checked(stats: np.ndarray | Codes, finish, value: float) -> Stats | None:
+    """The fast path only where it is the metric itself on the whole split (else the bootstrap recomputes it)."""
+    n = len(stats.codes) if isinstance(stats, Codes) else len(stats)
+    whole = draw_sums(stats, np.arange(n)[None, :])
+    return (stats, finish) if np.isclose(finish(whole)[0], value, atol=1e-9) else None
 
 
 class Task:
@@ -91,7 +117,7 @@ class Task:
         return [(getattr(self.columns, f), "--" + f.replace("_", "-")) for f in self.column_fields]
 
     def read(self, row: dict, where: str) -> dict:
-        """One example from one row (with its "line"), or Drop / BadRow / DataError."""
+        """One example from one row (read_split adds its "line"), or Drop / BadRow / DataError."""
         raise NotImplementedError
 
     def prepare(self, train: Split, others: list[Split]) -> None:
@@ -127,18 +153,19 @@ class Task:
         raise NotImplementedError
 
     def metrics(self, gold: list, predicted: list) -> dict[str, float]:
-        """metrics.py's dict for this kind (without "score")."""
+        """metrics.py's dict for this kind (`score` sets its "score" to the selected metric)."""
         raise NotImplementedError
 
     def default_metric(self) -> str:
         raise NotImplementedError
 
+    lower_is_better: ClassVar[tuple[str, ...]] = ()
+    """Metrics it reports that cannot select (MSE): selection takes the highest."""
+
     def metric_names(self) -> list[str]:
         """The metrics it can select by: what metrics.py returns for it, higher better."""
         gold, predicted = self.sample()
         return [k for k in self.metrics(gold, predicted) if k not in ("score", *self.lower_is_better)]
-
-    lower_is_better: ClassVar[tuple[str, ...]] = ()
 
     def sample(self) -> tuple[list, list]:
         """A tiny (gold, predicted) pair: what metric names the metric functions return."""

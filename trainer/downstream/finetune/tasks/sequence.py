@@ -21,7 +21,7 @@ import torch
 from schemas.config import Config, flag
 from trainer.downstream.finetune import metrics as metrics_mod
 from trainer.downstream.finetune.data import DataError, LabelMap, Split
-from trainer.downstream.finetune.tasks.base import Drop, Features, Stats, Task, mean_stats
+from trainer.downstream.finetune.tasks.base import Codes, Drop, Features, Stats, Task, checked, mean_stats
 
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
 
@@ -61,8 +61,10 @@ class Classes:
     lower_is_better: tuple[str, ...] = ()
     default_metric = "accuracy"
 
-    def __init__(self, labels: LabelMap) -> None:
+    def __init__(self, labels: LabelMap, positive: int | None = None) -> None:
         self.labels = labels
+        self.positive = positive
+        """The id of the class whose binary F1 is reported ("f1": MRPC, QQP), or None."""
 
     @classmethod
     def fit(cls, train: Split, column: str) -> Classes:
@@ -110,7 +112,11 @@ class Classes:
         return [self.labels.ids[e["label"]] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        return metrics_mod.classification(gold, predicted)
+        # 0/1 labels: 1 is the positive class (scikit-learn's pos_label), whose binary F1 GLUE reports (MRPC, QQP);
+        # a suite or a caller may name another (`positive`)
+        positive = self.positive if self.positive is not None else (
+            self.labels.ids[1] if self.labels.labels == [0, 1] else None)
+        return metrics_mod.classification(gold, predicted, positive=positive)
 
     def sample(self) -> tuple[list, list]:
         return [0, 1], [0, 1]
@@ -119,9 +125,30 @@ class Classes:
         return self.labels.labels[predicted]
 
     def stats(self, metric: str, gold, predicted) -> Stats | None:
+        """Accuracy: one 0/1 per example. Macro-F1 and MCC: functions of the confusion matrix, each example one
+        (gold, predicted) cell of it."""
         if metric == "accuracy":
             return mean_stats(np.asarray(gold) == np.asarray(predicted))
-        return None
+        k = len(self.labels)
+        if metric not in ("macro_f1", "mcc"):
+            return None
+        cells = Codes(np.asarray(gold) * k + np.asarray(predicted), k * k)
+
+        def finish(sums: np.ndarray) -> np.ndarray:
+            confusion = sums.reshape(-1, k, k)  # (b, gold, predicted)
+            tp = np.diagonal(confusion, axis1=1, axis2=2)
+            true, pred = confusion.sum(2), confusion.sum(1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if metric == "macro_f1":  # sklearn's: over the classes present in gold or predictions
+                    present = (true + pred) > 0
+                    f1 = np.nan_to_num(2 * tp / (true + pred))
+                    return (f1 * present).sum(1) / np.maximum(present.sum(1), 1)
+                n, correct = confusion.sum((1, 2)), tp.sum(1)  # sklearn's multiclass MCC
+                num = correct * n - (true * pred).sum(1)
+                den = np.sqrt((n ** 2 - (pred ** 2).sum(1)) * (n ** 2 - (true ** 2).sum(1)))
+                return np.nan_to_num(num / den)
+
+        return checked(cells, finish, self.metrics(gold, predicted)[metric])
 
     def record(self):
         return [str(x) for x in self.labels.labels]
@@ -169,7 +196,21 @@ class Regression:
         return predicted
 
     def stats(self, metric: str, gold, predicted) -> Stats | None:
-        return None  # correlations are not sums over examples
+        """Pearson from five sums (x, y, x², y², xy; centred first, which it ignores); Spearman ranks each draw anew."""
+        if metric != "pearson":
+            return None
+        x, y = np.asarray(gold, np.float64), np.asarray(predicted, np.float64)
+        x, y = x - x.mean(), y - y.mean()
+        columns = np.stack([x, y, x * x, y * y, x * y], axis=1)
+
+        def finish(sums: np.ndarray) -> np.ndarray:
+            n = len(columns)
+            sx, sy, sxx, syy, sxy = sums.T
+            den = np.sqrt(np.clip(n * sxx - sx ** 2, 0, None) * np.clip(n * syy - sy ** 2, 0, None))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(den > 1e-12 * n * n, (n * sxy - sx * sy) / den, 0.0)
+
+        return checked(columns, finish, self.metrics(gold, predicted)["pearson"])
 
     def record(self):
         return "regression"
@@ -181,9 +222,11 @@ class Classify(Task):
     model_class_name = "AutoModelForSequenceClassification"
     column_fields = ("text_column", "label_column")
 
-    def __init__(self, columns, *, metric: str | None = None, regression: bool = False, **_options) -> None:
+    def __init__(self, columns, *, metric: str | None = None, regression: bool = False, positive=None,
+                 **_options) -> None:
         super().__init__(columns, metric=metric)
-        self.force_regression = regression
+        self.force_regression, self.positive = regression, positive
+        """positive: the label whose binary F1 metrics.py reports as "f1" (a suite's preset: MRPC, QQP)."""
         self.target: Classes | Regression | None = None
 
     def read(self, row: dict, where: str) -> dict:
@@ -192,6 +235,8 @@ class Classify(Task):
             raise Drop("empty_text")
         if label in (None, ""):
             raise Drop("empty_label")
+        if isinstance(label, (list, dict)):
+            raise DataError(f"{where}: column {self.columns.label_column!r}: {label!r} is not a label (a string or a number)")
         return {"text": str(text), "label": label}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
@@ -202,9 +247,20 @@ class Classify(Task):
             self.target = Regression.fit(train, column)
         else:
             self.target = Classes.fit(train, column)
+            if self.positive is not None:
+                self.target.positive = self._positive_id(train)
         for split in others:
             self.target.check(split, column)
         super().prepare(train, others)
+
+    def _positive_id(self, train: Split) -> int:
+        ids = self.target.labels.ids
+        n = number(self.positive)
+        key = self.positive if self.positive in ids else (int(n) if n is not None and n.is_integer() else None)
+        if key not in ids:
+            raise DataError(f"{train.url}: the positive label {self.positive!r} never appears in column "
+                            f"{self.columns.label_column!r}")
+        return ids[key]
 
     def texts(self, examples: list[dict]) -> tuple[list[str], list[str] | None]:
         return [e["text"] for e in examples], None

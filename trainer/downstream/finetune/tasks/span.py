@@ -2,7 +2,8 @@
 
     [CLS] question [SEP] context window [SEP]   AutoModelForQuestionAnswering: a start and an end logit per token
 
-Contexts longer than the model are cut into windows that overlap by `stride` tokens. A window that does not
+Contexts longer than the model are cut into windows that overlap by `stride` tokens; a question is cut to its
+first 64 pieces (BERT's max_query_length) or less, so that a window keeps more context than the stride. A window that does not
 hold the whole answer, and every window of a question without an answer (SQuAD v2), is trained to point at
 [CLS], as transformers' question-answering examples do. The best span of a question is the best valid span over
 all its windows (start <= end, both in the context, at most `max_answer_tokens`), mapped back to characters by
@@ -39,16 +40,13 @@ class SpanColumns(Config):
 
 
 def question_scores(answers: list[str], prediction: str) -> tuple[float, float]:
-    """(exact match, token F1) of one question, SQuAD's official way; no gold answer: 1 only for no prediction.
-    metrics.squad_v2 (the official v2 scoring) when metrics.py has it, else v1.1's metric and the no-answer rule."""
-    if hasattr(metrics_mod, "squad_v2"):
-        m = metrics_mod.squad_v2([answers], [prediction])
-        return m["exact_match"], m["f1"]
-    if not answers:
-        empty = float(not metrics_mod.normalize_answer(prediction))
-        return empty, empty
-    m = metrics_mod.squad([answers], [prediction])
+    """(exact match, token F1) of one question by metrics.squad_v2 (no gold answer: 1 only for no prediction)."""
+    m = metrics_mod.squad_v2([answers], [prediction])
     return m["exact_match"], m["f1"]
+
+
+MAX_QUESTION_PIECES = 64
+"""BERT's run_squad.py max_query_length: longer questions are cut to their first 64 pieces."""
 
 
 class Span(Task):
@@ -59,11 +57,13 @@ class Span(Task):
     output_names = ("start_logits", "end_logits")
     column_fields = ("question_column", "context_column", "answers_column")
 
-    def __init__(self, columns, *, stride: int = 32, max_answer_tokens: int = 30, **options) -> None:
+    def __init__(self, columns, *, stride: int = 32, max_answer_tokens: int = 30, unanswerable: bool | None = None,
+                 **options) -> None:
         super().__init__(columns, **options)
         self.stride, self.max_answer_tokens = stride, max_answer_tokens
-        self.unanswerable = False
-        """The training split has questions without an answer: predict no answer past the threshold (v2)."""
+        self.unanswerable = unanswerable
+        """Predict no answer past the threshold (v2): given (a suite's preset), else whether the training split
+        has questions without an answer."""
 
     @classmethod
     def from_config(cls, config) -> Span:
@@ -73,13 +73,13 @@ class Span(Task):
     def read(self, row: dict, where: str) -> dict:
         c = self.columns
         context, question = str(row[c.context_column] or ""), str(row[c.question_column] or "")
-        answers = json_field(row[c.answers_column], where, c.answers_column) or {}
-        if not isinstance(answers, dict):
-            raise DataError(f"{where}: column {c.answers_column!r} is not an object "
-                            '{"text": [...], "answer_start": [...]}')
-        texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
-        if not context or not question:
+        if not context.strip() or not question.strip():
             raise Drop("empty_question_or_context")
+        answers = json_field(row[c.answers_column], where, c.answers_column) or {}
+        if not isinstance(answers, dict) or not all(isinstance(answers.get(k) or [], list) for k in ("text", "answer_start")):
+            raise DataError(f"{where}: column {c.answers_column!r} is not an object "
+                            '{"text": [...], "answer_start": [...]} of two lists')
+        texts, starts = [str(t) for t in answers.get("text") or []], list(answers.get("answer_start") or [])
         if len(texts) != len(starts):
             raise DataError(f"{where}: column {c.answers_column!r} has {len(texts)} texts and {len(starts)} answer_start")
         try:
@@ -91,16 +91,34 @@ class Span(Task):
             t, s = wrong
             raise BadRow("answer_not_at_offset", f"column {c.answers_column!r}: answer {t!r} is not at character {s} "
                          f"of the context (found {context[s: s + len(t)]!r})")
-        return {"question": question, "context": context, "answers": [str(t) for t in texts], "starts": starts}
+        return {"question": question, "context": context, "answers": texts, "starts": starts}
 
     def prepare(self, train: Split, others: list[Split]) -> None:
-        self.unanswerable = any(not e["answers"] for e in train.examples)
+        if self.unanswerable is None:
+            self.unanswerable = any(not e["answers"] for e in train.examples)
         super().prepare(train, others)
 
+    def questions(self, examples: list[dict], tokenizer, max_len: int) -> list[str]:
+        """The questions, each cut to what leaves a window room for more context than the stride (and to BERT's
+        max_query_length, 64 pieces): a longer question would leave the context no room to advance."""
+        budget = min(MAX_QUESTION_PIECES, max_len - 4 - self.stride)
+        if budget < 1:
+            raise DataError(f"--stride {self.stride} leaves no room for a question in windows of {max_len} pieces "
+                            f"(at most {max_len - 5})")
+        out = []
+        for e in examples:
+            question = e["question"]
+            while True:
+                offsets = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+                if len(offsets) <= budget:
+                    break
+                question = question[: offsets[budget - 1][1]]  # strictly shorter: pieces follow the cut
+            out.append(question)
+        return out
+
     def encode(self, examples: list[dict], tokenizer, *, max_len: int) -> Features:
-        if self.stride > max_len // 2:
-            raise DataError(f"--stride {self.stride} must be at most half of the sequence length {max_len}")
-        enc = tokenizer([e["question"] for e in examples], [e["context"] for e in examples], truncation="only_second",
+        questions = self.questions(examples, tokenizer, max_len)
+        enc = tokenizer(questions, [e["context"] for e in examples], truncation="only_second",
                         max_length=max_len, stride=self.stride, return_overflowing_tokens=True,
                         return_offsets_mapping=True, padding="longest")
         rows = len(enc["input_ids"])
@@ -114,9 +132,11 @@ class Span(Task):
                 continue  # no answer: both targets stay 0, [CLS]
             first_char, last_char = e["starts"][0], e["starts"][0] + len(e["answers"][0])
             context_tokens = [i for i, s in enumerate(sequence) if s == 1]
-            if offsets[context_tokens[0]][0] <= first_char and offsets[context_tokens[-1]][1] >= last_char:
-                starts[row] = next(i for i in context_tokens if offsets[i][1] > first_char)
-                ends[row] = max(i for i in context_tokens if offsets[i][0] < last_char)
+            if context_tokens and offsets[context_tokens[0]][0] <= first_char and offsets[context_tokens[-1]][1] >= last_char:
+                start = next(i for i in context_tokens if offsets[i][1] > first_char)
+                end = max((i for i in context_tokens if offsets[i][0] < last_char), default=-1)
+                if start <= end:  # an answer of white space alone covers no piece
+                    starts[row], ends[row] = start, end
             # else: the answer is not whole in this window, and both targets stay 0: [CLS]
         tensors = {k: torch.tensor(enc[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
         tensors.update(start_positions=torch.from_numpy(starts), end_positions=torch.from_numpy(ends))
@@ -168,40 +188,18 @@ class Span(Task):
         return Evaluation(self.score(gold, predicted), predicted, {"null_threshold": threshold})
 
     def best_threshold(self, gold: list[list[str]], texts: list[str], margins: np.ndarray) -> float:
-        """The null-margin threshold that maximises the selected metric on these questions (the official v2
-        evaluation's best threshold): questions sorted by margin, answered up to the best cut, null after.
-        metrics.best_null_threshold when metrics.py has it (a question with no valid span has margin +inf)."""
-        if hasattr(metrics_mod, "best_null_threshold"):
-            finite = np.where(np.isfinite(margins), margins, np.finfo(np.float64).max)
-            return float(metrics_mod.best_null_threshold(gold, texts, finite, metric=self.metric)[1])
-        pick = 0 if self.metric == "exact_match" else 1
-        answered = np.array([question_scores(g, t)[pick] for g, t in zip(gold, texts)])
-        unanswered = np.array([question_scores(g, "")[pick] for g in gold])
-        finite = np.isfinite(margins)
-        order = np.argsort(np.where(finite, margins, np.inf), kind="stable")
-        gains = np.cumsum((answered - unanswered)[order])
-        cut = int(np.argmax(gains))
-        low = float(np.min(margins[finite])) - 1.0 if finite.any() else 0.0
-        if gains[cut] <= 0 or not np.isfinite(margins[order[cut]]):
-            return low  # answering nothing is as good as anything: every question is no answer
-        return float(margins[order[cut]])
+        """The null-margin threshold that maximises the selected metric on these questions: metrics.py's
+        best_null_threshold, the official v2 evaluation's search (a question with no valid span has margin +inf)."""
+        finite = np.where(np.isfinite(margins), margins, np.finfo(np.float64).max)
+        return float(metrics_mod.best_null_threshold(gold, texts, finite, metric=self.metric)[1])
 
     def gold(self, examples: list[dict]) -> list:
         return [e["answers"] for e in examples]
 
     def metrics(self, gold, predicted) -> dict[str, float]:
-        if all(gold):  # every question has an answer: SQuAD v1.1's evaluation, metrics.squad
+        if all(gold):  # every question has an answer: SQuAD v1.1's evaluation
             return metrics_mod.squad(gold, predicted)
-        if hasattr(metrics_mod, "squad_v2"):  # the official v2 evaluation, when metrics.py has it (counts left out)
-            return {k: v for k, v in metrics_mod.squad_v2(gold, predicted).items() if not k.endswith("total")}
-        scores = np.array([question_scores(g, p) for g, p in zip(gold, predicted)]).reshape(-1, 2)
-        em, f1 = scores.mean(0) if len(scores) else (0.0, 0.0)
-        has = np.array([bool(g) for g in gold])
-        out = {"f1": float(f1), "exact_match": float(em)}
-        for name, mask in (("HasAns", has), ("NoAns", ~has)):  # the official evaluation's names
-            if mask.any():
-                out[f"{name}_f1"] = float(scores[mask, 1].mean())
-        return out
+        return {k: v for k, v in metrics_mod.squad_v2(gold, predicted).items() if not k.endswith("total")}  # no counts
 
     def default_metric(self) -> str:
         return "f1"

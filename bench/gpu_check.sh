@@ -1,24 +1,70 @@
 #!/bin/bash
-# The GPU figures of `bench/train.py` on a lent GPU machine (base, bf16; batch 64 with a compile trial, batch 256
-# without), then its CPU figures on that machine's CPU with CUDA hidden. Run from the repository root; logs go to
-# $OUT (the device tool's folder) or ./gpu-check when OUT is unset.
-export PYTHONUNBUFFERED=1
+# The trainer at its model's speed on one lent GPU, in one prepared run of about 6-8 minutes (issue 37):
+# BERT-base, bf16, seq-128 random-id pairs written here (no Beam), one rank:
+#   the bare model (forward + backward + fused AdamW, bench/_loop.py) at batch 64 and 256, eager and compiled;
+#   the trainer (`trainer.loop.train`, --precision auto) with the same batches, ZeRO 0 and 2, eager and compiled;
+#   host synchronisations per trainer step (torch.cuda.set_sync_debug_mode), the compiled trainer with bf16 as
+#   autocast over fp32 weights (a DeepSpeed JSON) and without its dynamic-shape marks; tokens/s and MFU for each,
+#   then a table of them all (bench/_gpu_check.py); then the fine-tuning loop against transformers' Trainer.
+#   The parts run most important first, within GPU_CHECK_BUDGET seconds (default 480, one lease's call); a part
+#   is cut to what is left; GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
+# Each part runs under its own `timeout`; a part that fails or times out does not stop the others. Logs and the
+# table go to $OUT (the device tool's folder), or ./gpu-check when OUT is unset. Run from the repository root:
+#   bash bench/gpu_check.sh
+# with deepspeed (and its pydantic, hjson, msgpack, einops, py-cpuinfo, ninja) importable, e.g. a carried
+# site-packages folder on PYTHONPATH. A CPU check of the Python parts, in a minute or two per part:
+#   GPU_CHECK_TINY=1 bash bench/gpu_check.sh
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the repository's packages for every script below
 OUT=${OUT:-gpu-check}; mkdir -p "$OUT"
-nvidia-smi -L; nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv
-lscpu | grep -E 'Model name|^CPU\(s\)'; grep -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo | sort | uniq -c
-python3 -c "import torch, transformers, tokenizers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__)"
-date +%T
-timeout 300 python3 - <<'PY' 2>&1 | tee $OUT/gpu.log
-import json, sys, time
-sys.path.insert(0, ".")
-from trainer import cpu_sharing
-cpu_sharing.apply()
-from bench.train import gpu_mfu
-t = time.time()
-print("GPU64", json.dumps(gpu_mfu(steps=30)), round(time.time() - t, 1), flush=True)
-t = time.time()
-print("GPU256", json.dumps(gpu_mfu(steps=20, batch_size=256, compile_trial=False)), round(time.time() - t, 1), flush=True)
+PY=${PYTHON:-python3}
+T0=$(date +%s)
+stamp() { echo "--- $1 at +$(( $(date +%s) - T0 ))s"; }
+
+stamp environment
+nvidia-smi || echo "nvidia-smi: not available"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv 2>/dev/null
+lscpu | grep -E 'Model name|^CPU\(s\)'; nproc
+$PY - <<'PY' 2>&1 | tee "$OUT/environment.log"
+import importlib, sys
+print("python", sys.version.split()[0])
+for name in ("torch", "deepspeed", "transformers", "pyarrow", "fsspec", "numpy", "pydantic", "hjson", "msgpack",
+             "einops", "cpuinfo", "psutil", "ninja", "matplotlib", "tensorboard", "triton"):
+    try:
+        module = importlib.import_module(name)
+        print(f"{name:<12} {getattr(module, '__version__', 'ok')}")
+    except Exception as e:  # noqa: BLE001
+        print(f"{name:<12} MISSING ({type(e).__name__}: {e})")
+import torch
+print("cuda", torch.version.cuda, "available", torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
 PY
-date +%T
-CUDA_VISIBLE_DEVICES= timeout 270 python3 bench/run.py train 2>&1 | tee $OUT/cpu.log | tail -3
-date +%T
+
+# part NAME SECONDS: one part under its own timeout (TERM, then KILL 15 s later), clamped to what is left of
+# GPU_CHECK_BUDGET (seconds for the whole script, default 480: a lease's one call); a part with under 40 s left is
+# skipped and says so. `finetune` is the fine-tuning loop's line (bench/finetune_loop.py --gpu, issue 34).
+BUDGET=${GPU_CHECK_BUDGET:-480}
+part() {
+    local left=$(( BUDGET - ($(date +%s) - T0) - 20 )) limit=$2
+    (( left < limit )) && limit=$left
+    if (( limit < 40 )); then echo "--- $1: skipped, ${left}s of the budget left"; return; fi
+    stamp "$1 (timeout $limit s)"
+    if [ "$1" = finetune ]; then
+        timeout -k 15 "$limit" $PY bench/finetune_loop.py --gpu > "$OUT/$1.log" 2>&1
+    else
+        timeout -k 15 "$limit" $PY bench/_gpu_check.py "$1" > "$OUT/$1.log" 2>&1
+    fi
+    local rc=$?
+    grep -E '^(RESULT|FAILED) ' "$OUT/$1.log" | cut -c1-900
+    [ "$1" = finetune ] && tail -1 "$OUT/$1.log" | cut -c1-900
+    [ $rc -eq 0 ] || { echo "$1: exit $rc (124 = timed out); the end of its log:"; tail -5 "$OUT/$1.log"; }
+}
+# The issue's figures first (bare and trainer, ZeRO 0 and 2, eager and compiled; the fine-tuning line), then
+# the diagnostics (host syncs per step, autocast over fp32 weights, no dynamic-shape marks).
+PARTS="eager-z0:100 compiled-z0:150 finetune:150 eager-z2:70 compiled-z2:110 compiled-z0-autocast:110 syncs:90 compiled-z0-static:80"
+[ "${GPU_CHECK_TINY:-0}" = 1 ] && PARTS=${PARTS/finetune:150 /}
+[ -n "$GPU_CHECK_PARTS" ] && PARTS=$GPU_CHECK_PARTS  # NAME:SECONDS ..., to rerun some
+for spec in $PARTS; do part "${spec%%:*}" "${spec##*:}"; done
+stamp summary
+$PY bench/_gpu_check.py summary $(for spec in $PARTS; do [ "${spec%%:*}" = finetune ] || echo "$OUT/${spec%%:*}.log"; done) | tee "$OUT/summary.txt"
+stamp done

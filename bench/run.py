@@ -1,7 +1,7 @@
 """Run one benchmark: `python bench/run.py NAME [--corpus GLOB] [--quick] [--scale]`.
 
 Each benchmark is bench/NAME.py with `main(corpus: str | None, quick: bool) -> dict` (and a `scale` keyword
-where it has a large case: `prep --scale`; `contended` for `train --contended`). Its figures are
+where it has a large case: `prep --scale`; `contended` for `train --contended`, `loop` for `train --loop`). Its figures are
 printed as one JSON object on the last line, with a `ratio` wherever a peer library runs beside ours on the
 same input in the same run. Benchmarks measure; tests (tests/) check correctness, never wall-clock time.
 """
@@ -38,13 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", action="store_true", help="the benchmark's large case (prep: >= 1 GB, 2 workers; long)")
     ap.add_argument("--contended", action="store_true",
                     help="train: throughput beside a busy loop and beside another training run, as a fraction of alone")
+    ap.add_argument("--loop", action="store_true",
+                    help="train: the trainer's own loop against a bare forward/backward/step loop (loop_ratio)")
     args = ap.parse_args(argv)
     if args.name not in available():
         print(f"bench: unknown benchmark {args.name!r}; available: {', '.join(available())}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"bench.{args.name}")
     started = time.time()
-    options = {name: True for name in ("scale", "contended") if getattr(args, name)}
+    options = {name: True for name in ("scale", "contended", "loop") if getattr(args, name)}
     import inspect  # here, not above: it imports `tokenize`, which bench/tokenize.py shadows until sys.path is fixed
 
     unknown = set(options) - set(inspect.signature(module.main).parameters)

@@ -7,7 +7,8 @@ Out: median training tokens/s (non-[PAD] tokens per second of forward + backward
      `ratio` = ours / transformers; the same for our model with dense MLM logits (`dense_ratio`), to show how much
      of the gain is the sparse MLM head; and the eval-mode loss of both on the first batch (same weights: the two
      must agree, which is the proof that they train the same thing). With `contended` (`--contended`): our
-     training beside a busy loop and beside another training process instead (bench/_contended.py).
+     training beside a busy loop and beside another training process instead (bench/_contended.py); with `loop`
+     (`--loop`): the trainer's own loop against a bare loop, `loop_ratio` (bench/_loop.py).
 
 Setup, identical for all sides: the tiny preset (2 layers, hidden 128, 2 heads, ffn 512) with vocabulary 8,192,
 dropout 0.1; batch 32 at max_seq_len 128, collated with `collate_pairs` (padded to the longest pair) and masked
@@ -279,11 +280,15 @@ def _compile_trial(cfg: ModelConfig, batches: list[Batch], device: str, steps: i
             "gpu_compile_speedup": round(tps["ours_compiled"] / tps["ours_eager"], 2)}
 
 
-def main(corpus: str | None, quick: bool, contended: bool = False) -> dict:
+def main(corpus: str | None, quick: bool, contended: bool = False, loop: bool = False) -> dict:
     if contended:  # beside a busy loop and beside another training process: bench/_contended.py
         from bench import _contended
 
         return _contended.main(quick)
+    if loop:  # the trainer's loop against a bare loop on the same model and batches: bench/_loop.py
+        from bench import _loop
+
+        return _loop.main(quick)
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)  # dropout masks draw from the global generator; seeded so reruns do the same work
     rng = np.random.default_rng(0)

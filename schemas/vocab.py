@@ -152,20 +152,52 @@ def normalization_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {key: settings.get(key, default) for key, default in NORMALIZATION.items()}
 
 
+TOKENIZER_CONFIG_KEYS = {"do_lower_case": ("lowercase", True), "strip_accents": ("strip_accents", None),
+                         "tokenize_chinese_chars": ("handle_chinese_chars", True)}
+"""tokenizer_config.json's normalization keys (transformers' BertTokenizer arguments): ours, and transformers' default
+when the file leaves one out (which then overrides tokenizer.json's: transformers 5 does so)."""
+
+
 def tokenizer_json_settings(directory: str) -> dict[str, Any]:
-    """The normalization and size recorded in a BERT tokenizer.json (a HuggingFace BERT's directory has no
-    vocab_config.json); FileNotFoundError without one, ValueError when it is not a BERT WordPiece."""
+    """The normalization and size of a HuggingFace BERT directory (which has no vocab_config.json): its tokenizer.json's
+    BertNormalizer and WordPiece, then tokenizer_config.json's do_lower_case / strip_accents / tokenize_chinese_chars
+    (or transformers' defaults for those it leaves out) over them, as AutoTokenizer applies them (checked against
+    transformers 5.24: tests/pipelines/test_vocab_from_hf.py); the size is vocab.txt's without a tokenizer.json.
+    FileNotFoundError with neither file; ValueError when tokenizer.json is not a BERT WordPiece."""
     url = _join(directory, TOKENIZER_FILE)
+    settings: dict[str, Any] = {}
     try:
         body = json.loads(_read_bytes(url))
     except FileNotFoundError:
-        expected = "expected a vocab/ directory written by prep"
-        raise FileNotFoundError(f"{_join(directory, CONFIG_FILE)}: not found, nor {TOKENIZER_FILE} ({expected})") from None
-    normalizer, model = body.get("normalizer") or {}, body.get("model") or {}
-    if normalizer.get("type") != "BertNormalizer" or model.get("type") != "WordPiece":
-        found = f"normalizer {normalizer.get('type')}, model {model.get('type')}"
-        raise ValueError(f"{url}: not a BERT WordPiece tokenizer ({found})")
-    return {"vocab_size": len(model.get("vocab", {})), **normalization_of({**normalizer, **model})}
+        body = None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{url}: not valid JSON ({e})") from None
+    if body is not None:
+        normalizer, model = body.get("normalizer") or {}, body.get("model") or {}
+        if normalizer.get("type") != "BertNormalizer" or model.get("type") != "WordPiece":
+            found = f"normalizer {normalizer.get('type')}, model {model.get('type')}"
+            raise ValueError(f"{url}: not a BERT WordPiece tokenizer ({found})")
+        settings = {"vocab_size": len(model.get("vocab", {})), **normalization_of({**normalizer, **model})}
+    config_url = _join(directory, TOKENIZER_CONFIG_FILE)
+    try:
+        config = json.loads(_read_bytes(config_url))
+    except FileNotFoundError:
+        config = None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{config_url}: not valid JSON ({e})") from None
+    if body is None and config is None:
+        expected = "expected a vocab/ directory written by prep, or a HuggingFace BERT's"
+        raise FileNotFoundError(f"{_join(directory, CONFIG_FILE)}: not found, nor {TOKENIZER_FILE} or {TOKENIZER_CONFIG_FILE} ({expected})")
+    if config is not None:
+        if not isinstance(config, dict):
+            raise ValueError(f"{config_url}: expected a JSON object")
+        if not str(config.get("tokenizer_class") or "BertTokenizer").startswith("BertTokenizer"):
+            raise ValueError(f"{config_url}: tokenizer_class {config['tokenizer_class']!r} is not a BERT WordPiece tokenizer")
+        settings = {**normalization_of(settings), **settings}
+        settings.update({ours: config.get(theirs, default) for theirs, (ours, default) in TOKENIZER_CONFIG_KEYS.items()})
+        if "vocab_size" not in settings:
+            settings["vocab_size"] = len(read_tokens(directory))
+    return settings
 
 
 def tokenizer_json(tokens: list[str], normalization: Mapping[str, Any]) -> str:

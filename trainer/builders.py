@@ -36,27 +36,39 @@ def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Mask
                  for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
 
 
-def build_model(config: TrainConfig, manifest: Manifest) -> BertForPretraining:
+def build_model(config: TrainConfig, manifest: Manifest, *, source=None, architecture: dict | None = None,
+                log=print) -> BertForPretraining:
+    """The model: the --model preset's shape with random weights, or `architecture` (an --init-from source's, or what
+    a resumed --init-from run recorded) with the weights of `source` (trainer/start/sources.py) where it has them
+    and the parts it lacks (heads) initialised fresh from --seed; the run's dropout and loss weights either way."""
     span = config.masking.strategy == "span"
+    training = {"mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight, "sbo_weight": config.sbo_weight,
+                "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
+                "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
     try:
-        model_config = ModelConfig.preset(
-            config.model,
-            vocab_size=manifest.vocab["size"],
-            pad_token_id=manifest.special_tokens["[PAD]"],
-            mlm_weight=config.mlm_weight,
-            nsp_weight=config.nsp_weight,
-            sbo_weight=config.sbo_weight,
-            use_sbo=span,
-            pre_layernorm=config.pre_layernorm,
-            hidden_dropout=config.dropout,
-            attention_dropout=config.dropout,
-            sbo_max_relative_positions=max(config.masking.sbo_max_positions_per_span, 1),
-        )
+        if architecture is not None:
+            model_config = ModelConfig.from_dict({**architecture, **training})
+        else:
+            model_config = ModelConfig.preset(config.model or "tiny", vocab_size=manifest.vocab["size"],
+                                              pad_token_id=manifest.special_tokens["[PAD]"], pre_layernorm=config.pre_layernorm, **training)
     except ValueError as e:  # e.g. every loss weight zero
         raise TrainError(str(e)) from None
+    if manifest.vocab["size"] > model_config.vocab_size:
+        raise TrainError(f"--data's vocabulary has {manifest.vocab['size']} tokens, the model's embeddings {model_config.vocab_size}")
+    if manifest.special_tokens["[PAD]"] != model_config.pad_token_id:
+        raise TrainError(f"--data's [PAD] is id {manifest.special_tokens['[PAD]']}, the model's pad_token_id {model_config.pad_token_id}")
     if manifest.max_seq_len > model_config.max_position_embeddings:
         raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
-    return BertForPretraining(model_config, seed=config.seed)
+    model = BertForPretraining(model_config, seed=config.seed)  # every part random: the heads a source lacks stay so
+    if source is not None:
+        state, lacking, dropped = source.state_dict(model_config)
+        with torch.no_grad():
+            _, unexpected = model.load_state_dict(state, strict=False)  # missing: the fresh parts and tied entries
+        assert not unexpected, unexpected  # from_transformers keeps only our names
+        fresh = ", ".join(lacking) if lacking else "none"
+        log(f"init-from {source.url} ({source.kind}): {len(state)} tensors loaded; fresh from --seed: {fresh}"
+            + (f"; ignored {len(dropped)} tied or buffer entries" if dropped else ""))
+    return model
 
 
 def lr_lambda(config: TrainConfig):
@@ -93,8 +105,10 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
     if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/elastic.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
-    if config.compile:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
-        engine.compile(backend=config.compile)
+    backend = config.compile_backend(rt.on_gpu)
+    if backend:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
+        engine.compile(backend=backend)
+        rt.log(f"compile: {backend} (--compile {config.compile})")
     return engine
 
 
@@ -107,7 +121,7 @@ def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[st
         "train_micro_batch_size_per_gpu": config.batch_size,
         "gradient_accumulation_steps": config.grad_accum,
         "gradient_clipping": config.grad_clip,
-        "zero_optimization": {"stage": config.zero_stage},
+        "zero_optimization": {"stage": config.zero_stage_for(_world_size())},
         **precision.deepspeed_sections(),
         "steps_per_print": 1 << 30,  # the trainer prints its own progress line
         "wall_clock_breakdown": False,
@@ -115,6 +129,14 @@ def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[st
     if config.deepspeed_config:
         ds = _merge(ds, read_user_deepspeed_config(config.deepspeed_config))
     return ds
+
+
+def _world_size() -> int:
+    """The job's ranks (1 before torch.distributed is up): what --zero-stage auto is resolved on when the config
+    was not resolved by trainer/checkpoint/elastic.py first."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 # Keys of a user's DeepSpeed JSON that the trainer's own flags own: the loader batches by --batch-size and

@@ -19,6 +19,15 @@ from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.run.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
+COMPILE_OFF = (None, "off", "none")
+"""--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
+
+
+def _stage(value: str | int) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"--zero-stage must be auto or 0-3, got {value!r}") from None
 SCHEDULES = ("linear", "polynomial", "constant")
 
 
@@ -32,8 +41,17 @@ class TrainConfig(Config):
     """The pairs/ directory (or its manifest.json) of a prep run; any fsspec URL."""
     output: str = flag(metavar="RUN_DIR")
     """Run directory: checkpoints/, metrics.jsonl, curves.png, train_config.json, vocab/."""
-    model: str = flag("tiny", choices=PRESET_NAMES)
-    """Model preset: tiny, mini (CPU-sized), small, base (BERT-base), large."""
+    init_from: str | None = flag(None, metavar="SOURCE")
+    """Continue pretraining from SOURCE instead of random weights: a HuggingFace BERT directory (any fsspec URL;
+    config.json + model.safetensors or pytorch_model.bin, or a sharded checkpoint's index), a clozeforge export,
+    or a clozeforge run (RUN: its newest intact checkpoint; RUN@STEP). The architecture, and the vocabulary
+    --data must be prepped with (`prep --vocab SOURCE`), are the source's; heads it lacks start fresh; the
+    optimizer, schedule and data position start fresh. Unless given, --lr becomes 1e-4, --warmup-ratio 0.01
+    and the masking the source's (trainer/start/recipe.py says why). A RUN that has checkpoints resumes instead:
+    rerun it without --init-from."""
+    model: str | None = flag(None, choices=PRESET_NAMES)
+    """Model preset: tiny (the default), mini (CPU-sized), small, base (BERT-base), large. With --init-from the
+    source's shape; a preset that disagrees with it is refused."""
     pre_layernorm: bool = flag(doc_from=(ModelConfig, "pre_layernorm"))
     dropout: float = 0.1
     """Dropout on embeddings, sub-layer outputs and attention probabilities (BERT's 0.1). 0 suits a short run of
@@ -55,10 +73,11 @@ class TrainConfig(Config):
     to 64, that divide the global batch, that the first number of ranks divides and that leave 16 pairs per
     partition and step (each partition's pairs are masked on their own: small chunks slow the input path)."""
     lr: float = 1e-3
-    """Peak learning rate (after warmup)."""
+    """Peak learning rate (after warmup); 1e-4 with --init-from (BERT's own rate; Gururangan et al. 2020 continued
+    at 1e-4-5e-4)."""
     warmup_ratio: float = 0.06
     """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
-    length; --warmup-steps overrides it."""
+    length; --warmup-steps overrides it. 0.01 with --init-from (BERT's 10,000 of 1M steps)."""
     warmup_steps: int | None = None
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""
@@ -71,12 +90,14 @@ class TrainConfig(Config):
     per-layer trust ratio needs whole layers, which ZeRO's partitions split)."""
     grad_clip: float = 1.0
     """Global gradient-norm clipping."""
-    zero_stage: int = 2
-    """DeepSpeed ZeRO stage, 0-3."""
-    compile: str | None = flag(None, metavar="BACKEND")
+    zero_stage: int | str = flag("auto", metavar="auto|0-3", convert=lambda v: v if v == "auto" else _stage(v))
+    """DeepSpeed ZeRO stage, 0-3; auto: 0 on one rank (no partitions to save memory over, and none of ZeRO's
+    bucket copies), 2 on several. A resumed run keeps the stage it started with (auto reads it back)."""
+    compile: str | None = flag("auto", metavar="auto|off|BACKEND")
     """torch.compile the model with this backend, through DeepSpeed's engine.compile (`inductor` fuses kernels:
     1.37x for `base` in bf16 on an H200, after ~25 s of compiling; on a 2-core CPU it lost, 0.86x after ten
-    minutes: bench/README.md). Any name torch._dynamo.list_backends(exclude_tags=()) gives; off by default."""
+    minutes: bench/README.md). auto: inductor on a GPU, off on a CPU; off (or none): never. Any name
+    torch._dynamo.list_backends(exclude_tags=()) gives."""
     precision: str = flag("auto", choices=PRECISIONS)
     """auto (bf16 on a GPU that supports it and on a CPU with AVX512_BF16 or AMX_BF16, else fp32), fp32, bf16 (on
     CPU: autocast over fp32 weights), or fp16 (GPU, with loss scaling). The choice is printed at start."""
@@ -86,8 +107,9 @@ class TrainConfig(Config):
     sbo_weight: float = flag(doc_from=(ModelConfig, "sbo_weight"))
     seed: int = 42
     """Seed of data order, masking, dropout and initialisation."""
-    num_workers: int = 1
-    """Dataloader worker processes per rank (0 = build batches in the training process)."""
+    num_workers: int | None = None
+    """Dataloader worker processes per rank (0 = build batches in the training process); default 1 on a CPU,
+    on a GPU 4 (at most the cores per rank less one), so masking keeps ahead of the GPU."""
     mix: tuple[str, ...] = flag((), metavar="[NAME=]URL[,source=S][,weight=W]")
     """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
     (see trainer/data/mixture.py); --data still names the vocabulary and the validation split."""
@@ -148,9 +170,9 @@ class TrainConfig(Config):
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
-            (self.zero_stage in (0, 1, 2, 3), f"--zero-stage must be 0-3, got {self.zero_stage}"),
-            (self.optimizer != "lamb" or self.zero_stage == 0, f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
-            (self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
+            (self.zero_stage in ("auto", 0, 1, 2, 3), f"--zero-stage must be auto or 0-3, got {self.zero_stage!r}"),
+            (self.optimizer != "lamb" or self.zero_stage in ("auto", 0), f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),
+            (self.num_workers is None or self.num_workers >= 0, f"--num-workers must be >= 0, got {self.num_workers}"),
             (self.shuffle_window >= 1, f"--shuffle-window must be >= 1, got {self.shuffle_window}"),
             (self.length_buckets >= 0, f"--length-buckets must be >= 0, got {self.length_buckets}"),
             (self.pad_to_multiple_of >= 1, f"--pad-to-multiple-of must be >= 1, got {self.pad_to_multiple_of}"),
@@ -166,12 +188,24 @@ class TrainConfig(Config):
         for ok, message in checks:
             if not ok:
                 raise TrainError(message)
-        if self.compile is not None:
+        if self.compile not in COMPILE_OFF + ("auto",):
             import torch._dynamo  # here, not at the top: a run that does not compile does not pay for the import
 
             backends = torch._dynamo.list_backends(exclude_tags=())
             if self.compile not in backends:
                 raise TrainError(f"--compile {self.compile}: not a torch.compile backend here; one of {', '.join(backends)}")
+
+    def zero_stage_for(self, world_size: int) -> int:
+        """The ZeRO stage --zero-stage means on `world_size` ranks (auto: 0 on one, 2 on several; LAMB: 0)."""
+        if self.zero_stage != "auto":
+            return self.zero_stage
+        return 0 if world_size == 1 or self.optimizer == "lamb" else 2
+
+    def compile_backend(self, on_gpu: bool) -> str | None:
+        """The torch.compile backend --compile means on this device, or None (auto: inductor on a GPU only)."""
+        if self.compile in COMPILE_OFF or (self.compile == "auto" and not on_gpu):
+            return None
+        return "inductor" if self.compile == "auto" else self.compile
 
     @property
     def warmup(self) -> int:

@@ -1,34 +1,32 @@
 """The training loop: steps of grad_accum micro batches through the DeepSpeed engine, with logging,
 evaluation, checkpoints, phases and stopping.
 
-In:  a TrainConfig and the Runtime. Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png,
-     RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
-     checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step.
+In:  a TrainConfig and the Runtime; the start-up is trainer/start/steps.py's three steps.
+Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
+     checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step. A new run starts
+     from random weights or from --init-from's source (fresh optimizer, schedule and data position).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import torch
 
-from schemas import Manifest
-from trainer.builders import build_engine, build_model, open_phase, phase_of
-from trainer.checkpoint import elastic
+from trainer.builders import open_phase, phase_of
 from trainer.checkpoint import store
-from trainer.checkpoint.resume import prepare_run_dir, trained_seq_len
-from trainer.config import TrainConfig, TrainError
-from trainer.data import loader, shutdown
+from trainer.checkpoint.resume import trained_seq_len
+from trainer.config import TrainConfig
+from trainer.data import DeviceBatches, default_workers, loader, shutdown
 from trainer.data.audit import RowAudit
-from trainer.data.mixture import MixtureStream
-from trainer.evaluate import describe, evaluate, to_device
+from trainer.data.device import pin_memory_for
+from trainer.evaluate import describe, evaluate
 from trainer.metrics import MetricsLog, peak_flops, plot_curves
 from trainer.run import lock as run_lock
-from trainer.run import preflight
 from trainer.run.runtime import Runtime
 from trainer.run.stopping import StopFlag
+from trainer.start import steps
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
@@ -38,35 +36,17 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
 
 
 def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
-    preflight.check(config, rt)  # manifests and shard sizes, before anything is written or trained
-    manifest = Manifest.read(config.data)
-    config = elastic.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
-    prepare_run_dir(config, manifest, rt)
-    rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
-           f"{config.partitions} data partitions")
-    model = build_model(config, manifest)
-    tag = store.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
-    universal = elastic.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
-    engine = build_engine(model, config, rt, load_universal=universal is not None)
-    client = elastic.load_universal(engine, config.output, universal, rt) if universal else store.load(engine, config.output, tag)
-    step = client["step"] if client else 0
-    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
-    if isinstance(phase.train, MixtureStream) and rt.rank == 0:
-        with open(os.path.join(config.output, "mixture.json"), "w") as f:
-            json.dump(phase.train.describe(), f, indent=2)
-    if client and client.get("phase", 1) == phase.number:
-        saved_world = client["data"].get("world_size", rt.world_size)
-        if phase.number == 2 and saved_world != rt.world_size:
-            raise TrainError(f"{config.output}: phase-2 data is laid out per rank and resumes only on the {saved_world} ranks "
-                             f"that saved it, this run has {rt.world_size}")
-        phase.train.load_state_dict(client["data"])
-    if client:
-        rt.log(f"resumed from {store.latest_tag(config.output)} at step {step} (phase {phase.number})")
+    start = steps.where_it_starts(config, rt)  # 1. a resume, --init-from's source, or random weights; RUN/ prepared
+    config, manifest = start.config, start.manifest
+    model, engine, client = steps.what_trains(start, rt)  # 2. the model in its DeepSpeed engine, a checkpoint loaded
+    phase, step = steps.what_it_reads(start, model, client, rt)  # 3. the phase's data, at the saved position
     log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
     peak = peak_flops(rt.device_name)
     position = phase.train.state_dict(*phase.train.start)
-    batches = iter(loader(phase.train, config.num_workers))
+    workers = default_workers(config.num_workers, rt.on_gpu, int(os.environ.get("LOCAL_WORLD_SIZE", rt.world_size)))
+    batches = _batches(phase, workers, rt)
     audit = RowAudit(config.output, rt.rank, rt.world_size) if config.audit_rows else None
+    dynamic = config.compile_backend(rt.on_gpu) is not None  # compiled: one graph for every sequence length
     window_tokens, window_start, last = 0, time.time(), {}
 
     def save() -> None:
@@ -77,33 +57,38 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
     try:
+        # NOTE: nothing in a step waits for the device (no .item(), no bool() of a device tensor): the host
+        # queues step s+1 while the device runs step s. The losses are read at logged steps only, the stop
+        # flag one step after its collective started (trainer/run/stopping.py), tokens come from the host batch.
         while step < end and not stop.agreed():
             if phase_of(step, config) != phase.number:
                 phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
-                shutdown(batches)
-                position, batches = phase.train.state_dict(0, 0), iter(loader(phase.train, config.num_workers))
+                shutdown(batches.loader_iterator)
+                position, batches = phase.train.state_dict(0, 0), _batches(phase, workers, rt)
                 rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
-            stats = {}
+            logged = (step + 1) % config.log_every == 0 or step + 1 == config.max_steps
+            losses: list[dict[str, torch.Tensor]] = []  # the logged step's micro-batch losses, still on the device
             lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
             for micro in range(config.grad_accum):
-                batch = next(batches)
-                epoch, k = batch["position"].tolist()
+                sent = next(batches)
+                epoch, k = sent.position
                 if audit:
-                    audit.write(step, micro, batch)
+                    audit.write(step, micro, sent.host)
                 torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
-                out = engine(**to_device(batch, rt.device))
+                if dynamic:
+                    mark_dynamic(sent.device)
+                out = engine(**sent.device)
                 engine.backward(out["loss"])
                 engine.step()
-                window_tokens += int(batch["attention_mask"].sum())
-                for key in ("loss", "mlm_loss", "nsp_loss", "sbo_loss"):
-                    if key in out:
-                        stats[key] = stats.get(key, 0.0) + out[key].detach().item() / config.grad_accum
+                window_tokens += sent.tokens
+                if logged:
+                    losses.append({key: out[key].detach() for key in LOSSES if key in out})
                 position = phase.train.state_dict(epoch, k + 1)
             step += 1
-            if step % config.log_every == 0 or step == config.max_steps:
-                elapsed = time.time() - window_start
+            if logged:
+                stats = rt.all_reduce_mean(mean_losses(losses, config.grad_accum))  # the one read of the window
+                elapsed = time.time() - window_start  # after the read: the device has finished the window
                 tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
-                stats = rt.all_reduce_mean(stats)
                 record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
                           "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
                 log.write(record)
@@ -116,8 +101,9 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
                     rt.log("eval " + describe(last))
             if step % config.save_every == 0 or step == config.max_steps:
                 save()
+        stop.settle()
     finally:
-        shutdown(batches)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
+        shutdown(batches.loader_iterator)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
         if audit:
             audit.close()
     if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
@@ -125,9 +111,41 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
         save()
     log.close()
     if rt.rank == 0:
-        plot = plot_curves(config.output)
+        try:
+            plot = plot_curves(config.output)
+        except ImportError:  # matplotlib: metrics.jsonl holds the same figures
+            plot = None
+            rt.log("curves.png not drawn: matplotlib is not installed")
         if plot:
             rt.log(f"curves: {plot}")
     return last
 
 
+LOSSES = ("loss", "mlm_loss", "nsp_loss", "sbo_loss")
+"""The model outputs a logged step records."""
+
+
+def _batches(phase, workers: int, rt: Runtime) -> DeviceBatches:
+    return DeviceBatches(iter(loader(phase.train, workers, pin_memory=pin_memory_for(rt.device))), rt.device)
+
+
+def mean_losses(losses: list[dict[str, torch.Tensor]], grad_accum: int) -> dict[str, float]:
+    """A step's losses averaged over its micro batches, read from the device in one transfer; the same sums in
+    the same order as a loop that read each micro batch's losses as it went."""
+    keys = [key for key in LOSSES if key in losses[0]]
+    values = torch.stack([m[key].float() for m in losses for key in keys]).tolist()  # (micro x keys,)
+    stats: dict[str, float] = {}
+    for i, value in enumerate(values):
+        key = keys[i % len(keys)]
+        stats[key] = stats.get(key, 0.0) + value / grad_accum
+    return stats
+
+
+def mark_dynamic(batch: dict[str, torch.Tensor]) -> None:
+    """Tell torch.compile that the batch and sequence lengths vary (dynamic padding, length buckets, a resumed
+    run's smaller micro batch), so it compiles one graph for all of them rather than one per shape."""
+    import torch._dynamo
+
+    for tensor in batch.values():
+        for dim in range(min(tensor.dim(), 2)):
+            torch._dynamo.maybe_mark_dynamic(tensor, dim)

@@ -33,6 +33,7 @@ from trainer.run.launch import launch
 from trainer.run.preflight import problem
 from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
+from trainer.start.steps import settle
 
 
 def _positive(text: str) -> int:
@@ -82,11 +83,31 @@ def said_once(error: TrainError, *, per_node: bool = False) -> TrainError:
     return error
 
 
-def checked_config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config from its flags, with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one
-    line, once per job) before any rank starts. --data and the --mix components: trainer/run/preflight.py."""
+def given_flags(argv: list[str]) -> set[str]:
+    """The settings the user gave on the command line (TrainConfig field names, nested ones dotted), whatever their
+    value: what --init-from's recipe leaves alone (trainer/start/recipe.py)."""
+    ap = parser()
+    for action in ap._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return set(vars(ap.parse_known_args(argv)[0]))
+
+
+def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> TrainConfig:
+    """The run's config from its flags, settled (a resume, --init-from and its recipe, or random weights:
+    trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one line, once
+    per job) before any rank starts. --data, the --mix components and the source's files: trainer/run/preflight.py."""
     try:
-        config = config_from_args(args)
+        found = output_problem(args.output)
+        if found:
+            raise TrainError(found)
+        # the source's files (and RUN's record) may be missing on one node only: said per node
+        config, notes = settle(config_from_args(args), set() if given is None else given)
+    except TrainError as e:
+        raise said_once(e, per_node=True) from None
+    if notes and os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
+        print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
+    try:
         if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
             try:
                 MixtureConfig(components=tuple(ComponentSpec.parse(m) for m in config.mix), alpha=config.mix_alpha)
@@ -97,9 +118,6 @@ def checked_config(args: argparse.Namespace) -> TrainConfig:
     try:
         if config.deepspeed_config:
             read_user_deepspeed_config(config.deepspeed_config)
-        found = output_problem(config.output)
-        if found:
-            raise TrainError(found)
     except TrainError as e:
         raise said_once(e, per_node=True) from None
     return config
@@ -110,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)  # a bad flag: one usage error here, not one per rank
         quiet_startup(args.verbose)
-        config = checked_config(args)
+        config = checked_config(args, given_flags(argv))
         if args.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
             found = problem(config)  # a bad --data or --mix: one line here, before any rank starts
             if found:

@@ -122,7 +122,7 @@ def test_launch_script_dry_run_for_a_hostfile_cluster(tmp_path):
     args = deepspeed_parse_args(argv[1:])
     assert (args.hostfile, args.num_nodes, args.master_addr, args.master_port, args.launcher) == (str(hostfile), 2, "gpu-node-1", 29500, "openmpi")
     assert args.module and args.user_script == "trainer.pretrain" and args.user_args == trainer
-    assert trainer_flags_parse(args.user_args).zero_stage == 2
+    assert trainer_flags_parse(args.user_args).zero_stage_for(16) == 2  # --zero-stage auto on 16 ranks
     assert dict(fetch_hostfile(str(hostfile))) == {"gpu-node-1": 8, "gpu-node-2": 8}
     # --dry-run and DRY_RUN=1 print the same command; the environment supplies missing options.
     same = printed_command(run_script(DEEPSPEED / "launch.sh", ["--dry-run", "--num-gpus", "4", *trainer], MASTER_PORT="31000"))

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
+from schemas.tables import Account  # noqa: E402
 from trainer.downstream.finetune import protocol, tasks  # noqa: E402
 from trainer.downstream.finetune.data import LabelMap, Split  # noqa: E402
 from trainer.downstream.finetune.tasks.sequence import Classes, Regression  # noqa: E402
@@ -115,7 +116,7 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     def train(task, model, *args, lr, seed, **kwargs):
         return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
 
-    def evaluate(task, model, features, examples, calibration=None):
+    def evaluate(task, model, features, examples, calibration=None, place=None):
         lr, seed = model.state["w"].tolist()
         return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
 
@@ -123,7 +124,8 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     monkeypatch.setattr(recipe, "train", train)
     monkeypatch.setattr(recipe, "evaluate", evaluate)
     config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=2)
-    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}])
+    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
+                           account=Account("jsonl", read=1))
               for name in ("train", "validation", "test")}
     job = job_mod.Job(config, tasks.of("classify"), splits, 64)
     monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))

@@ -2,7 +2,8 @@
 
 In:  this invocation's TrainConfig and Runtime; RUN/train_config.json and RUN/checkpoints/ of earlier ones.
 Out: `resolve`: the TrainConfig this invocation trains with: the run's global batch and data partitions (fixed
-     when it started, read back from RUN/train_config.json), this world size's micro batch and grad_accum;
+     when it started, read back from RUN/train_config.json), its ZeRO stage (--zero-stage auto: the recorded
+     one on a resume), this world size's micro batch and grad_accum;
      or a one-line TrainError when they cannot fit.
      `universal_tag`: when the checkpoint to resume (store.resume_tag: verified, its files scanned for
      anything but weights) holds ZeRO optimizer partitions of another world size, the
@@ -52,8 +53,10 @@ def resolve(config: TrainConfig, rt: Runtime) -> TrainConfig:
         batching = plan(global_batch, partitions, rt.world_size, config.batch_size)
     except ValueError as e:
         raise TrainError(f"{config.output}: {e}" if before else str(e)) from None
+    # --zero-stage auto: the stage the run started with (its optimizer state's layout), else this world size's
+    zero_stage = before.get("zero_stage", 2) if before is not None and config.zero_stage == "auto" else config.zero_stage_for(rt.world_size)
     return dataclasses.replace(config, global_batch_size=global_batch, partitions=batching.partitions,
-                               batch_size=batching.micro_batch, grad_accum=batching.grad_accum)
+                               batch_size=batching.micro_batch, grad_accum=batching.grad_accum, zero_stage=zero_stage)
 
 
 def partition_files(folder: str) -> list[str]:

@@ -41,7 +41,9 @@ def record(config: TrainConfig, manifest: Manifest, rt: Runtime) -> dict[str, An
     return {**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}
 
 
-def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime) -> None:
+def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime, extra: dict[str, Any] | None = None) -> None:
+    """Refuse a resume the rules forbid; then (rank 0) RUN/vocab/ and RUN/train_config.json, with `extra` keys beside
+    the settings (an --init-from run's architecture: trainer/start/steps.py)."""
     before = recorded(config.output)
     if before is not None and (refusal := resume_refusal(config.output, before, record(config, manifest, rt))):
         raise TrainError(refusal)
@@ -55,7 +57,7 @@ def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime) -> Non
                                    sha256=manifest.vocab["sha256"], size=manifest.vocab["size"])
         path = os.path.join(config.output, RECORD)
         with open(path + ".tmp", "w") as f:  # replaced whole: a reader never sees half of it
-            json.dump(record(config, manifest, rt), f, indent=2)
+            json.dump({**record(config, manifest, rt), **(extra or {})}, f, indent=2)
         os.replace(path + ".tmp", path)
 
 

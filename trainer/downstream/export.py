@@ -37,47 +37,27 @@ from schemas import vocab as vocab_files
 from trainer.checkpoint import resume, store
 from trainer.downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
 from trainer.model import BertForPretraining, ModelConfig
+from trainer.model.hf_names import PROJECT_ONLY_PREFIXES, TIED_KEYS, WeightsError, exported_keys, to_transformers  # noqa: F401 (exported_keys: export's API)
 from trainer.run.runtime import quiet_startup
-
-TIED_KEYS = {
-    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-    "cls.predictions.decoder.bias": "cls.predictions.bias",
-}
-"""Entries transformers re-ties on load and save_pretrained leaves out of model.safetensors."""
-PROJECT_ONLY_PREFIXES = ("sbo.",)
-"""Weights of heads transformers has no class for; trained, then dropped at export."""
 
 
 class ExportError(ValueError):
     """The inputs cannot make a faithful transformers export (the message says which and why)."""
 
 
-def exported_keys(model_config: ModelConfig) -> list[str]:
-    """The tensor names model.safetensors holds for `model_config`, in transformers' order."""
-    with torch.device("meta"):  # shapes only: no memory, no init cost
-        base = BertForPretraining(ModelConfig.from_dict({**model_config.to_dict(), "use_sbo": False}))
-    return [k for k in base.state_dict() if k not in TIED_KEYS]
-
-
 def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
-    """The consolidated state dict reduced to transformers' tensors: fp32, contiguous, owning their memory."""
+    """The consolidated state dict reduced to transformers' tensors (trainer/model/hf_names.py, the table
+    `--init-from` reads back through): fp32, contiguous, owning their memory."""
     if model_config.pre_layernorm:
         raise ExportError("cannot export a pre-LayerNorm model: transformers' BertForPreTraining is post-LN only "
                           "(train with pre_layernorm=False to get an exportable model)")
     for tied, source in TIED_KEYS.items():
         if tied in state_dict and source in state_dict and not torch.equal(state_dict[tied], state_dict[source]):
             raise ExportError(f"state dict has {tied} != {source}; they must be tied (one tensor) to export")
-    wanted = exported_keys(model_config)
-    kept = {k for k in state_dict if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)}
-    missing, unexpected = sorted(set(wanted) - kept), sorted(kept - set(wanted))
-    if missing or unexpected:
-        raise ExportError(f"state dict does not match ModelConfig: missing {missing[:5]}"
-                          f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-                          f"{' ...' if len(unexpected) > 5 else ''}")
-    out = {}
-    for key in wanted:
-        # clone: a DeepSpeed-consolidated tensor may be a view into a flat buffer, which safetensors refuses
-        out[key] = state_dict[key].detach().to("cpu", torch.float32).contiguous().clone()
+    try:
+        out = to_transformers(state_dict, model_config)
+    except WeightsError as e:
+        raise ExportError(str(e)) from None
     want_vocab = (model_config.vocab_size, model_config.hidden_size)
     if tuple(out["bert.embeddings.word_embeddings.weight"].shape) != want_vocab:
         raise ExportError(f"word embeddings are {tuple(out['bert.embeddings.word_embeddings.weight'].shape)}, "
@@ -264,6 +244,10 @@ def export_main(argv: list[str] | None = None) -> int:
         metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
         card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
                 "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
+        source = (client.get("train_config") or {}).get("init_from")
+        if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
+            card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
+                                   "on a corpus of its own.", "continued_from": source, **card}
         length = trained_length(client)
         if length is None:
             print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "

@@ -32,17 +32,17 @@ SETTLE_SECONDS = 10.0
 they are asked to stop."""
 
 
-def start_ranks(nproc: int, argv: list[str]) -> list[subprocess.Popen]:
+def start_ranks(nproc: int, argv: list[str], module: str = "trainer.pretrain") -> list[subprocess.Popen]:
     port = str(free_port())
     ranks = []
     for rank in range(nproc):
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        ranks.append(subprocess.Popen([sys.executable, "-m", "trainer.pretrain", *argv], env=env, start_new_session=True))
+        ranks.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env, start_new_session=True))
     return ranks
 
 
-def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> int:
+def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS, prog: str = "clozeforge train") -> int:
     """Wait for every rank; pass signals on; end the others when one fails; kill what outlives the grace period."""
     deadline: list[float] = []  # set once the ranks were asked to stop
 
@@ -57,7 +57,7 @@ def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> in
             deadline.append(time.monotonic() + grace)
 
     def forward(signum, _frame) -> None:
-        print(f"clozeforge train: {signal.Signals(signum).name}: passed on to {len(ranks)} ranks", file=sys.stderr, flush=True)
+        print(f"{prog}: {signal.Signals(signum).name}: passed on to {len(ranks)} ranks", file=sys.stderr, flush=True)
         ask_to_stop(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -69,12 +69,12 @@ def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> in
                 status = failed[0] if failed[0] > 0 else 128 - failed[0]  # killed by signal s: 128 + s, as a shell says
                 failed_at = time.monotonic()
             if status and not deadline and time.monotonic() > failed_at + SETTLE_SECONDS:  # not an error they all share
-                print(f"clozeforge train: a rank exited with status {status}; stopping the others", file=sys.stderr, flush=True)
+                print(f"{prog}: a rank exited with status {status}; stopping the others", file=sys.stderr, flush=True)
                 ask_to_stop(signal.SIGTERM)
             if deadline and time.monotonic() > deadline[0]:
                 for p in ranks:
                     if p.poll() is None:
-                        print(f"clozeforge train: rank pid {p.pid} still running {grace:.0f} s after the stop request: killed",
+                        print(f"{prog}: rank pid {p.pid} still running {grace:.0f} s after the stop request: killed",
                               file=sys.stderr, flush=True)
                         p.kill()
                 deadline[0] = float("inf")
@@ -88,9 +88,10 @@ def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS) -> in
     return status
 
 
-def launch(nproc: int, argv: list[str]) -> int:
-    """Start `nproc` ranks of `python -m trainer.pretrain argv` on this machine and supervise them to the end.
+def launch(nproc: int, argv: list[str], module: str = "trainer.pretrain", prog: str = "clozeforge train") -> int:
+    """Start `nproc` ranks of `python -m module argv` on this machine and supervise them to the end.
 
-    argv goes to every rank as it is, --nproc-per-node included: a rank sees RANK set and trains."""
+    argv goes to every rank as it is, --nproc-per-node included: a rank sees RANK set and trains. `clozeforge
+    finetune` starts its ranks here too (module trainer.downstream.finetune.ranks)."""
     sys.stdout.flush()
-    return supervise(start_ranks(nproc, argv))
+    return supervise(start_ranks(nproc, argv, module), prog=prog)

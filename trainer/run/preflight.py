@@ -1,6 +1,6 @@
 """Checks before step 1, so a broken input fails in one line at start-up and not hours into the run.
 
-In:  the TrainConfig (--data, --phase2-data, --mix components) and the Runtime.
+In:  the TrainConfig (--data, --phase2-data, --mix components, --init-from's source) and the Runtime.
 Out: nothing, or a TrainError on every rank: rank 0 reads each manifest (types and paths are checked by
      schemas/manifest.py) and checks that every shard is there with its listed size (one directory
      listing per manifest, also on gs:// and s3://), then tells the others. Reading every byte of every
@@ -34,6 +34,10 @@ def problem(config: TrainConfig) -> str | None:
         if wrong:
             more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
             return f"{manifest.directory}: {wrong[0]}{more}; was the prep output changed after prep?"
+    if config.init_from:  # the source's files, shapes and vocabulary against --data's (a resume does not read it)
+        from trainer.start.sources import source_problem
+
+        return source_problem(config, Manifest.read(config.data))
     return None
 
 

@@ -3,12 +3,16 @@
 In:  the process's SIGTERM/SIGINT (from a user, a scheduler, a launcher passing its own on, or the
      launcher's death, see `follow_launcher`), and the other ranks' flags.
 Out: StopFlag.agreed(), true on every rank at the same step once any rank was signalled, which the loop
-     checks between steps.
+     checks between steps; StopFlag.settle() after the last step, which completes the reduction in flight.
 
 A signal lands on the ranks of a job at different moments (or on one rank only). A rank that stopped on
 its own flag would enter the collective save while the others start the next step's collectives, and the
-job would hang. So each step ends with an all-reduce (MAX) of one int: the first step boundary after any
-rank's signal is the stop step of every rank.
+job would hang. So each step boundary starts an all-reduce (MAX) of one int, and reads the one the previous
+boundary started: every rank reads the same reductions at the same boundaries, so all stop at the same step,
+one step after the first boundary that saw a signal. Reading a reduction a step late keeps the host from
+waiting on it: on a GPU its result is copied to the host behind the step it follows, and the host waits for
+that copy (an event) while the device already runs the next step. The first boundary reads its own reduction
+(a signal during start-up stops before the first step).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class StopFlag:
 
     def __init__(self, rt: Runtime):
         self.requested, self.rt = False, rt
+        self.pending: tuple | None = None  # the reduction the last boundary started, read at the next one
+        self.boundaries = 0
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._handle)
 
@@ -50,12 +56,42 @@ class StopFlag:
               "(send it again to stop now)", flush=True)
 
     def agreed(self) -> bool:
-        """True on every rank once any rank has been asked to stop: one int all-reduced (MAX) per step."""
+        """True on every rank at the same step once any rank has been asked to stop: one int all-reduced (MAX)
+        per step boundary, read at the next boundary (the first boundary's at once)."""
         if self.rt.world_size == 1 or not dist.is_initialized():
             return self.requested
-        flag = torch.tensor([int(self.requested)], dtype=torch.int32, device=self.rt.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        self.boundaries += 1
+        earlier, self.pending = self.pending, self._start()
+        if self.boundaries == 1:
+            earlier, self.pending = self.pending, None
+        return earlier is not None and _read(earlier)
+
+    def settle(self) -> None:
+        """Complete the reduction still in flight (every rank started it), before the collectives that follow."""
+        if self.pending is not None:
+            _read(self.pending)
+            self.pending = None
+
+    def _start(self) -> tuple:
+        flag = torch.full((1,), int(self.requested), dtype=torch.int32, device=self.rt.device)  # no host-to-device copy
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, async_op=True)
+        if flag.device.type != "cuda":
+            return work, flag, None
+        work.wait()  # NCCL: the current stream waits for the reduction, the host does not
+        host = flag.to("cpu", non_blocking=True)
+        copied = torch.cuda.Event()
+        copied.record()
+        return None, host, copied
+
+
+def _read(pending: tuple) -> bool:
+    """The value of a reduction `StopFlag._start` began: waits for it (a step old by now) and nothing else."""
+    work, value, copied = pending
+    if work is not None:
+        work.wait()
+    if copied is not None:
+        copied.synchronize()
+    return bool(value[0])  # a host tensor
 
 
 def _launched_as(cmdline: list[str]) -> str:

@@ -23,6 +23,7 @@ lr, so it flatters a little; results.json says which).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -33,7 +34,7 @@ import time
 from schemas import ContractError
 from schemas.config import add_flags, field_docs, from_flags
 from trainer.downstream.finetune import data as data_mod
-from trainer.downstream.finetune import output, protocol, recipe, tasks
+from trainer.downstream.finetune import output, protocol, ranks, recipe, tasks
 from trainer.downstream.finetune.config import FinetuneConfig
 from trainer.downstream.finetune.job import _EXPORTED, Arm, ArmResult, Job, export_dir, model_sources, trained_length
 from trainer.downstream.finetune.suites import SuiteError
@@ -78,19 +79,30 @@ def _baseline_arm(config: FinetuneConfig, first_dir: str, tokenizer, hidden: int
 
 
 def run(config: FinetuneConfig) -> int:
+    place = ranks.join(config.device, config.precision, config.data_parallel)
+    try:
+        if config.suite:  # each of the suite's tasks comes back here as one --task job (suites/run.py)
+            from trainer.downstream.finetune.suites import run as suite_run
+
+            if place.world_size > 1:
+                raise ContractError(ranks.SUITE_IN_ONE_PROCESS)
+            return suite_run.run_suite(config, lambda task_config: _run(task_config, place))
+        return _run(config, place)
+    finally:
+        ranks.leave()
+
+
+def _run(config: FinetuneConfig, place: recipe.Place) -> int:
     import transformers
 
-    if config.suite:  # each of the suite's tasks comes back here as one --task job (suites/run.py)
-        from trainer.downstream.finetune.suites import run as suite_run
-
-        return suite_run.run_suite(config, run)
     started = time.time()
     _EXPORTED.clear()  # exports live in this run's temporary directory
     sources = model_sources(config.model, config.checkpoints)
     if config.baseline not in ("none", "scratch"):
         model_sources(config.baseline, None)  # an export or a RUN, or one line saying neither
+    writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
     with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as exports, \
-            output.staged_output(config.output, config.overwrite) as out:
+            (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
         task = tasks.make(config.task, config)
         read = lambda url: data_mod.read_split(url, task, skip_bad_rows=config.skip_bad_rows, quoting=config.quoting)  # noqa: E731
         splits = {"train": read(config.train), "validation": read(config.validation)}
@@ -105,7 +117,8 @@ def run(config: FinetuneConfig) -> int:
         job = Job(config, task, splits, max_len)
         for name, split in splits.items():
             dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
-            print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
+            if writes:
+                print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
         lrs, grid = (config.lr, "--lr") if config.lr else (recipe.default_lrs(hidden), "default (BERT's grid x 768/hidden)")
         arms = []
         for step, tag in sources:
@@ -113,8 +126,10 @@ def run(config: FinetuneConfig) -> int:
             arms.append(Arm("pretrained" if step is None else f"step {step}", model_dir, True, lrs, grid, config.epochs,
                             step=step, tokenizer=tokenizer))
         everything = arms + ([baseline_arm] if baseline_arm else [])
-        progress = recipe.Progress(sum(len(a.lrs) * a.epochs for a in everything) * config.seeds)
-        done = job.run_arms(everything, progress)
+        progress = ranks.progress(job.plan(everything), [a.epochs for a in everything], place)
+        done = job.run_arms(everything, progress, place)
+        if not writes:
+            return 0
         points, baseline = done[:len(arms)], (done[-1] if baseline_arm else None)
         if baseline:
             gold = task.gold(splits[job.scored_on].examples)
@@ -137,6 +152,8 @@ def run(config: FinetuneConfig) -> int:
             with open(os.path.join(out, "downstream.md"), "w", encoding="utf-8") as f:
                 f.write(output.sweep_table(records, base_record, task.metric))
         results = _results(config, job, records, base_record, chosen, (max_len, length_from), time.time() - started)
+        results["devices"] = {"device": place.device.type, "precision": place.precision, "processes": place.world_size,
+                              "data_parallel": place.data_parallel}
         with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
             f.write("\n")
@@ -202,6 +219,7 @@ def finetune_parser() -> argparse.ArgumentParser:
 
 
 def finetune_main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = finetune_parser().parse_args(argv)
     try:
         config = dataclasses.replace(from_flags(FinetuneConfig, args), model=args.model)
@@ -212,6 +230,12 @@ def finetune_main(argv: list[str] | None = None) -> int:
         import transformers
     except ImportError as e:
         return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
+    if config.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
+        try:
+            ranks.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
+        except ValueError as e:
+            return _fail(str(e))
+        return ranks.launch(config.nproc_per_node, argv)
     # "some weights were newly initialised" is the point of fine-tuning, and a bar per model load says nothing the
     # epoch lines do not; both are put back after, for a caller that runs this in its own process
     verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()
@@ -233,5 +257,6 @@ def finetune_main(argv: list[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    print(f"clozeforge finetune: error: {message}", file=sys.stderr)
+    if os.environ.get("RANK", "0") == "0":  # every rank reads the same inputs: rank 0 says what is wrong, once
+        print(f"clozeforge finetune: error: {message}", file=sys.stderr)
     return 2

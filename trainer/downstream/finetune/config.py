@@ -6,6 +6,7 @@ import dataclasses
 
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
+from trainer.downstream.finetune.ranks import DEVICES, PRECISIONS
 from trainer.downstream.finetune.recipe import STRATEGIES, Recipe
 from trainer.downstream.finetune.suites import SUITES, SuiteOptions
 from trainer.downstream.finetune.tasks import TASKS, Columns
@@ -96,6 +97,17 @@ class FinetuneConfig(Config):
     were 15-22 where the demo model's were 10-13, bench/README.md "finetune"; --epochs for MODEL2)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
+    device: str = flag(default="auto", choices=DEVICES)
+    """Where the runs compute: auto takes a CUDA GPU when torch sees one (one per process), else the CPU."""
+    precision: str = flag(default="auto", choices=PRECISIONS)
+    """Arithmetic of the runs (autocast; weights and optimizer state stay fp32): auto is bf16 on a GPU that supports
+    it, as `clozeforge train` chooses, and fp32 on a CPU; fp16 (GPU only) adds dynamic loss scaling."""
+    nproc_per_node: int = 1
+    """Processes to start on this machine (one per GPU, or a few on a CPU over gloo); the job's (model, lr, seed)
+    runs are spread across them and rank 0 writes the output. Under torchrun (RANK set) it is ignored."""
+    data_parallel: bool = False
+    """With several processes: compute each run with all of them (DistributedDataParallel, each a slice of every
+    batch; the global batch stays --batch-size) instead of spreading the runs; for one large task."""
     checkpoints: str | None = flag(default=None, metavar="all|STEP,...")
     """With a RUN directory: fine-tune from each of these checkpoints and write downstream.png and
     downstream.md (score against pretraining step)."""
@@ -114,6 +126,7 @@ class FinetuneConfig(Config):
                   (self.baseline != "none" or not (self.baseline_lr or self.baseline_epochs),
                    "--baseline-lr and --baseline-epochs need --baseline scratch|MODEL2"),
                   (self.bootstrap >= 0, f"--bootstrap must be >= 0, got {self.bootstrap}"),
+                  (self.nproc_per_node >= 1, f"--nproc-per-node must be >= 1, got {self.nproc_per_node}"),
                   (self.stride >= 0, f"--stride must be >= 0, got {self.stride}"),
                   (self.unfreeze_layers >= 1, f"--unfreeze-layers must be >= 1, got {self.unfreeze_layers}"),
                   (self.max_seq_len is None or self.max_seq_len >= 8, f"--max-seq-len must be >= 8, got {self.max_seq_len}")]

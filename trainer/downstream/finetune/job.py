@@ -23,7 +23,7 @@ import re
 import torch
 
 from schemas import ContractError
-from trainer.downstream.finetune import protocol, recipe
+from trainer.downstream.finetune import protocol, ranks, recipe
 from trainer.downstream.finetune.data import Split
 from trainer.downstream.finetune.tasks import Features, Task
 
@@ -166,7 +166,8 @@ class Job:
         """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
         return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
 
-    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress) -> dict:
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
+                place: recipe.Place = recipe.Place()) -> dict:
         """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
         scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
         saved (`Arm.saved`): the only run of an (arm, lr) model/ can come from."""
@@ -176,14 +177,14 @@ class Job:
         model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
         result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
                               dataclasses.replace(c.recipe, epochs=arm.epochs), lr=lr, seed=seed, progress=progress,
-                              label=f"[{arm.name}] lr {lr:g} seed {seed}")
+                              label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
         run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
                "history": [_points(h, keep=("epoch",)) for h in result.history]}
         if result.calibration:
             run["calibration"] = result.calibration
         model.load_state_dict(result.state)
         evaluation = recipe.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
-                                     result.calibration)
+                                     result.calibration, place=place)
         if self.scored_on == "test":
             run["test"] = _points(evaluation.metrics)
         kept, score = self.kept.get((a, lr)), run["validation"]["score"]  # the points `summary` picks the seed by
@@ -212,13 +213,15 @@ class Job:
                           "calibration": best.get("calibration"),
                           "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
-    def run_arms(self, arms: list[Arm], progress: recipe.Progress) -> list[ArmResult]:
-        """Every run of every arm, in one process; weights of an (arm, lr) that lost are dropped as soon as its
-        arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in progress and of the best
-        saved arm so far, besides the model training."""
+    def run_arms(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place = recipe.Place()) -> list[ArmResult]:
+        """Every run of every arm, in one process (or by all ranks together, --data-parallel); weights of an
+        (arm, lr) that lost are dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights
+        per lr of the arm in progress and of the best saved arm so far, besides the model training."""
+        if place.world_size > 1 and not place.data_parallel:
+            return self.run_spread(arms, progress, place)
         plan, results, records, leader = self.plan(arms), [], [], None
         for i, spec in enumerate(plan):
-            records.append(self.one_run(arms, spec, progress))
+            records.append(self.one_run(arms, spec, progress, place))
             a = spec[0]
             if i + 1 < len(plan) and plan[i + 1][0] == a:
                 continue
@@ -227,6 +230,22 @@ class Job:
                 leader = a
             keep = {(leader, results[leader].record["lr"])} if leader is not None else set()
             self.kept = {k: v for k, v in self.kept.items() if k in keep}
+        return results
+
+    def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: recipe.Place) -> list[ArmResult]:
+        """run_arms' results with each run computed on one rank (ranks.py): every rank gets every record and makes
+        the same choice; the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other
+        ranks `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
+        seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
+        it can know."""
+        plan = self.plan(arms)
+        records = ranks.spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
+        results = [self.summary(arms, a, records) for a in range(len(arms))]
+        for a, result in enumerate(results):
+            if arms[a].saved:
+                source = ranks.owner(plan.index((a, result.record["lr"], result.best["seed"])), place)
+                result.best["state"] = ranks.fetch_state(result.best["state"], source, place)
+        self.kept = {}
         return results
 
     def save(self, result: ArmResult, directory: str) -> list[dict]:

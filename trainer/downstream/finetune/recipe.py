@@ -14,31 +14,42 @@ of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers
 head. With `patience` > 0 a run stops after that many epochs without a better validation score (the schedule
 still spans `epochs`), and keeps the best epoch: "fine-tune until validation stops improving".
 
+Where it runs: a `Place` (built by ranks.py from --device, --precision, --nproc-per-node, --data-parallel) puts the
+model and each batch on a device (rows gathered on the host, pinned, copied without waiting), autocasts in bf16 or
+fp16 (fp16 with a GradScaler; weights and AdamW state stay fp32), and with --data-parallel wraps the model in
+DistributedDataParallel: every rank draws the same global batch from the seed and takes its own slice of it, so the
+global batch and the schedule are those of one process. The loss stays on the device until the epoch ends: no
+host synchronisation per step beyond fp16's inf check. The default Place (CPU, fp32, one process) runs the loop
+exactly as it ran before devices existed.
+
 NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
 tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the
 numbers are noisy): per epoch the two loops cost the same within that noise (ours 2.5-5.7 s, Trainer 4.3-5.1 s
 over three alternating rounds), while importing Trainer costs ~20 s more (it imports accelerate, which the
-`train` extra would have to add) in every process, each sweep point and the demo included. What Trainer would
-add (distributed sampling, mixed precision, checkpoints between epochs) is what models that fine-tune in
-seconds to minutes do not need; what we do need (a seed that fixes the head's initialisation and the batch
-order, batches cut to their longest row, the best epoch's weights kept in memory, one progress line per epoch
-with the ETA of a whole sweep) is direct here and indirect (callbacks, TrainingArguments) there. The model, the
-heads, the tokenizer, the schedule (`get_linear_schedule_with_warmup`) and the saved directory are transformers'.
+`train` extra would have to add) in every process, each sweep point and the demo included. What we need (a seed
+that fixes the head's initialisation and the batch order, batches cut to their longest row, the best epoch's
+weights kept in memory, one progress line per epoch with the ETA of a whole sweep, a job's runs spread over
+processes) is direct here and indirect (callbacks, TrainingArguments) there; `python bench/finetune_loop.py --gpu`
+times the two on BERT-base on a GPU in bf16 (bench/README.md). The model, the heads, the tokenizer, the schedule
+(`get_linear_schedule_with_warmup`) and the saved directory are transformers'.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from trainer.downstream.finetune.tasks import Evaluation, Features, Task
 from trainer.optim import adamw
 
 STRATEGIES = ("full", "probe", "last-n")
 BERT_BASE_LRS = (2e-5, 3e-5, 5e-5)
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def default_lrs(hidden_size: int) -> tuple[float, ...]:
@@ -55,6 +66,35 @@ class Recipe:
     strategy: str = "full"
     unfreeze_layers: int = 2
     patience: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where a run computes: its device and arithmetic, and the ranks it shares each step with (ranks.py builds it)."""
+
+    device: torch.device = torch.device("cpu")
+    precision: str = "fp32"
+    """fp32, or bf16 / fp16 autocast over fp32 weights (fp16 with a GradScaler)."""
+    rank: int = 0
+    world_size: int = 1
+    data_parallel: bool = False
+    """Every run is computed by all `world_size` ranks together, each on a slice of each batch (DDP)."""
+
+    @property
+    def ddp(self) -> bool:
+        return self.data_parallel and self.world_size > 1
+
+    def autocast(self):
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=_AUTOCAST[self.precision])
+
+    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A host batch on the device: pinned and copied asynchronously to a GPU (the copy overlaps the previous
+        step's kernels); CPU tensors as they are."""
+        if self.device.type != "cuda":
+            return batch
+        return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in batch.items()}
 
 
 @dataclasses.dataclass
@@ -110,70 +150,118 @@ def _batch(tensors: dict[str, torch.Tensor], rows) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def predict_outputs(task: Task, model, features: Features, batch_size: int = 128) -> list[torch.Tensor]:
-    """The model's outputs on every row: [logits], or [start_logits, end_logits] for span extraction."""
+def predict_outputs(task: Task, model, features: Features, batch_size: int = 128, place: Place = Place()) -> list[torch.Tensor]:
+    """The model's outputs on every row, on the host: [logits], or [start_logits, end_logits] for span extraction."""
     model.eval()
     inputs = {k: v for k, v in features.tensors.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
     rows, width = inputs["input_ids"].shape
     parts: list[list[torch.Tensor]] = []
     for start in range(0, rows, batch_size):
-        out = model(**_batch(inputs, slice(start, start + batch_size)))
+        with place.autocast():
+            out = model(**place.to_device(_batch(inputs, slice(start, start + batch_size))))
         logits = task.outputs(out)
         if task.per_token:  # per-token outputs of a trimmed batch: pad back to `width` to concatenate
             logits = [torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[1]) if x.dim() == 3 else (0, width - x.shape[1]),
                                               value=-1e4) for x in logits]
         parts.append([x.float() for x in logits])
-    return [torch.cat(column) for column in zip(*parts)]
+    return [torch.cat(column).cpu() for column in zip(*parts)]  # one copy back per split, not one per batch
 
 
-def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None) -> Evaluation:
+def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None,
+             place: Place = Place()) -> Evaluation:
     """Metrics and predictions of `model` on one split (`calibration`: fitted on validation, see Task.evaluate)."""
-    return task.evaluate(predict_outputs(task, model, features), features, examples, calibration)
+    return task.evaluate(predict_outputs(task, model, features, place=place), features, examples, calibration)
+
+
+def _host_copy(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
+    """This rank's slice of a global batch and the weight of its mean loss: DDP averages the ranks' gradients,
+    so rank r's loss is scaled by n_r * world / n, which makes that average the global batch's mean-over-rows
+    gradient. A rank left without rows (a last batch smaller than the world) computes one row at weight 0, so
+    every rank still joins the step's all-reduce."""
+    if not place.ddp:
+        return rows, 1.0
+    mine = rows[place.rank::place.world_size]
+    if len(mine) == 0:
+        return rows[:1], 0.0
+    return mine, len(mine) * place.world_size / len(rows)
 
 
 def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
-          recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str) -> RunResult:
+          recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str, place: Place = Place()) -> RunResult:
     from transformers import get_linear_schedule_with_warmup
 
     freeze(model, recipe.strategy, recipe.unfreeze_layers)
+    model.to(place.device)  # before the optimizer: adamw picks its fused kernel by the parameters' device
+    net = model
+    if place.ddp:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[place.device.index] if place.device.type == "cuda" else None)
     rows = train_features.tensors["input_ids"].shape[0]
     steps_per_epoch = (rows + recipe.batch_size - 1) // recipe.batch_size
     total = steps_per_epoch * recipe.epochs
     optimizer = adamw(model, lr=lr, weight_decay=recipe.weight_decay)
     schedule = get_linear_schedule_with_warmup(optimizer, int(recipe.warmup * total), total)
-    order = np.random.default_rng(seed)  # batch order: a function of the seed only
+    scaler = torch.amp.GradScaler(place.device.type) if place.precision == "fp16" else None
+    order = np.random.default_rng(seed)  # batch order: a function of the seed only (the same on every rank)
     best: RunResult | None = None
     history, stale = [], 0
     for epoch in range(1, recipe.epochs + 1):
         started = time.time()
-        model.train()
-        losses = []
+        net.train()
+        losses = []  # on the device: read once per epoch
         permutation = order.permutation(rows)
         for start in range(0, rows, recipe.batch_size):
-            batch = _batch(train_features.tensors, torch.from_numpy(permutation[start:start + recipe.batch_size]))
-            loss = model(**batch).loss
+            mine, weight = _my_rows(permutation[start:start + recipe.batch_size], place)
+            batch = place.to_device(_batch(train_features.tensors, torch.from_numpy(mine)))
+            with place.autocast():
+                loss = net(**batch).loss
+            if weight != 1.0:
+                loss = loss * weight
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            if scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            else:  # fp16: scaled backward, clipping on the true gradients, a step skipped on inf/NaN
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
             schedule.step()
-            losses.append(loss.item())
-        evaluation = evaluate(task, model, valid_features, valid_examples)
+            losses.append(loss.detach())
+        epoch_losses = torch.stack(losses).double()
+        if place.ddp:  # each rank holds its weighted share of every step's loss: their mean is the global loss
+            dist.all_reduce(epoch_losses)
+            epoch_losses /= place.world_size
+        mean_loss = float(np.mean(epoch_losses.cpu().numpy()))
+        evaluation = evaluate(task, model, valid_features, valid_examples, place=place)
         metrics = evaluation.metrics
-        history.append({"epoch": epoch, "loss": float(np.mean(losses)), **metrics})
+        if place.ddp:  # every rank decides the same kept epoch and early stop as rank 0, or the ranks part ways
+            metrics["score"] = _rank0_value(metrics["score"])
+        history.append({"epoch": epoch, "loss": mean_loss, **metrics})
         if best is None or metrics["score"] > best.metrics["score"]:
-            best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history,
-                             evaluation.calibration)
+            # without patience the last epoch is kept whatever its score: no copy of weights that will not be
+            # kept (on a GPU, BERT-base's 440 MB from device to host)
+            best = RunResult(metrics, epoch, _host_copy(model) if recipe.patience else {}, history, evaluation.calibration)
             stale = 0
         else:
             stale += 1
         stop = recipe.patience > 0 and stale >= recipe.patience
-        progress.epoch(label, epoch, recipe.epochs, float(np.mean(losses)), metrics, best.metrics["score"],
+        progress.epoch(label, epoch, recipe.epochs, mean_loss, metrics, best.metrics["score"],
                        time.time() - started, skipped=recipe.epochs - epoch if stop else 0)
         if stop:
             break
     if recipe.patience == 0:  # BERT's recipe: the model after the last epoch, not the best on validation
-        best = RunResult(metrics, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, history,
-                         evaluation.calibration)
+        best = RunResult(metrics, epoch, _host_copy(model), history, evaluation.calibration)
     best.history = history
     return best
+
+
+def _rank0_value(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)  # a host tensor: gloo carries it (ranks.py's process group)
+    dist.broadcast(t, 0)
+    return float(t.item())

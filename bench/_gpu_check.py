@@ -1,0 +1,164 @@
+"""The Python parts of bench/gpu_check.sh: `python bench/_gpu_check.py PART`, one `RESULT {json}` line per figure
+(or `FAILED {json}`), and `summary LOG...` to tabulate them.
+
+Parts (BERT-base, seq 128 random-id pairs, one rank, --precision auto = bf16 on the GPU):
+  eager-z0     the bare model (eager) and the trainer (ZeRO 0, eager) at batch 64 and 256: tokens/s, MFU, loop_ratio
+  compiled-z0  the same, both compiled (inductor; the trainer's --compile auto)
+  eager-z2     the trainer alone with ZeRO 2, eager (the bare figures are eager-z0's)
+  compiled-z2  the trainer alone with ZeRO 2, compiled
+  syncs        host synchronisations per trainer step (torch.cuda.set_sync_debug_mode): two runs of different
+               lengths, so start-up and the end's single reads cancel; the places that synchronise most; with
+               DeepSpeed's bf16 weights and with the -autocast variant's JSON
+  compiled-z0-autocast  the trainer compiled, ZeRO 0, bf16 as torch autocast over fp32 weights (a DeepSpeed JSON)
+  compiled-z0-static  the trainer compiled at batch 256 without marking batch and sequence dims dynamic (a
+               graph per shape: what the marks cost or save, seq-128 batches being nearly all one shape)
+With GPU_CHECK_TINY=1 every part runs the tiny preset at batch 4 and 8 for a few steps, on whatever device is there
+(the compiled parts with the `eager` backend on a CPU): a check of this script, not a measurement.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import warnings
+
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root, not bench/
+
+from trainer import cpu_sharing  # noqa: E402
+
+cpu_sharing.apply()
+
+TINY = os.environ.get("GPU_CHECK_TINY") == "1"
+PRESET = "tiny" if TINY else "base"
+BATCHES = (4, 8) if TINY else (64, 256)
+STEPS, WARMUP = (6, 2) if TINY else (20, 8)
+"""Steps per trainer run; the first WARMUP (compiling, the loader filling its queue) are not timed."""
+SYNC_STEPS = (4, 8) if TINY else (10, 20)
+
+
+def _runtime():
+    from trainer.run.runtime import quiet_startup, start_runtime
+
+    quiet_startup()
+    return start_runtime("auto")
+
+
+def _compile(rt, compiled: bool) -> str:
+    if not compiled:
+        return "off"
+    return "auto" if rt.on_gpu else "eager"  # auto = inductor on a GPU; on a CPU only the code path is checked
+
+
+AUTOCAST = {"bf16": {"enabled": False}, "torch_autocast": {"enabled": True, "dtype": "bfloat16"}}
+"""The DeepSpeed JSON of the `-autocast` variants: bf16 as torch autocast over fp32 weights (what the bare loop does,
+and the trainer on a CPU), instead of DeepSpeed's bf16 weights, whose ZeRO-0 optimizer wrapper (FP16_Optimizer)
+tests every gradient for inf/NaN with a host read each."""
+
+
+def _autocast_json() -> str:
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="gpu-check-"), "autocast.json")
+    with open(path, "w") as f:
+        json.dump(AUTOCAST, f)
+    return path
+
+
+def loop_part(compiled: bool, zero: int, bare: bool, batches: tuple[int, ...] = BATCHES, static: bool = False,
+              autocast: bool = False) -> None:
+    from bench._loop import measure
+
+    rt = _runtime()
+    ds_json = _autocast_json() if autocast else None
+    if static:  # the trainer compiled without its dynamic-shape marks: a graph per batch shape, as dynamo does alone
+        import trainer.loop
+
+        trainer.loop.mark_dynamic = lambda batch: None
+    for batch in batches:
+        name = f"{'compiled' if compiled else 'eager'}-z{zero}{'-static' if static else ''}{'-autocast' if autocast else ''}"
+        part = {"part": name, "batch": batch}
+        try:
+            result = measure(preset=PRESET, batch=batch, steps=STEPS, warmup=WARMUP, zero_stage=zero,
+                             compile=_compile(rt, compiled), rt=rt, bare=bare, bare_after=False, deepspeed_config=ds_json)
+            print("RESULT", json.dumps({**part, **result}), flush=True)
+        except Exception as e:  # noqa: BLE001 (the next batch size still runs)
+            print("FAILED", json.dumps({**part, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+
+
+def sync_part() -> None:
+    """Synchronising CUDA calls of two eager ZeRO-0 runs at batch 64 (log, eval and save once each, at the end),
+    with DeepSpeed's bf16 weights and with autocast."""
+    rt = _runtime()
+    for ds_json in (None, _autocast_json()):
+        _syncs(rt, ds_json)
+
+
+def _syncs(rt, ds_json: str | None) -> None:
+    import torch
+
+    from bench._loop import measure
+
+    counts, places = [], collections.Counter()
+    for steps in SYNC_STEPS:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if rt.on_gpu:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                result = measure(preset=PRESET, batch=BATCHES[0], steps=steps, warmup=2, log_every=steps, zero_stage=0,
+                                 compile="off", rt=rt, bare=False, deepspeed_config=ds_json)
+            finally:
+                if rt.on_gpu:
+                    torch.cuda.set_sync_debug_mode(0)
+        if "trainer_error" in result:
+            raise RuntimeError(result["trainer_error"])
+        syncs = [w for w in caught if "synchroniz" in str(w.message)]
+        counts.append(len(syncs))
+        if steps == SYNC_STEPS[-1]:
+            places.update(f"{os.path.relpath(w.filename)}:{w.lineno}" for w in syncs)
+    per_step = (counts[1] - counts[0]) / (SYNC_STEPS[1] - SYNC_STEPS[0])
+    print("RESULT", json.dumps({"part": "syncs" + ("-autocast" if ds_json else ""), "batch": BATCHES[0], "steps": list(SYNC_STEPS), "syncs": counts,
+                                "syncs_per_step": per_step, "on_gpu": rt.on_gpu,
+                                "most_syncs_at": places.most_common(8)}), flush=True)
+
+
+def summary(logs: list[str]) -> None:
+    """One table of every RESULT line in `logs`."""
+    rows = []
+    for path in logs:
+        if os.path.exists(path):
+            with open(path) as f:
+                rows += [json.loads(line.split(" ", 1)[1]) for line in f if line.startswith(("RESULT ", "FAILED "))]
+    print(f"{'part':<21} {'batch':>5} {'trainer tok/s':>14} {'MFU':>6} {'bare tok/s':>11} {'MFU':>6} {'ratio':>6}  note")
+    for r in rows:
+        if r.get("part", "").startswith("syncs"):
+            print(f"{r['part']} per trainer step (eager, ZeRO 0, batch {r['batch']}): {r['syncs_per_step']} {r['most_syncs_at']}")
+            continue
+        cells = [r.get("trainer_tokens_per_s"), r.get("trainer_mfu"), r.get("bare_tokens_per_s"), r.get("bare_mfu"), r.get("loop_ratio")]
+        text = [f"{c:,}" if isinstance(c, int) else (f"{c:.3f}" if isinstance(c, float) else "-") for c in cells]
+        note = r.get("error") or r.get("trainer_error") or ""
+        print(f"{r['part']:<21} {r['batch']:>5} {text[0]:>14} {text[1]:>6} {text[2]:>11} {text[3]:>6} {text[4]:>6}  {note}")
+
+
+PARTS = {
+    "eager-z0": lambda: loop_part(compiled=False, zero=0, bare=True),
+    "compiled-z0": lambda: loop_part(compiled=True, zero=0, bare=True),
+    "eager-z2": lambda: loop_part(compiled=False, zero=2, bare=False),
+    "compiled-z2": lambda: loop_part(compiled=True, zero=2, bare=False),
+    "syncs": sync_part,
+    "compiled-z0-autocast": lambda: loop_part(compiled=True, zero=0, bare=False, autocast=True),
+    "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, batches=BATCHES[-1:], static=True),
+}
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["summary"]:
+        summary(sys.argv[2:])
+    else:
+        from trainer.run.runtime import shutdown_runtime
+
+        try:
+            PARTS[sys.argv[1]]()
+        finally:
+            shutdown_runtime()

@@ -1,0 +1,161 @@
+"""Benchmark `train --loop`: the trainer's own loop against a bare forward/backward/step loop, in one process.
+
+In:  a model preset, a micro batch, a number of steps, the device this process finds (one rank), and the
+     trainer's --zero-stage / --compile / --precision; random-id pairs at seq 128 (BERT's length mix) written as
+     a pair shard + manifest in a temporary folder, as prep would (bench/loader.py's writer).
+Out: `trainer_tokens_per_s` (the trainer's own windows from metrics.jsonl, the first `warmup` steps left out),
+     `bare_tokens_per_s` (the same model, seed and first batches, already on the device, through torch's AdamW:
+     forward, backward, gradient clipping, step; timed before and after the trainer, the mean of the two), and
+     `loop_ratio` = trainer / bare: what the loop costs around its model (the input path, DeepSpeed's engine,
+     logging, host synchronisations), on this machine, as a ratio. MFU of both by the trainer's own FLOPs count
+     (trainer/metrics.py: 6 x parameters + attention, per token) where the device's peak is known.
+
+The bare side's precision is the trainer's (--precision auto: bf16 on a GPU that supports it and on a CPU with
+native bf16, else fp32), as bf16 autocast over fp32 weights (the trainer takes DeepSpeed's bf16 weights on a GPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def compile_backend(flag: str | None, on_gpu: bool) -> str | None:
+    """The torch.compile backend a --compile value means here (the bare side compiles when the trainer does)."""
+    if flag in (None, "none", "off") or (flag == "auto" and not on_gpu):
+        return None
+    return "inductor" if flag == "auto" else flag
+
+
+def write_pairs(folder: str, pairs: int, *, seed: int = 0, vocab_size: int = 30522) -> str:
+    """`pairs` random-id NSP pairs at seq 128 as one zstd shard + manifest; returns the pairs/ directory."""
+    from bench.loader import _random_data, _write_shard
+
+    rng = np.random.default_rng(seed)
+    vocab, pairs_a, pairs_b, _ = _random_data(rng, pairs, vocab_size)
+    return _write_shard(folder, vocab, pairs_a, pairs_b, rng.random(pairs) < 0.5)
+
+
+def _bare_tokens_per_s(model: torch.nn.Module, batches: list[dict], rt, config, warmup: int, backend: str | None) -> float:
+    """Tokens/s of forward + backward + clipping + AdamW step over `batches` (on the device), after `warmup` steps."""
+    from trainer.optim import adamw
+
+    optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
+    step_model = torch.compile(model, backend=backend) if backend else model
+    autocast = (torch.autocast(rt.device.type, dtype=torch.bfloat16) if rt.precision == "bf16"
+                else contextlib.nullcontext())
+    tokens = [int(b["attention_mask"].sum()) for b in batches]  # counted before timing, as the trainer does
+    start = 0.0
+    for i, batch in enumerate(batches):
+        if i == warmup:
+            _sync(rt.device)
+            start = time.perf_counter()
+        with autocast:
+            loss = step_model(**batch)["loss"]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    _sync(rt.device)
+    return sum(tokens[warmup:]) / (time.perf_counter() - start)
+
+
+def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: int = 10, zero_stage=None,
+            compile: str | None = None, precision: str = "auto", num_workers: int | None = None,
+            vocab_size: int = 30522, folder: str | None = None, rt=None, bare: bool = True, bare_after: bool = True,
+            log_every: int | None = None, deepspeed_config: str | None = None) -> dict:
+    """One trainer run and a bare run before it (and after it, with `bare_after`: on a shared CPU the mean of the
+    two is fairer); the figures named in the module docstring. A trainer that fails leaves `trainer_error` and
+    the bare figures."""
+    from schemas import Manifest
+    from trainer.builders import build_model, open_phase
+    from trainer.checkpoint import elastic
+    from trainer.config import TrainConfig
+    from trainer.data import loader, shutdown
+    from trainer.evaluate import to_device
+    from trainer.loop import train
+    from trainer.metrics import peak_flops
+    from trainer.run.runtime import start_runtime
+
+    own_folder = folder is None
+    folder = folder or tempfile.mkdtemp(prefix="bench-loop-")
+    try:
+        data = write_pairs(os.path.join(folder, "prep"), batch * (steps + 1), vocab_size=vocab_size)
+        rt = rt or start_runtime(precision)
+        options = {"zero_stage": zero_stage} if zero_stage is not None else {}
+        if compile is not None:
+            options["compile"] = compile
+        if num_workers is not None:
+            options["num_workers"] = num_workers
+        if deepspeed_config is not None:  # a DeepSpeed JSON merged over the trainer's (bench/_gpu_check.py's variants)
+            options["deepspeed_config"] = deepspeed_config
+        config = TrainConfig(data=data, output=os.path.join(folder, f"run-{time.time_ns()}"), model=preset, batch_size=batch,
+                             max_steps=steps, log_every=log_every or warmup, eval_every=0, save_every=steps, dropout=0.1,
+                             precision=precision, **options)
+        manifest = Manifest.read(data)
+        resolved = elastic.resolve(config, rt)
+        model = build_model(resolved, manifest).to(rt.device).train()
+        phase = open_phase(1, resolved, rt, model, manifest.vocab["sha256"])
+        peak, per_token = peak_flops(rt.device_name), phase.flops_per_token
+        backend = compile_backend(resolved.compile, rt.on_gpu)
+        result = {"loop_preset": preset, "loop_batch": batch, "loop_steps": steps, "loop_timed_steps": steps - warmup,
+                  "loop_device": rt.device_name, "loop_precision": rt.precision, "loop_compile_backend": backend}
+        bare_tps: list[float] = []
+        if bare:
+            batches_iter = iter(loader(phase.train, 0))
+            batches = [to_device(next(batches_iter), rt.device) for _ in range(steps)]
+            shutdown(batches_iter)
+            state = {k: v.clone() for k, v in model.state_dict().items()}
+            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            result["bare_tokens_per_s"] = round(bare_tps[0])
+        started = time.time()
+        try:
+            train(config, rt)
+        except Exception as e:  # noqa: BLE001 (a trainer that fails here is a figure too; the bare one stays)
+            result["trainer_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            return result
+        result["trainer_wall_s"] = round(time.time() - started, 1)
+        if bare and bare_after:
+            model.load_state_dict(state)
+            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            result["bare_tokens_per_s_before_after"] = [round(x) for x in bare_tps]
+        with open(os.path.join(config.output, "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+        windows = [r for r in records if "split" not in r and r["step"] > warmup]
+        trainer_tps = float(np.mean([r["tokens_per_s"] for r in windows]))
+        with open(os.path.join(config.output, "train_config.json")) as f:
+            ran = json.load(f)
+        result.update({"loop_zero_stage": ran.get("zero_stage"), "loop_compile": ran.get("compile"),
+                       "loop_num_workers": ran.get("num_workers"), "trainer_tokens_per_s": round(trainer_tps)})
+        if peak:
+            result["trainer_mfu"] = round(trainer_tps * per_token / peak, 3)
+        if bare_tps:
+            result["bare_tokens_per_s"] = round(float(np.mean(bare_tps)))
+            result["loop_ratio"] = round(trainer_tps / float(np.mean(bare_tps)), 3)
+            if peak:
+                result["bare_mfu"] = round(float(np.mean(bare_tps)) * per_token / peak, 3)
+        return result
+    finally:
+        if own_folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(quick: bool) -> dict:
+    """`bench/run.py train --loop`: the tiny preset at batch 32, vocabulary 8,192 (bench/train.py's CPU setting)."""
+    from trainer.run.runtime import quiet_startup
+
+    quiet_startup()
+    return measure(preset="tiny", batch=32, steps=24 if quick else 60, warmup=4 if quick else 10, vocab_size=8192)
+

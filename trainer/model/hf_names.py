@@ -1,0 +1,122 @@
+"""The one table between clozeforge's BertForPretraining tensors and a transformers BERT's, used both ways.
+
+In:  our state dict and ModelConfig (export), or the tensors of a transformers BERT checkpoint and the ModelConfig
+     its config.json describes (`--init-from`).
+Out: `to_transformers`: the tensors model.safetensors holds (transformers' `BertForPreTraining` names, the tied
+     and project-only entries left out); `from_transformers`: our state dict, the parts the checkpoint lacks
+     (initialised fresh by the caller) and what it held that we drop, or a one-line WeightsError naming the
+     tensor that is missing, misshapen or unknown.
+
+Our parameter names are transformers' `BertForPreTraining` names (trainer/model/bert.py), so the table is
+mostly which names belong to which part, and the few ways a published checkpoint spells them otherwise:
+a bare `BertModel` has no `bert.` prefix, a checkpoint converted from TensorFlow names LayerNorm's weight and bias
+`gamma` and `beta`, and older ones store buffers (`position_ids`) beside the weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.model.bert import BertForPretraining
+from trainer.model.config import ModelConfig
+
+BASE_PREFIX = "bert."
+"""transformers' `base_model_prefix` for BERT: a bare BertModel saves `embeddings.…`, the others `bert.embeddings.…`."""
+PARTS: dict[str, tuple[str, ...]] = {
+    "encoder": ("bert.embeddings.", "bert.encoder."),
+    "pooler": ("bert.pooler.",),
+    "MLM head": ("cls.predictions.",),
+    "NSP head": ("cls.seq_relationship.",),
+    "SBO head": ("sbo.",),
+}
+"""Our tensors by part. A source holds a part whole or not at all; every part but the encoder may be absent
+(BertForMaskedLM has no pooler nor NSP head, BertModel no MLM or NSP head) and is then initialised fresh."""
+TIED_KEYS = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+"""Entries transformers re-ties on load and save_pretrained leaves out of model.safetensors."""
+PROJECT_ONLY_PREFIXES = ("sbo.",)
+"""Weights of heads transformers has no class for; trained, then dropped at export, fresh at --init-from."""
+LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
+"""LayerNorm parameters as checkpoints converted from TensorFlow BERT name them (transformers renames them too)."""
+BUFFERS = ("bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
+"""Non-parameters older transformers versions saved; rebuilt from the config, never read."""
+
+
+class WeightsError(ValueError):
+    """A checkpoint's tensors do not fit its config (the message names the tensor)."""
+
+
+def part_of(name: str) -> str | None:
+    return next((part for part, prefixes in PARTS.items() if name.startswith(prefixes)), None)
+
+
+def exported_keys(model_config: ModelConfig) -> list[str]:
+    """The tensor names model.safetensors holds for `model_config`, in transformers' order."""
+    return [k for k in _shapes(model_config) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
+
+
+def _shapes(model_config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        model = BertForPretraining(model_config)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def to_transformers(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Our state dict as transformers' tensors (fp32, contiguous, owning their memory); WeightsError when it does
+    not match `model_config`."""
+    wanted = exported_keys(ModelConfig.from_dict({**model_config.to_dict(), "use_sbo": False}))
+    kept = {k for k in state_dict if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)}
+    missing, unexpected = sorted(set(wanted) - kept), sorted(kept - set(wanted))
+    if missing or unexpected:
+        raise WeightsError(f"state dict does not match ModelConfig: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                           f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+    # clone: a DeepSpeed-consolidated tensor may be a view into a flat buffer, which safetensors refuses
+    return {key: state_dict[key].detach().to("cpu", torch.float32).contiguous().clone() for key in wanted}
+
+
+def our_name(name: str) -> str:
+    """The name of a transformers BERT tensor in our state dict (the inverse of what export writes)."""
+    for old, new in LEGACY_SUFFIXES.items():
+        if name.endswith(old) and "LayerNorm" in name:
+            name = name[: -len(old)] + new
+    if name.startswith(("embeddings.", "encoder.", "pooler.")):  # a bare BertModel
+        name = BASE_PREFIX + name
+    return name
+
+
+def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_config: ModelConfig,
+                      where: str) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
+    """(our state dict, the parts `tensors` lacks, the names it held that we drop) for a model of `model_config`.
+
+    `tensors` maps transformers' names to tensors (or to shapes only, to check a checkpoint before loading
+    it: the state dict is then empty). A part held in part, a shape that differs from the config's, or a name
+    that is no BERT tensor is a WeightsError naming it, prefixed with `where` (the file)."""
+    expected = _shapes(model_config)
+    ours: dict[str, torch.Tensor | tuple[int, ...]] = {}
+    dropped = []
+    for name, value in tensors.items():
+        key = our_name(name)
+        if key in TIED_KEYS or key in BUFFERS:
+            dropped.append(name)
+            continue
+        if key not in expected:
+            raise WeightsError(f"{where}: {name} is not a tensor of a BERT encoder or its pre-training heads")
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else tuple(value)
+        if shape != expected[key]:
+            raise WeightsError(f"{where}: {name} has shape {shape}, the config says {expected[key]}")
+        ours[key] = value
+    lacking = []
+    for part in PARTS:
+        names = [k for k in expected if part_of(k) == part and k not in TIED_KEYS]
+        held = [k for k in names if k in ours]
+        if names and not held:
+            lacking.append(part)
+        elif len(held) < len(names):
+            first = next(k for k in names if k not in ours)
+            raise WeightsError(f"{where}: lacks {first} ({len(names) - len(held)} of the {part}'s {len(names)} tensors missing)")
+    if "encoder" in lacking:
+        raise WeightsError(f"{where}: holds no BERT encoder tensors (bert.embeddings.*, bert.encoder.*)")
+    state = {k: v.detach().to("cpu", torch.float32) for k, v in ours.items() if isinstance(v, torch.Tensor)}
+    return state, lacking, dropped

@@ -1,0 +1,322 @@
+"""What `--init-from SOURCE` names: a HuggingFace BERT directory (a clozeforge export is one) or a clozeforge run.
+
+In:  SOURCE as typed: a directory (any fsspec URL) with config.json and model.safetensors, pytorch_model.bin or a
+     sharded checkpoint's index (model.safetensors.index.json, pytorch_model.bin.index.json), holding a
+     BertForPreTraining, BertForMaskedLM or bare BertModel; or a run directory of `clozeforge train` (its newest
+     intact checkpoint; RUN@STEP for that step's).
+Out: a Source: `architecture` (the ModelConfig fields it fixes), `vocab_sha256` (of its vocab.txt, in the form prep
+     writes, compared with the manifest's), `masking` (a run's recorded masking; None for a HuggingFace directory),
+     `check()` (files and tensor shapes, without loading the weights where a header tells the shapes) and
+     `state_dict(model_config)`: our names (trainer/model/hf_names.py), the parts it lacks and the names it drops.
+Every problem is one TrainError line naming the file. Pickled files are read only through
+trainer/checkpoint/safe_load.py (tensors and plain data; nothing in them runs).
+
+Each kind of source is one class in KINDS; `open_source` asks each, in order, whether SOURCE is one of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import posixpath
+import re
+import struct
+from typing import Any, ClassVar
+
+import torch
+
+from schemas import ContractError
+from schemas import vocab as vocab_files
+from trainer.config import TrainError
+from trainer.model import ModelConfig
+from trainer.model.hf_names import WeightsError, from_transformers
+
+ARCHITECTURE = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
+"""The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
+HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
+                  "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
+                  "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
+                  "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range", "pad_token_id": "pad_token_id"}
+"""transformers' BertConfig key → ModelConfig field; an absent key takes BertConfig's default, as transformers does."""
+HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072,
+               "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
+               "pad_token_id": 0}
+SUPPORTED = "BertForPreTraining, BertForMaskedLM or BertModel"
+
+
+def _fs(url: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def canonical_vocab_sha256(data: bytes, url: str) -> str:
+    """sha256 of vocab.txt as prep writes it (one token a line, "\\n" endings), so a HuggingFace vocab.txt with
+    CRLF endings or a missing last newline still matches the data prepped with it."""
+    return hashlib.sha256(vocab_files.encode_tokens(vocab_files.parse_tokens(data, url))).hexdigest()
+
+
+class Source:
+    """One SOURCE; subclasses say how to read their kind."""
+
+    url: str
+    kind: str
+    architecture: dict[str, Any]
+    vocab_sha256: str | None
+    vocab_dir: str
+    """Where its vocab.txt is: what `prep --vocab` takes to prep data for it."""
+    masking: dict | None = None
+
+    @classmethod
+    def matches(cls, url: str) -> bool:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Everything but loading the weights: a TrainError for the first problem."""
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def state_dict(self, model_config: ModelConfig) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
+        """(our state dict, parts lacking, names dropped) for `model_config` (built from `architecture`)."""
+        try:
+            return from_transformers(self.tensors(), model_config, self.weights_where())
+        except WeightsError as e:
+            raise TrainError(f"--init-from {e}") from None
+
+    def weights_where(self) -> str:
+        return self.url
+
+
+class HuggingFaceDirectory(Source):
+    """config.json + weights (one file or shards) + vocab.txt, as save_pretrained and `clozeforge export` write them."""
+
+    WEIGHTS: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
+        ("pytorch_model.bin", "pickle"), ("pytorch_model.bin.index.json", "pickle"),
+    )
+    """Weight files in the order transformers prefers them."""
+
+    @classmethod
+    def matches(cls, url: str) -> bool:
+        fs, root = _fs(url)
+        return fs.exists(posixpath.join(root, "config.json"))
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.fs, self.root = _fs(self.url)
+        where = f"{self.url}/config.json"
+        try:
+            body = json.loads(self.fs.cat_file(posixpath.join(self.root, "config.json")))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TrainError(f"--init-from {where}: not valid JSON ({e})") from None
+        if not isinstance(body, dict):
+            raise TrainError(f"--init-from {where}: expected a JSON object")
+        model_type = body.get("model_type")
+        if model_type != "bert":
+            raise TrainError(f"--init-from {where}: model_type {model_type!r} is not a BERT "
+                             f"(--init-from continues a {SUPPORTED}, or a clozeforge run)")
+        checks = [("hidden_act", "gelu", "clozeforge's BERT uses exact GELU"),
+                  ("position_embedding_type", "absolute", "clozeforge's BERT learns absolute positions"),
+                  ("is_decoder", False, "clozeforge trains encoders")]
+        for key, want, why in checks:
+            if body.get(key, want) != want:
+                raise TrainError(f"--init-from {where}: {key} {body[key]!r} is not supported ({why}: {want!r})")
+        self.architecture = {field: body.get(key, HF_DEFAULTS[field]) for key, field in HF_CONFIG_KEYS.items()}
+        self.architecture["pad_token_id"] = self.architecture["pad_token_id"] or 0  # null in some configs
+        self.architecture["pre_layernorm"] = False
+        self.kind = "/".join(body.get("architectures") or ["BertModel"])
+        self.vocab_dir = self.url
+        vocab_url = f"{self.url}/{vocab_files.VOCAB_FILE}"
+        try:
+            self.vocab_sha256 = canonical_vocab_sha256(self.fs.cat_file(posixpath.join(self.root, vocab_files.VOCAB_FILE)), vocab_url)
+        except FileNotFoundError:
+            self.vocab_sha256 = None
+        except ContractError as e:
+            raise TrainError(f"--init-from {e}") from None
+
+    def _weights(self) -> tuple[str, str]:
+        for name, kind in self.WEIGHTS:
+            if self.fs.exists(posixpath.join(self.root, name)):
+                return name, kind
+        names = ", ".join(name for name, _ in self.WEIGHTS)
+        raise TrainError(f"--init-from {self.url}: no weights file ({names})")
+
+    def _files(self) -> tuple[list[str], str, str]:
+        """(the weight files, their format, where to say a tensor came from)."""
+        name, kind = self._weights()
+        if not name.endswith(".index.json"):
+            return [name], kind, f"{self.url}/{name}"
+        where = f"{self.url}/{name}"
+        try:
+            weight_map = json.loads(self.fs.cat_file(posixpath.join(self.root, name)))["weight_map"]
+            files = sorted(set(weight_map.values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise TrainError(f"--init-from {where}: not a sharded checkpoint index ({type(e).__name__}: {e})") from None
+        for file in files:
+            if "/" in file or file in ("", ".", "..") or not self.fs.exists(posixpath.join(self.root, file)):
+                raise TrainError(f"--init-from {where} names {file}, which is not in {self.url}")
+        return files, kind, where
+
+    def check(self) -> None:
+        files, kind, where = self._files()
+        shapes: dict[str, Any] = {}
+        for file in files:
+            shapes.update(self._shapes(file) if kind == "safetensors" else self._read(file, kind))
+        try:
+            from_transformers(shapes, ModelConfig(**self.architecture), where)
+        except (WeightsError, ValueError) as e:
+            raise TrainError(f"--init-from {e}") from None
+
+    def _shapes(self, file: str) -> dict[str, tuple[int, ...]]:
+        """The tensor shapes of a safetensors file from its header alone (8 bytes of length, then JSON)."""
+        path, where = posixpath.join(self.root, file), f"{self.url}/{file}"
+        try:
+            (length,) = struct.unpack("<Q", self.fs.cat_file(path, start=0, end=8))
+            header = json.loads(self.fs.cat_file(path, start=8, end=8 + length))
+            return {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+        except (struct.error, ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise TrainError(f"--init-from {where}: not a safetensors file ({type(e).__name__})") from None
+
+    def _read(self, file: str, kind: str) -> dict[str, torch.Tensor]:
+        where, data = f"{self.url}/{file}", self.fs.cat_file(posixpath.join(self.root, file))
+        try:
+            if kind == "safetensors":
+                from safetensors.torch import load
+
+                return load(data)
+            from trainer.checkpoint.safe_load import load
+
+            tensors = load(io.BytesIO(data))
+        except ContractError as e:  # safe_load's refusal: it names the file as the buffer it read
+            raise TrainError(f"--init-from {where}: {str(e).split(': ', 1)[-1]}") from None
+        except Exception as e:  # noqa: BLE001 - a truncated or foreign file, in whichever library read it
+            raise TrainError(f"--init-from {where}: unreadable ({type(e).__name__}: {str(e)[:120]})") from None
+        if not isinstance(tensors, dict) or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
+            raise TrainError(f"--init-from {where}: not a state dict of tensors")
+        return tensors
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        files, kind, _ = self._files()
+        out: dict[str, torch.Tensor] = {}
+        for file in files:
+            out.update(self._read(file, kind))
+        return out
+
+    def weights_where(self) -> str:
+        return self._files()[2]
+
+
+_RUN_STEP = re.compile(r"^(?P<run>.+)@(?P<step>\d+)$")
+
+
+class RunDirectory(Source):
+    """A clozeforge run (RUN or RUN@STEP, local): the consolidated fp32 weights of one intact checkpoint."""
+
+    @classmethod
+    def matches(cls, url: str) -> bool:
+        found = _RUN_STEP.match(url)
+        return os.path.isdir(os.path.join(found["run"] if found else url, "checkpoints"))
+
+    def __init__(self, url: str):
+        from trainer.checkpoint import integrity, store
+        from trainer.checkpoint.safe_load import load
+
+        self.url = url
+        found = _RUN_STEP.match(url)
+        self.run = found["run"] if found else url
+        if found:
+            self.tag = store.tag_for(int(found["step"]))
+            folder = os.path.join(store.checkpoint_dir(self.run), self.tag)
+            trouble = integrity.problem(folder) if os.path.isdir(folder) else "no such checkpoint"
+            if trouble:
+                raise TrainError(f"--init-from {folder}: {trouble}")
+        else:
+            try:
+                self.tag = store.intact_tag(self.run)
+            except ContractError as e:
+                raise TrainError(f"--init-from {e}") from None
+            if self.tag is None:
+                raise TrainError(f"--init-from {self.run}: no checkpoint yet (expected {store.checkpoint_dir(self.run)}/latest)")
+        folder = os.path.join(store.checkpoint_dir(self.run), self.tag)
+        states = sorted(f for f in os.listdir(folder) if f.endswith("model_states.pt"))
+        try:
+            meta = load(os.path.join(folder, states[0]))
+            self.step = meta["step"]
+            model_config = meta["model_config"]
+        except (IndexError, KeyError, TypeError, ContractError) as e:
+            raise TrainError(f"--init-from {folder}: not a clozeforge checkpoint ({type(e).__name__}: {e})") from None
+        self.architecture = {k: model_config[k] for k in ARCHITECTURE if k in model_config}
+        self.kind = f"clozeforge run, step {self.step}"
+        train_config = meta.get("train_config") or {}
+        self.masking = train_config.get("masking")
+        self.vocab_dir = os.path.join(self.run, "vocab")
+        vocab_url = os.path.join(self.vocab_dir, vocab_files.VOCAB_FILE)
+        try:
+            with open(vocab_url, "rb") as f:
+                self.vocab_sha256 = canonical_vocab_sha256(f.read(), vocab_url)
+        except FileNotFoundError:
+            self.vocab_sha256 = None
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        from trainer.checkpoint import store
+
+        try:
+            state, _, _ = store.consolidated_state_dict(self.run, self.tag)
+        except (ContractError, FileNotFoundError) as e:
+            raise TrainError(f"--init-from {e}") from None
+        return state
+
+    def weights_where(self) -> str:
+        return f"{self.run}/checkpoints/{self.tag}"
+
+
+KINDS: tuple[type[Source], ...] = (RunDirectory, HuggingFaceDirectory)
+"""The kinds of SOURCE, asked in this order (a run directory holds no config.json)."""
+
+
+def open_source(url: str) -> Source:
+    """The Source `url` names, its config and vocabulary read (not its weights); a TrainError when it is none."""
+    try:
+        for kind in KINDS:
+            if kind.matches(url):
+                return kind(url)
+    except OSError as e:  # an object store that does not answer, no permission
+        raise TrainError(f"--init-from {url}: {e.strerror or type(e).__name__}") from None
+    raise TrainError(f"--init-from {url}: no config.json there, nor checkpoints/ (expected a HuggingFace BERT directory, "
+                     "a clozeforge export or a clozeforge run directory)")
+
+
+def source_problem(config, manifest) -> str | None:
+    """Why --init-from's source cannot start this run on this data (files, shapes, vocabulary), or None. Checked
+    before any rank starts, and by rank 0 of every rank's preflight; a resume does not read the source."""
+    from trainer.checkpoint import store
+
+    if not config.init_from or store.latest_tag(config.output) is not None:
+        return None
+    try:
+        source = open_source(config.init_from)
+        if source.vocab_sha256 is None:
+            return (f"--init-from {config.init_from}: no vocab.txt there, so --data cannot be checked against the source's "
+                    "vocabulary; add the source's vocab.txt")
+        if source.vocab_sha256 != manifest.vocab["sha256"]:
+            return (f"--data {manifest.url}: prepped with another vocabulary than --init-from {config.init_from} (vocab.txt "
+                    f"sha256 differs); prep it with `--vocab {source.vocab_dir}` "
+                    "so the ids mean what the source learned")
+        shape = source.architecture
+        fits = [(shape["vocab_size"] >= manifest.vocab["size"], f"its vocab_size {shape['vocab_size']} is below the "
+                 f"vocabulary's {manifest.vocab['size']} tokens"),
+                (shape["pad_token_id"] == manifest.special_tokens["[PAD]"], f"its pad_token_id {shape['pad_token_id']} is "
+                 f"not the vocabulary's [PAD] id {manifest.special_tokens['[PAD]']}"),
+                (shape["max_position_embeddings"] >= manifest.max_seq_len, f"its positions stop at "
+                 f"{shape['max_position_embeddings']}, --data's pairs are up to {manifest.max_seq_len} tokens")]
+        for ok, why in fits:
+            if not ok:
+                return f"--init-from {config.init_from}: {why}"
+        source.check()
+    except TrainError as e:
+        return str(e)
+    return None

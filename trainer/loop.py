@@ -16,6 +16,7 @@ import torch
 
 from trainer.builders import open_phase, phase_of
 from trainer.checkpoint import store
+from trainer.checkpoint.resume import trained_seq_len
 from trainer.config import TrainConfig
 from trainer.data import DeviceBatches, default_workers, loader, shutdown
 from trainer.data.audit import RowAudit
@@ -50,7 +51,8 @@ def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]
 
     def save() -> None:
         state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
-                 "model_config": model.config.to_dict()}
+                 "model_config": model.config.to_dict(),
+                 "trained_seq_len": trained_seq_len(config, manifest, phase)}  # export's model_max_length
         rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
 
     end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)

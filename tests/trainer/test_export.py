@@ -211,7 +211,7 @@ def test_model_card_reports_shape_card_and_dropped_head(uncased):
     sbo_params = sum(p.numel() for p in uncased["model"].sbo.parameters())
     exported = uncased["model"].num_parameters(exported_only=True)
     assert text.startswith("---\nlibrary_name: transformers")
-    assert f"| 2 | 128 | 2 | 512 | {uncased['cfg'].vocab_size} | 512 | {exported:,} |" in text
+    assert f"| 2 | 128 | 2 | 512 | {uncased['cfg'].vocab_size} | 512 | 512 | {exported:,} |" in text  # no trained length given: every position
     assert f"({sbo_params:,} parameters, `sbo.*`)" in text
     assert "sha256:feedbeef" in text and "0.4321" in text and "| steps | 12 |" in text
     reloaded = transformers.BertForPreTraining.from_pretrained(uncased["out"])
@@ -330,3 +330,17 @@ def test_export_files_have_the_modes_of_the_umask(uncased, tmp_path):
     modes = {name: stat.S_IMODE(os.stat(tmp_path / "hf" / name).st_mode) for name in os.listdir(tmp_path / "hf")}
     assert modes == dict.fromkeys(EXPORT_FILES, 0o644)
     assert stat.S_IMODE(os.stat(tmp_path / "hf").st_mode) == 0o755
+
+
+def test_trained_length_is_the_tokenizers_default_and_the_cards(uncased, tmp_path):
+    """A model trained on 64-token pairs: transformers truncates at 64 by default; config.json keeps 512 positions."""
+    out = str(tmp_path / "hf")
+    export_hf(uncased["model"].state_dict(), uncased["cfg"], uncased["vocab"], out, trained_seq_len=64)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    assert tokenizer.model_max_length == 64
+    assert len(tokenizer(" ".join(SENTENCES * 10), truncation=True)["input_ids"]) == 64
+    assert transformers.AutoConfig.from_pretrained(out).max_position_embeddings == 512
+    with open(os.path.join(out, "README.md")) as f:
+        assert "positions 64-511 exist but were never trained" in f.read()
+    with pytest.raises(ExportError, match="trained sequence length 600 is outside the model's 512 positions"):
+        export_hf(uncased["model"].state_dict(), uncased["cfg"], uncased["vocab"], str(tmp_path / "hf2"), trained_seq_len=600)

@@ -43,6 +43,37 @@ def test_two_phases_switch_data_and_resume_inside_phase_two(prepped, prepped_256
     assert "at step 4 (phase 2)" in second.stdout
     steps = [(r["step"], r["phase"]) for r in metrics(run) if "split" not in r]
     assert steps == [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 2)]
+    exported = run_cli("export", run, "--output", str(tmp_path / "hf"))  # phase 2 ran: its 256 tokens were trained
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    with open(tmp_path / "hf" / "tokenizer_config.json") as f:
+        assert json.load(f)["model_max_length"] == 256
+
+
+@pytest.fixture(scope="module")
+def prepped_64(prepped, corpus_dir, tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("prep64"))
+    result = run_cli("prep", "--input", f"docs={corpus_dir}/part-*.jsonl", "--output", out, "--vocab", os.path.join(prepped, "vocab"),
+                     "--max-seq-len", "64", "--validation-fraction", "0.1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return out
+
+
+def test_an_export_truncates_where_training_stopped(prepped_64, tmp_path):
+    """A model trained on 64-token pairs exports model_max_length 64 (its 512 positions stay in config.json), so
+    transformers' tokenizer truncates at 64 by default; the card says so."""
+    transformers = pytest.importorskip("transformers")
+    run, hf = str(tmp_path / "run"), str(tmp_path / "hf")
+    trained = run_cli("train", "--data", f"{prepped_64}/pairs", "--output", run, "--max-steps", "2", "--batch-size", "4",
+                      "--log-every", "1", "--eval-every", "0", "--num-workers", "0", "--zero-stage", "0")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    exported = run_cli("export", run, "--output", hf)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
+    assert tokenizer.model_max_length == 64
+    assert len(tokenizer("the " * 300, truncation=True)["input_ids"]) == 64
+    assert transformers.AutoConfig.from_pretrained(hf).max_position_embeddings == 512
+    with open(os.path.join(hf, "README.md")) as f:
+        assert "| 512 | 64 |" in f.read()
 
 
 def test_mixture_of_two_runs_trains_and_records_its_weights(prepped, prepped_256, tmp_path):

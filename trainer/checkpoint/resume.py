@@ -4,7 +4,9 @@ In:  the TrainConfig, the manifest of --data, the Runtime.
 Out: `recorded`: RUN/train_config.json when RUN has a checkpoint to resume (None for a new run);
      `prepare_run_dir`: a one-line TrainError when the checkpoint was saved under settings that
      trainer/config.py's RESUME_RULES do not let change; otherwise (rank 0) RUN/vocab/ (a copy of the data's
-     vocabulary, checked first) and RUN/train_config.json, the record the next resume is checked against.
+     vocabulary, checked first) and RUN/train_config.json, the record the next resume is checked against;
+     `trained_seq_len`: the longest pair length the run has trained on so far, which every checkpoint records
+     (export writes it as the tokenizer's model_max_length).
 """
 
 from __future__ import annotations
@@ -57,3 +59,16 @@ def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime, extra:
         with open(path + ".tmp", "w") as f:  # replaced whole: a reader never sees half of it
             json.dump({**record(config, manifest, rt), **(extra or {})}, f, indent=2)
         os.replace(path + ".tmp", path)
+
+
+def trained_seq_len(config: TrainConfig, manifest: Manifest, phase: Any) -> int:
+    """The longest sequence length of the data trained on up to `phase` (trainer.builders.Phase): phase 1's pairs
+    (each --mix component's), then phase 2's once it has begun. Positions beyond it were never updated by
+    pretraining, whatever max_position_embeddings the architecture holds."""
+    lengths = []
+    if phase.number == 1 or config.phase2_begins > 0:  # phase 2 from step 0 means phase 1 never ran
+        components = getattr(phase.train, "components", None) if phase.number == 1 else None
+        lengths += [c.manifest.max_seq_len for c in components] if components else [manifest.max_seq_len]
+    if phase.number == 2:
+        lengths.append(phase.manifest.max_seq_len)
+    return max(lengths)

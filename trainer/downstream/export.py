@@ -8,9 +8,12 @@ URL). Out, in `output_dir`:
     model.safetensors        fp32, transformers' names; the tied decoder entries are left out, as save_pretrained does
     (the vocabulary file)    the prep vocabulary, unchanged
     tokenizer.json           what prep writes for it (schemas.vocab.tokenizer_json), [CLS] A [SEP] B [SEP] template
-    tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json
+    tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json, and
+                             model_max_length: the longest sequence the run trained on (its checkpoint's
+                             trained_seq_len), where transformers truncates by default
     special_tokens_map.json
-    README.md                model card: shape, objectives, training config, data fingerprint, final metrics
+    README.md                model card: shape (trained length beside max positions), objectives, training
+                             config, data fingerprint, final metrics
 
 Project-only weights (the SBO head `sbo.*`) are dropped and the card says so; a pre-LayerNorm model is refused
 (transformers' BERT is post-LN). The whole directory is written as a hidden sibling, then swapped in for
@@ -62,7 +65,7 @@ def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig
     return out
 
 
-def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str]:
+def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int) -> dict[str, str]:
     """The vocabulary file, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text: the first
     copied, the next two written by the functions that wrote prep's (schemas/vocab.py), from the normalization
     recorded in vocab_config.json (or in the tokenizer.json of a directory without one)."""
@@ -77,7 +80,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
         raise ExportError(f"{vocab_files.VOCAB_FILE} has {len(tokens)} tokens, more than the model's vocab_size {model_config.vocab_size}")
     if ids["[PAD]"] != model_config.pad_token_id:
         raise ExportError(f"[PAD] is id {ids['[PAD]']} in {vocab_files.VOCAB_FILE} but pad_token_id {model_config.pad_token_id} in ModelConfig")
-    extra = {"model_max_length": model_config.max_position_embeddings, "clean_up_tokenization_spaces": False,
+    extra = {"model_max_length": max_length, "clean_up_tokenization_spaces": False,
              "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
     return {
         vocab_files.VOCAB_FILE: vocab_files.encode_tokens(tokens).decode("utf-8"),
@@ -87,7 +90,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig) -> dict[str, str
     }
 
 
-def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any]) -> str:
+def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
     c = model_config
     lines = [
         "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS, "---",
@@ -95,10 +98,13 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         f"# {card.get('name', 'clozeforge BERT')}", "",
         card.get("description", "A BERT encoder pretrained from scratch with clozeforge (masked LM + next sentence)."),
         "", "## Shape", "",
-        "| layers | hidden | heads | ffn | vocab | max positions | parameters |",
-        "|---|---|---|---|---|---|---|",
+        "| layers | hidden | heads | ffn | vocab | max positions | trained length (model_max_length) | parameters |",
+        "|---|---|---|---|---|---|---|---|",
         f"| {c.num_layers} | {c.hidden_size} | {c.num_heads} | {c.intermediate_size} | {c.vocab_size} "
-        f"| {c.max_position_embeddings} | {n_exported:,} |", "",
+        f"| {c.max_position_embeddings} | {max_length} | {n_exported:,} |", "",
+        f"Pretraining saw sequences of up to {max_length} tokens, so the tokenizer truncates there by default "
+        + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
+           if max_length < c.max_position_embeddings else "(every position was trained)."), "",
         "## Heads", "",
         "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
         "next-sentence head, under transformers' `BertForPreTraining` names.",
@@ -124,16 +130,19 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
 
 
 def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vocab_dir: str, output_dir: str,
-              *, card: dict[str, Any] | None = None, overwrite: bool = False) -> None:
+              *, card: dict[str, Any] | None = None, overwrite: bool = False, trained_seq_len: int | None = None) -> None:
     """Write the HuggingFace directory described in the module docstring as `output_dir` (a local path), whole:
-    see replace_directory."""
+    see replace_directory. `trained_seq_len` (default: every position) becomes the tokenizer's model_max_length."""
     from safetensors.torch import save_file
 
     tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
     dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
-    texts = _tokenizer_files(vocab_dir, model_config)
+    max_length = trained_seq_len or model_config.max_position_embeddings
+    if not 0 < max_length <= model_config.max_position_embeddings:
+        raise ExportError(f"trained sequence length {max_length} is outside the model's {model_config.max_position_embeddings} positions")
+    texts = _tokenizer_files(vocab_dir, model_config, max_length)
     texts["config.json"] = json.dumps(model_config.to_hf_config(), indent=2) + "\n"
-    texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {})
+    texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {}, max_length)
 
     def write(staging: str) -> None:
         save_file(tensors, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})
@@ -239,7 +248,12 @@ def export_main(argv: list[str] | None = None) -> int:
         if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
             card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
                                    "on a corpus of its own.", "continued_from": source, **card}
-        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card, overwrite=args.overwrite)
+        length = trained_length(client)
+        if length is None:
+            print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "
+                  f"be read; model_max_length is the model's {model.config.max_position_embeddings} positions", file=sys.stderr)
+        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card, overwrite=args.overwrite,
+                  trained_seq_len=length)
     except (FileNotFoundError, ContractError, ExportError, OutputDirError) as e:
         return _fail("export", str(e))
     except OSError as e:  # the destination: no permission, a full disk
@@ -255,6 +269,25 @@ def export_main(argv: list[str] | None = None) -> int:
             print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
             return 1
     return 0
+
+
+def trained_length(client: dict) -> int | None:
+    """The longest sequence length the checkpoint's run trained on, as the trainer records it; for a checkpoint
+    older than that record, worked out from its train config (phase 1's pairs, phase 2's once the step is past
+    phase 2's start) by reading the manifests; None when they cannot be read."""
+    if client.get("trained_seq_len"):
+        return int(client["trained_seq_len"])
+    from trainer.config import TrainConfig, TrainError
+
+    try:
+        config = TrainConfig.from_dict(client["train_config"], where="the checkpoint's train config")
+        ran_phase1 = config.phase2_data is None or config.phase2_begins > 0
+        lengths = [Manifest.read(config.data).max_seq_len] if ran_phase1 else []
+        if config.phase2_data and (client.get("step") or 0) > config.phase2_begins:
+            lengths.append(Manifest.read(config.phase2_data).max_seq_len)
+    except (KeyError, OSError, ContractError, TrainError):
+        return None
+    return max(lengths)
 
 
 def _data_fingerprint(run_dir: str) -> str | None:

@@ -1,0 +1,169 @@
+"""A pretraining recipe, scored by what it earns downstream: `python bench/recipe.py NAME [recipe flags]`.
+
+In:  a recipe (model preset, sequence length, an optional short phase at 128 tokens, steps, lr, masking rate,
+     dropout) and a work directory shared by every recipe of a search.
+Out: WORK/NAME/ (run, export, fine-tuning results per task) and WORK/NAME/recipe.json: pretraining tokens and
+     steps, validation MLM accuracy, and per built-in task the export's test score against the same model from
+     scratch (`clozeforge finetune --baseline scratch`, paired mean ± SE over seeds), their mean over the demo's
+     tasks and over the held-out ones. Its last line is that JSON. bench/README.md "recipe" holds the search.
+
+Every stage is the command a user would type, each in its own process, as `clozeforge demo` runs them. The corpus
+and prep are made once per work directory (the demo's corpus and flags; a 128-token prep with the same
+vocabulary for a phase at 128), so the recipes differ only in what the flags say. Gains are bounded by steps,
+not time, so they mean the same on a busy machine; the wall times recorded here do not (marked contended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
+
+from trainer.downstream.finetune.builtin import DEMO, HELD_OUT, TASKS  # noqa: E402
+from trainer.downstream.finetune.builtin import report  # noqa: E402
+
+from clozeforge import DEMO_FINETUNE  # noqa: E402  (the demo's fine-tuning recipe, both arms' grids)
+
+
+def _cli(*args: str, log: str) -> None:
+    command = [sys.executable, "-m", "clozeforge", *args]
+    started = time.time()
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(command)}\n")
+        f.flush()
+        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
+    if done.returncode:
+        raise SystemExit(f"bench recipe: {args[0]} failed (exit {done.returncode}); see {log}")
+    print(f"   {args[0]}: {time.time() - started:.0f} s (contended wall)", flush=True)
+
+
+def prepared(work: str, seq: int, corpus_mb: float, log: str) -> str:
+    """WORK/prep-SEQ (pairs of at most SEQ tokens), made once; every prep after the first reuses its vocabulary."""
+    out = os.path.join(work, f"prep-{seq}")
+    if os.path.exists(os.path.join(out, "pairs", "manifest.json")):
+        return out
+    corpus = os.path.join(work, "corpus")
+    if not os.path.isdir(corpus):
+        from pipelines.documents.builtin_corpus import write_builtin_corpus
+
+        write_builtin_corpus(corpus, int(corpus_mb * 1e6))
+    first = os.path.join(work, "prep-64")
+    vocab = ["--vocab", os.path.join(first, "vocab")] if seq != 64 else ["--vocab-size", "4096"]
+    if seq != 64:
+        prepared(work, 64, corpus_mb, log)
+    _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, "--max-seq-len", str(seq),
+         "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
+    return out
+
+
+def mean_pair_tokens(pairs: str) -> float:
+    """Real tokens per pair ([CLS] A [SEP] B [SEP]) over the first training shard."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from schemas import Manifest
+
+    manifest = Manifest.read(pairs)
+    shard = manifest.split_shards("train")[0]
+    with pa.memory_map(manifest.resolve(shard.path)) as source:
+        table = pa.ipc.open_file(source).read_all()
+    a = pc.list_value_length(table.column("tokens_a")).to_numpy()
+    b = pc.list_value_length(table.column("tokens_b")).to_numpy()
+    return float((a + b + 3).mean())
+
+
+def last_validation(run: str) -> dict:
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    return next((r for r in reversed(records) if r.get("split") == "validation"), {})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("name")
+    ap.add_argument("--work", default="recipes", help="shared work directory (default: %(default)s)")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--seq", type=int, default=64, help="phase-1 pair length (64 or 128)")
+    ap.add_argument("--phase2-steps", type=int, default=0, help="last steps at 128 tokens (0: none)")
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", default="3e-3")
+    ap.add_argument("--mask-prob", default="0.3")
+    ap.add_argument("--dropout", default="0")
+    ap.add_argument("--corpus-mb", type=float, default=6.0)
+    ap.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm")
+    ap.add_argument("--scratch-from", default=None, metavar="RECIPE",
+                    help="reuse that recipe's scratch arm (same model, length, seeds and fine-tuning flags): fine-tune "
+                         "only the export here, and pair it with those scratch runs")
+    ap.add_argument("--tasks", default="demo", choices=("demo", "held-out", "all"))
+    ap.add_argument("--finetune", nargs=argparse.REMAINDER, default=DEMO_FINETUNE,
+                    help="fine-tuning flags, last (default: the demo's)")
+    args = ap.parse_args(argv)
+    work = os.path.abspath(args.work)
+    here = os.path.join(work, args.name)
+    os.makedirs(here, exist_ok=True)
+    log = os.path.join(here, "log.txt")
+    prep = prepared(work, args.seq, args.corpus_mb, log)
+    run, hf = os.path.join(here, "run"), os.path.join(here, "hf")
+    phase2 = []
+    if args.phase2_steps:
+        phase2 = ["--phase2-data", os.path.join(prepared(work, 128, args.corpus_mb, log), "pairs"),
+                  "--phase2-start", str(args.steps - args.phase2_steps)]
+    if not os.path.exists(os.path.join(hf, "config.json")):
+        _cli("train", "--data", os.path.join(prep, "pairs"), "--output", run, "--model", args.model, "--batch-size",
+             str(args.batch_size), "--lr", args.lr, "--mask-prob", args.mask_prob, "--dropout", args.dropout,
+             "--zero-stage", "0", "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
+             "--eval-every", str(args.steps), "--save-every", str(args.steps), log=log)
+        _cli("export", run, "--output", hf, log=log)
+    tokens = (args.steps - args.phase2_steps) * args.batch_size * mean_pair_tokens(os.path.join(prep, "pairs"))
+    if args.phase2_steps:
+        tokens += args.phase2_steps * args.batch_size * mean_pair_tokens(os.path.join(work, "prep-128", "pairs"))
+    with open(os.path.join(hf, "tokenizer_config.json")) as f:  # the trained length: fine-tune there, as a user would
+        trained = json.load(f)["model_max_length"]
+    names = {"demo": DEMO, "held-out": HELD_OUT, "all": (*DEMO, *HELD_OUT)}[args.tasks]
+    results, scratch = {}, {}
+    finetune = args.finetune
+    baseline = ["--baseline", "scratch"]
+    if args.scratch_from:
+        baseline = ["--baseline", "none"]
+        finetune = [a for i, a in enumerate(finetune) if not (a.startswith("--baseline") or
+                                                              (i and finetune[i - 1].startswith("--baseline")))]
+    for name in names:
+        directory = os.path.join(work, "tasks", name)
+        if not os.path.exists(os.path.join(directory, "test.jsonl")):
+            TASKS[name].write(directory)
+        out = os.path.join(here, "finetune", name)
+        if not os.path.exists(os.path.join(out, "results.json")):
+            _cli("finetune", hf, "--task", TASKS[name].kind, *(f"--{s}={os.path.join(directory, s)}.jsonl" for s in
+                 ("train", "validation", "test")), "--output", out, *baseline, "--seeds", str(args.seeds),
+                 "--max-seq-len", str(trained), "--overwrite", *finetune, log=log)
+        results[name] = os.path.join(out, "results.json")
+        if args.scratch_from:
+            scratch[name] = os.path.join(work, args.scratch_from, "finetune", name, "results.json")
+    rows = report.gains(results, scratch or None)
+    valid = last_validation(run)
+    summary = {"name": args.name, "recipe": {k: v for k, v in vars(args).items() if k not in ("name", "work")},
+               "pretraining_tokens": round(tokens), "steps": args.steps, "trained_seq_len": trained,
+               "valid_mlm_accuracy": valid.get("mlm_acc"), "valid_nsp_accuracy": valid.get("nsp_acc"),
+               "tasks": rows}
+    for group, members in (("demo", DEMO), ("held_out", HELD_OUT)):
+        chosen = [r for r in rows if r["task"] in members]
+        if chosen:
+            summary[f"mean_gain_{group}"] = report.mean_gain(chosen)
+    with open(os.path.join(here, "recipe.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(report.table(rows), end="")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,7 +32,7 @@ cpu_sharing.apply()
 
 TINY = os.environ.get("GPU_CHECK_TINY") == "1"
 PRESET = "tiny" if TINY else "base"
-BATCHES = (4, 8) if TINY else (64, 256)
+BATCHES = (4, 8) if TINY else tuple(int(b) for b in os.environ.get("GPU_CHECK_BATCHES", "64,256").split(","))
 STEPS, WARMUP = (6, 2) if TINY else (20, 8)
 """Steps per trainer run; the first WARMUP (compiling, the loader filling its queue) are not timed."""
 SYNC_STEPS = (4, 8) if TINY else (10, 20)

@@ -1,7 +1,8 @@
 """The gains of several built-in tasks as one table: per task, the export against scratch, then their mean.
 
 In:  {task name: the results.json of its `clozeforge finetune --baseline scratch` run}.
-Out: `gains` → rows {task, metric, pretrained, scratch, gain, se}; `mean_gain` → (mean, SE) over tasks;
+Out: `gains` → rows {task, metric, pretrained, scratch, gain, se, bootstrap (the 95% interval over test examples,
+     or None)}; `mean_gain` → (mean, SE) over tasks;
      `table` → the Markdown the demo prints and bench/recipe.py records. Standard library only (the demo's
      process never imports torch).
 
@@ -30,10 +31,11 @@ def gains(results: dict[str, str], scratch: dict[str, str] | None = None) -> lis
             with open(scratch[task], encoding="utf-8") as f:
                 baseline = json.load(f)["baseline"]
             mean, se = _paired(pretrained["scores"], baseline["scores"])
-            gain = {"mean": mean, "se": se}
+            gain = {"mean": mean, "se": se}  # no bootstrap: the two arms' predictions are in different runs
         rows.append({"task": task, "metric": r["metric"], "pretrained": pretrained["mean"], "pretrained_se": pretrained["se"],
                      "pretrained_lr": pretrained.get("lr"), "scratch": baseline["mean"], "scratch_se": baseline["se"],
-                     "scratch_lr": baseline.get("lr"), "gain": gain["mean"], "se": gain["se"]})
+                     "scratch_lr": baseline.get("lr"), "gain": gain["mean"], "se": gain["se"],
+                     "bootstrap": gain.get("bootstrap")})
     return rows
 
 
@@ -48,10 +50,11 @@ def mean_gain(rows: list[dict]) -> tuple[float, float]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| task | metric | pretrained | scratch | gain (± SE) |", "|---|---|---|---|---|"]
+    lines = ["| task | metric | pretrained | scratch | gain (± paired SE) | test bootstrap 95% |", "|---|---|---|---|---|---|"]
     for r in rows:
+        interval = "[{:+.1f}, {:+.1f}]".format(*r["bootstrap"]) if r.get("bootstrap") else "-"
         lines.append(f"| {r['task']} | {r['metric']} | {r['pretrained']:.1f} ± {r['pretrained_se']:.1f} (lr {r['pretrained_lr']:g}) "
-                     f"| {r['scratch']:.1f} ± {r['scratch_se']:.1f} (lr {r['scratch_lr']:g}) | {r['gain']:+.1f} ± {r['se']:.1f} |")
+                     f"| {r['scratch']:.1f} ± {r['scratch_se']:.1f} (lr {r['scratch_lr']:g}) | {r['gain']:+.1f} ± {r['se']:.1f} | {interval} |")
     mean, se = mean_gain(rows)
-    lines.append(f"| **mean of {len(rows)}** | | | | **{mean:+.1f} ± {se:.1f}** |")
+    lines.append(f"| **mean of {len(rows)}** | | | | **{mean:+.1f} ± {se:.1f}** | |")
     return "\n".join(lines) + "\n"

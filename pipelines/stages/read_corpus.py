@@ -114,7 +114,8 @@ def _numbered(grouped):
     return [(source, path, split) for split in splits.number_ranges(counted)]
 
 
-def _count_newlines(flags: dict[str, str], ranged: tuple) -> tuple:
+def _count_newlines(ranged: tuple, flags: dict[str, str]) -> tuple:
+    """(source, path, split) → ((source, path), (split, its newlines)); Beam passes the element first."""
     source, path, split = ranged
     try:
         return (source, path), (split, splits.count_newlines(path, split))

@@ -224,6 +224,10 @@ def demo_parser() -> argparse.ArgumentParser:
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")
     ap.add_argument("--finetune-seeds", type=int, default=3,
                     help="seeds of the closing fine-tuning stage, pretrained and from scratch; 0 skips it (default: %(default)s)")
+    ap.add_argument("--adapt", action="store_true",
+                    help="after a finished demo in --workdir: continue its export on man pages (train --init-from, "
+                         "decontaminated against the man-sections task) and score the adapted model against it")
+    ap.add_argument("--adapt-steps", type=int, default=1000, help="continued-pretraining steps of --adapt (default: %(default)s)")
     return ap
 
 
@@ -243,7 +247,7 @@ def demo(argv: list[str] | None = None) -> int:
     again = shlex.join(["clozeforge", "demo", *(sys.argv[2:] if argv is None else argv)])
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # outside a stage, SIGTERM ends the demo as Ctrl-C does
     try:
-        return _demo(args)
+        return _adapt(args) if args.adapt else _demo(args)
     except Interrupted as e:
         print(f"\nclozeforge demo: {e}\nRun `{again}` to continue.", file=sys.stderr)
     except KeyboardInterrupt:
@@ -330,6 +334,48 @@ def _finetune_tasks(hf: str, work: str, seeds: int) -> None:
         with open(os.path.join(work, "finetune", "gains.md"), "w", encoding="utf-8") as f:
             f.write(text)
         print(f"\n== gain from pretraining, test points, mean ± SE over {seeds} seeds (paired)\n{text}", end="")
+
+
+def _adapt(args: argparse.Namespace) -> int:
+    """`clozeforge demo --adapt`: the continued-pretraining story on the demo's own export (WORKDIR/hf) — a corpus
+    of another domain (man pages) prepped with the export's vocabulary and decontaminated against the man-sections
+    task's files, `train --init-from` the export, export, then `finetune ADAPTED --baseline SOURCE` on that task."""
+    from trainer.downstream.finetune.builtin import TASKS  # standard library only
+    from trainer.downstream.finetune.builtin.man_sections import write_pages
+
+    work = os.path.abspath(args.workdir)
+    source, adapt = os.path.join(work, "hf"), os.path.join(work, "adapt")
+    if not os.path.exists(os.path.join(source, "config.json")):
+        print(f"clozeforge demo: error: --adapt continues a finished demo's export, and {source} has none; "
+              f"run `clozeforge demo --workdir {args.workdir}` first", file=sys.stderr)
+        return 2
+    started, task = time.time(), TASKS["man-sections"]
+    tasks = os.path.join(adapt, "task")
+    try:
+        task.write(tasks)
+    except LookupError as e:  # a machine without man pages
+        print(f"clozeforge demo: error: --adapt needs the man pages its task and corpus are made of: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(os.path.join(adapt, "corpus"), exist_ok=True)
+    corpus = os.path.join(adapt, "corpus", "man.jsonl")
+    size = write_pages(corpus, int(args.corpus_mb * 1e6))
+    print(f"== adapt: {source} (the demo's export) continued on man pages ({size / 1e6:.1f} MB: {corpus})", flush=True)
+    prep, run, hf = (os.path.join(adapt, name) for name in ("prep", "run", "hf"))
+    _prep(adapt, corpus, ["--input", f"manpages={corpus}", "--output", prep, "--vocab", source, "--max-seq-len", "64",
+                          "--validation-fraction", "0.05", "--rows-per-shard", "50000",
+                          "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
+    _run("continue pretraining (--init-from the export)",
+         [*_python("trainer.pretrain"), "--data", os.path.join(prep, "pairs"), "--init-from", source, "--batch-size", "32",
+          "--mask-prob", "0.3", "--dropout", "0", "--zero-stage", "0", "--output", run, "--max-steps", str(args.adapt_steps),
+          "--log-every", str(max(1, args.adapt_steps // 10)), "--eval-every", str(max(1, args.adapt_steps // 4)),
+          "--save-every", str(args.adapt_steps)], saved=_training_kept(run, args.adapt_steps))
+    _run("export", [*_python("clozeforge"), "export", run, "--output", hf])
+    _run("finetune man-sections: the adapted model against its source",
+         [*_python("clozeforge"), "finetune", hf, "--task", task.kind, *(f"--{split}={os.path.join(tasks, split)}.jsonl"
+          for split in ("train", "validation", "test")), "--output", os.path.join(adapt, "finetune"), "--baseline", source,
+          "--seeds", str(args.finetune_seeds or 3), "--lr", "1e-3", "--epochs", "10", "--baseline-lr", "1e-3", "--baseline-epochs", "10"])
+    print(f"\n== adapt done in {time.time() - started:.0f} s: {os.path.join(adapt, 'finetune', 'results.json')}")
+    return 0
 
 
 def _prep(work: str, corpus: str, flags: list[str]) -> None:

@@ -104,3 +104,38 @@ class ManSections(BuiltinTask):
                 read += bool(found)
                 out.setdefault(label, []).extend((name, {"text": text, "label": label}) for text in found)
         return out
+
+
+def write_pages(path: str, max_bytes: int, root: str = ManSections.root) -> int:
+    """A pretraining corpus of man pages (`clozeforge demo --adapt`): one JSON line {"text": ...} per page of the
+    six sections (their prose paragraphs), pages in a fixed hashed order that mixes the sections, up to
+    `max_bytes`. The pages the man-sections task scores on are not left out here: prep's --decontaminate drops
+    them (and counts them)."""
+    import json
+
+    pages = []
+    for number in SECTIONS:
+        directory = os.path.join(root, f"man{number}")
+        try:
+            pages += [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".gz")]
+        except OSError:
+            continue
+    pages.sort(key=lambda p: hashlib.sha256(p.encode()).hexdigest())
+    written = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for page in pages:
+            if written >= max_bytes:
+                break
+            if os.path.islink(page):
+                continue
+            try:
+                with gzip.open(page, "rt", encoding="utf-8") as f:
+                    roff = f.read()
+            except (OSError, UnicodeDecodeError, EOFError):
+                continue
+            text = "\n".join(paragraphs(roff, min_words=6))
+            if not roff.lstrip().startswith(".so") and text:
+                line = json.dumps({"text": text}, ensure_ascii=False) + "\n"
+                out.write(line)
+                written += len(line.encode())
+    return written

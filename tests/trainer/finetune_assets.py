@@ -84,3 +84,46 @@ def tiny_export(directory) -> str:
     hf_dir = os.path.join(directory, "hf")
     export_hf(model.state_dict(), model_config, vocab_dir, hf_dir)
     return hf_dir
+
+
+def scripted_runs(monkeypatch, validation: dict, seeds: int):
+    """Fine-tuning runs without a model: recipe.train scores (lr, seed) as `validation` says and keeps [lr, seed]
+    as its weights, recipe.evaluate scores half that on test and predicts "lr/seed". Returns (config, splits)
+    for a classify Job over one-row splits; call `scripted_features(job, splits)` on each Job built from them."""
+    import torch
+
+    from schemas.tables import Account
+    from trainer.downstream.finetune import job as job_mod
+    from trainer.downstream.finetune import recipe, tasks
+    from trainer.downstream.finetune.config import FinetuneConfig
+    from trainer.downstream.finetune.data import Split
+
+    class Model:
+        def load_state_dict(self, state):
+            self.state = state
+
+    def train(task, model, *args, lr, seed, **kwargs):
+        return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
+
+    def evaluate(task, model, features, examples, calibration=None, place=None):
+        lr, seed = model.state["w"].tolist()
+        return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
+
+    monkeypatch.setattr(job_mod, "build_model", lambda *args: Model())
+    monkeypatch.setattr(recipe, "train", train)
+    monkeypatch.setattr(recipe, "evaluate", evaluate)
+    config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=seeds)
+    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
+                          account=Account("jsonl", read=1))
+              for name in ("train", "validation", "test")}
+    return config, splits
+
+
+def scripted_job(monkeypatch, config, splits):
+    """A classify Job over scripted_runs' splits, with no tokenizer to encode them."""
+    from trainer.downstream.finetune import job as job_mod
+    from trainer.downstream.finetune import tasks
+
+    job = job_mod.Job(config, tasks.of("classify"), splits, 64)
+    monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
+    return job

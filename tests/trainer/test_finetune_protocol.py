@@ -10,9 +10,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from schemas.tables import Account  # noqa: E402
 from trainer.downstream.finetune import protocol, tasks  # noqa: E402
-from trainer.downstream.finetune.data import LabelMap, Split  # noqa: E402
+from trainer.downstream.finetune.data import LabelMap  # noqa: E402
 from trainer.downstream.finetune.tasks.sequence import Classes, Regression  # noqa: E402
 
 
@@ -101,34 +100,13 @@ def test_gain_record_in_points():
 
 def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     """lr 1e-4 has the best single run (0.9) but lr 3e-4 the best mean: model/ is 3e-4's best seed (1)."""
-    import torch
-
     from trainer.downstream.finetune import job as job_mod
     from trainer.downstream.finetune import recipe
-    from trainer.downstream.finetune.config import FinetuneConfig
+
+    from .finetune_assets import scripted_job, scripted_runs
 
     validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (3e-4, 0): 0.55, (3e-4, 1): 0.65, (1e-3, 0): 0.95, (1e-3, 1): 0.95}
-
-    class Model:
-        def load_state_dict(self, state):
-            self.state = state
-
-    def train(task, model, *args, lr, seed, **kwargs):
-        return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
-
-    def evaluate(task, model, features, examples, calibration=None, place=None):
-        lr, seed = model.state["w"].tolist()
-        return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
-
-    monkeypatch.setattr(job_mod, "build_model", lambda *args: Model())
-    monkeypatch.setattr(recipe, "train", train)
-    monkeypatch.setattr(recipe, "evaluate", evaluate)
-    config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=2)
-    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
-                           account=Account("jsonl", read=1))
-              for name in ("train", "validation", "test")}
-    job = job_mod.Job(config, tasks.of("classify"), splits, 64)
-    monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
+    job = scripted_job(monkeypatch, *scripted_runs(monkeypatch, validation, seeds=2))
     arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
             job_mod.Arm("scratch", "dir", False, (1e-3,), "--baseline-lr", 2, saved=False)]
     result, baseline = job.run_arms(arms, recipe.Progress(1))

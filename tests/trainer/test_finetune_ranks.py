@@ -204,37 +204,17 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
     """Job.run_spread (on one rank) against run_arms on the same fake runs: the same lr (best mean), the same seed
     (the first of the best, on a tie), the same records, predictions and weights."""
     from trainer.downstream.finetune import job as job_mod
-    from trainer.downstream.finetune import recipe, tasks
-    from trainer.downstream.finetune.config import FinetuneConfig
-    from schemas.tables import Account
-    from trainer.downstream.finetune.data import Split
+    from trainer.downstream.finetune import recipe
+
+    from .finetune_assets import scripted_job, scripted_runs
 
     validation = {(1e-4, 0): 0.9, (1e-4, 1): 0.1, (1e-4, 2): 0.2, (3e-4, 0): 0.5, (3e-4, 1): 0.7, (3e-4, 2): 0.7}
-
-    class Model:
-        def load_state_dict(self, state):
-            self.state = state
-
-    def train(task, model, *args, lr, seed, **kwargs):
-        return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
-
-    def evaluate(task, model, features, examples, calibration=None, place=None):
-        lr, seed = model.state["w"].tolist()
-        return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
-
-    monkeypatch.setattr(job_mod, "build_model", lambda *args: Model())
-    monkeypatch.setattr(recipe, "train", train)
-    monkeypatch.setattr(recipe, "evaluate", evaluate)
-    config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=3)
-    splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
-                           account=Account("jsonl", read=1))
-              for name in ("train", "validation", "test")}
+    config, splits = scripted_runs(monkeypatch, validation, seeds=3)
     arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
             job_mod.Arm("scratch", "dir", False, (3e-4, 1e-4), "--baseline-lr", 1, saved=False)]
     results = []
     for how in ("alone", "spread"):
-        job = job_mod.Job(config, tasks.of("classify"), splits, 64)
-        monkeypatch.setattr(job, "features", lambda tokenizer: dict.fromkeys(splits))
+        job = scripted_job(monkeypatch, config, splits)
         results.append(job.run_arms(arms, recipe.Progress(1)) if how == "alone" else
                        job.run_spread(arms, recipe.Progress(1), Place()))
     for a, b in zip(*results):

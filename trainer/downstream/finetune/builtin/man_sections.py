@@ -64,6 +64,18 @@ def paragraphs(roff: str, min_words: int) -> list[str]:
     return out
 
 
+def read_page(path: str) -> str | None:
+    """The roff of one gzipped man page, or None for a link, an alias (`.so`), or a file that does not read."""
+    if os.path.islink(path) or not path.endswith(".gz"):
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            roff = f.read()
+    except (OSError, UnicodeDecodeError, EOFError):
+        return None
+    return None if roff.lstrip().startswith(".so") else roff
+
+
 class ManSections(BuiltinTask):
     name = "man-sections"
     kind = "classify"
@@ -89,15 +101,8 @@ class ManSections(BuiltinTask):
             for name in names:
                 if read >= self.pages_per_section:
                     break
-                path = os.path.join(directory, name)
-                if os.path.islink(path) or not name.endswith(".gz"):
-                    continue
-                try:
-                    with gzip.open(path, "rt", encoding="utf-8") as f:
-                        roff = f.read()
-                except (OSError, UnicodeDecodeError, EOFError):
-                    continue
-                if roff.lstrip().startswith(".so"):  # an alias of another page
+                roff = read_page(os.path.join(directory, name))
+                if roff is None:
                     continue
                 found = [text for text in paragraphs(roff, self.min_words) if text not in seen]
                 seen.update(found)
@@ -126,15 +131,9 @@ def write_pages(path: str, max_bytes: int, root: str = ManSections.root) -> int:
         for page in pages:
             if written >= max_bytes:
                 break
-            if os.path.islink(page):
-                continue
-            try:
-                with gzip.open(page, "rt", encoding="utf-8") as f:
-                    roff = f.read()
-            except (OSError, UnicodeDecodeError, EOFError):
-                continue
-            text = "\n".join(paragraphs(roff, min_words=6))
-            if not roff.lstrip().startswith(".so") and text:
+            roff = read_page(page)
+            text = "\n".join(paragraphs(roff, min_words=6)) if roff is not None else ""
+            if text:
                 line = json.dumps({"text": text}, ensure_ascii=False) + "\n"
                 out.write(line)
                 written += len(line.encode())

@@ -10,8 +10,10 @@ Parts (BERT-base, seq 128 random-id pairs, one rank, --precision auto = bf16 on 
                lengths, so start-up and the end's single reads cancel; the places that synchronise most; with
                DeepSpeed's bf16 weights and with the -autocast variant's JSON
   compiled-z0-autocast  the trainer compiled, ZeRO 0, bf16 as torch autocast over fp32 weights (a DeepSpeed JSON)
-  compiled-z0-static  the trainer compiled at batch 256 without marking batch and sequence dims dynamic (a
-               graph per shape: what the marks cost or save, seq-128 batches being nearly all one shape)
+  compiled-z0-static  the trainer compiled without marking batch and sequence dims dynamic (a graph per shape:
+               what the marks cost or save, seq-128 batches being nearly all one shape)
+  profile      where a compiled ZeRO-0 trainer step's time goes at the first batch size, beside a bare compiled step:
+               wall and device-busy ms per step, kernel launches, host ms in each part of the loop, top host ops
 With GPU_CHECK_TINY=1 every part runs the tiny preset at batch 4 and 8 for a few steps, on whatever device is there
 (the compiled parts with the `eager` backend on a CPU): a check of this script, not a measurement.
 """
@@ -124,6 +126,138 @@ def _syncs(rt, ds_json: str | None) -> None:
                                 "most_syncs_at": places.most_common(8)}), flush=True)
 
 
+PROFILED = 6
+"""Steps the profile part records, after the warm-up."""
+
+
+def profile_part(batch: int = BATCHES[0]) -> None:
+    """Where a compiled trainer step's time goes at `batch` (ZeRO 0, the defaults), beside a bare compiled step:
+    per step, the wall time, the device's busy time (its kernels' durations summed: far under the wall time means
+    the device waits for the host), the kernels launched, and the host's time in each part of the loop (taking
+    the next batch, the engine's forward, backward and step, and the rest: logging, the stop check); then the
+    ops with the most host time. Nothing in a step waits for the device, so a part's host time is its launch
+    work; the profiler synchronises only at its start and end."""
+    import time
+
+    import torch
+
+    import trainer.builders
+    import trainer.data.device
+    from bench._loop import measure
+
+    rt = _runtime()
+    host = collections.Counter()
+    state = {"steps": 0, "profile": None}
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            if state["profile"] is None:
+                return fn(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                host[name] += time.perf_counter() - start
+        return call
+
+    def steps_profiled(engine):
+        step = engine.step
+
+        def step_and_count(*args, **kwargs):
+            out = timed("step", step)(*args, **kwargs)
+            state["steps"] += 1
+            if state["steps"] == WARMUP:
+                state["profile"] = _start_profile(rt)
+            elif state["steps"] == WARMUP + PROFILED and state["profile"] is not None:
+                state["result"] = _stop_profile(rt, *state["profile"], PROFILED)
+                state["profile"] = None
+            return out
+
+        engine.forward = timed("forward", engine.forward)
+        engine.backward = timed("backward", engine.backward)
+        engine.step = step_and_count
+        return engine
+
+    build_engine, next_batch = trainer.builders.build_engine, trainer.data.device.DeviceBatches.__next__
+    trainer.builders.build_engine = lambda *a, **k: steps_profiled(build_engine(*a, **k))
+    trainer.data.device.DeviceBatches.__next__ = lambda self: timed("next_batch", next_batch)(self)
+    try:
+        result = measure(preset=PRESET, batch=batch, steps=WARMUP + PROFILED + 2, warmup=WARMUP, zero_stage=0,
+                         compile=_compile(rt, True), rt=rt, bare=False)
+    finally:
+        trainer.builders.build_engine, trainer.data.device.DeviceBatches.__next__ = build_engine, next_batch
+    found = state.get("result", {"error": result.get("trainer_error", "the profiled steps did not run")})
+    found["host_ms_per_step"] = {k: round(1000 * v / PROFILED, 2) for k, v in host.most_common()}
+    print("RESULT", json.dumps({"part": "profile-trainer", "batch": batch, **found}), flush=True)
+    print("RESULT", json.dumps({"part": "profile-bare", "batch": batch, **_profile_bare(rt, batch)}), flush=True)
+
+
+def _start_profile(rt):
+    import time
+
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if rt.on_gpu else [])
+    profile = torch.profiler.profile(activities=activities)
+    if rt.on_gpu:
+        torch.cuda.synchronize()
+    profile.__enter__()
+    return profile, time.perf_counter()
+
+
+def _stop_profile(rt, profile, started: float, steps: int) -> dict:
+    import time
+
+    import torch
+
+    if rt.on_gpu:
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - started
+    profile.__exit__(None, None, None)
+    events = profile.key_averages()
+    device = [e for e in events if getattr(e, "self_device_time_total", 0) > 0]
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    return {"wall_ms_per_step": round(1000 * wall / steps, 2),
+            "device_busy_ms_per_step": round(sum(e.self_device_time_total for e in device) / 1000 / steps, 2),
+            "kernel_launches_per_step": round(launches / steps, 1),
+            "ops_per_step": round(sum(e.count for e in events if e.key.startswith("aten::")) / steps, 1),
+            "top_host_ms_per_step": [(e.key[:60], round(e.self_cpu_time_total / 1000 / steps, 3)) for e in top]}
+
+
+def _profile_bare(rt, batch: int) -> dict:
+    """The same profile of a bare compiled step (forward, backward, clipping, fused AdamW under the trainer's
+    precision) on random-id batches of the same shape, already on the device."""
+    import contextlib
+
+    import torch
+
+    from trainer.model import BertForPretraining, ModelConfig
+    from trainer.optim import adamw
+
+    model = BertForPretraining(ModelConfig.preset(PRESET, vocab_size=30522), seed=0).to(rt.device).train()
+    optimizer = adamw(model, lr=1e-4, weight_decay=0.01, eps=1e-6)
+    step_model = torch.compile(model, backend=_compile(rt, True).replace("auto", "inductor"))
+    gen = torch.Generator().manual_seed(0)
+    batches = [{"input_ids": torch.randint(5, 30522, (batch, 128), generator=gen), "token_type_ids": torch.zeros(batch, 128, dtype=torch.long),
+                "attention_mask": torch.ones(batch, 128, dtype=torch.long), "mlm_positions": torch.randint(1, 128, (batch, 20), generator=gen),
+                "mlm_labels": torch.randint(5, 30522, (batch, 20), generator=gen), "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen)}
+               for _ in range(2)]
+    batches = [{k: v.to(rt.device) for k, v in b.items()} for b in batches]
+    autocast = torch.autocast(rt.device.type, dtype=torch.bfloat16) if rt.precision == "bf16" else contextlib.nullcontext()
+    profile = None
+    for i in range(WARMUP + PROFILED):
+        if i == WARMUP:
+            profile = _start_profile(rt)
+        with autocast:
+            loss = step_model(**batches[i % 2])["loss"]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return _stop_profile(rt, *profile, PROFILED)
+
+
 def summary(logs: list[str]) -> None:
     """One table of every RESULT line in `logs`."""
     rows = []
@@ -133,6 +267,10 @@ def summary(logs: list[str]) -> None:
                 rows += [json.loads(line.split(" ", 1)[1]) for line in f if line.startswith(("RESULT ", "FAILED "))]
     print(f"{'part':<21} {'batch':>5} {'trainer tok/s':>14} {'MFU':>6} {'bare tok/s':>11} {'MFU':>6} {'ratio':>6}  note")
     for r in rows:
+        if r.get("part", "").startswith("profile"):
+            keys = ("wall_ms_per_step", "device_busy_ms_per_step", "kernel_launches_per_step", "ops_per_step", "host_ms_per_step")
+            print(f"{r['part']} (compiled, batch {r['batch']}): " + ", ".join(f"{k} {r[k]}" for k in keys if k in r) + f" {r.get('error', '')}")
+            continue
         if r.get("part", "").startswith("syncs"):
             print(f"{r['part']} per trainer step (eager, ZeRO 0, batch {r['batch']}): {r['syncs_per_step']} {r['most_syncs_at']}")
             continue
@@ -149,7 +287,8 @@ PARTS = {
     "compiled-z2": lambda: loop_part(compiled=True, zero=2, bare=False),
     "syncs": sync_part,
     "compiled-z0-autocast": lambda: loop_part(compiled=True, zero=0, bare=False, autocast=True),
-    "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, batches=BATCHES[-1:], static=True),
+    "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, static=True),
+    "profile": profile_part,
 }
 
 if __name__ == "__main__":

@@ -371,3 +371,49 @@ def test_the_written_out_cpu_attention_is_sdpas_arithmetic():
         train_loss = float(model.train()(**b)["loss"])
         eval_loss = float(model.eval()(**b)["loss"])
     assert abs(train_loss - eval_loss) < 1e-5
+
+
+def _gpu_path(monkeypatch) -> None:
+    """Take the model's GPU code (F.dropout, SDPA, F.cross_entropy) on this CPU."""
+    import trainer.model.bert as bert
+
+    monkeypatch.setattr(bert, "cpu_kernels", lambda x: False)
+
+
+def test_the_gpu_path_losses_counts_and_gradients_are_the_cpu_paths(monkeypatch):
+    """Without dropout the two paths are the same arithmetic: F.cross_entropy against the in-place loss, with
+    ties counted as correct on both (MLM, NSP and SBO, a padded MLM slot left out)."""
+    b = _batch()
+    b.update(sbo_left=b["mlm_positions"].clamp(min=1) - 1, sbo_right=b["mlm_positions"] + 1, sbo_rel_pos=torch.zeros_like(b["mlm_positions"]))
+    model = BertForPretraining(_config(use_sbo=True, hidden_dropout=0.0, attention_dropout=0.0), seed=0).train()
+    found = []
+    for gpu in (False, True):
+        if gpu:
+            _gpu_path(monkeypatch)
+        model.zero_grad(set_to_none=True)
+        out = model(**b)
+        out["loss"].backward()
+        found.append(({k: v.detach() for k, v in out.items() if k.endswith(("_loss", "_correct", "_count"))},
+                      {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (cpu, cpu_grads), (gpu, gpu_grads) = found
+    assert sorted(cpu) == sorted(gpu) and {"mlm_loss", "nsp_loss", "sbo_loss"} <= set(cpu)
+    for key in cpu:
+        assert torch.allclose(cpu[key].double(), gpu[key].double(), rtol=1e-5, atol=1e-6), key
+    assert all(torch.allclose(cpu_grads[n], gpu_grads[n], rtol=1e-4, atol=1e-6) for n in cpu_grads)
+
+
+@pytest.mark.parametrize("sbo", [False, True])
+def test_the_gpu_path_compiles_to_one_graph(monkeypatch, sbo):
+    """torch.compile traces the training model's GPU code, losses included, as one graph: nothing falls back to
+    eager between the encoder and the heads. The CPU path breaks it at each in-place loss (and at its dropout),
+    the check that this one can fail."""
+    import torch._dynamo
+
+    b = _batch()
+    if sbo:
+        b.update(sbo_left=b["mlm_positions"].clamp(min=1) - 1, sbo_right=b["mlm_positions"] + 1, sbo_rel_pos=torch.zeros_like(b["mlm_positions"]))
+    model = BertForPretraining(_config(use_sbo=sbo), seed=0).train()
+    assert torch._dynamo.explain(model)(**b).graph_break_count > 0
+    _gpu_path(monkeypatch)
+    explained = torch._dynamo.explain(model)(**b)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), [r.reason for r in explained.break_reasons]

@@ -18,8 +18,9 @@ Two CPU-only shortcuts keep the arithmetic and change only how it is computed (`
 profiles): dropout masks are cut from 16-bit lanes of full 64-bit random words (`dropout`; torch's bernoulli draws
 one random number per element and was 15% of a CPU step), and the MLM/NSP/SBO losses are one softmax
 cross-entropy with its own backward (`SoftmaxCrossEntropy`: three passes over the logits forward and one back,
-where log_softmax + nll_loss + argmax made about ten). On a GPU, `dropout` is F.dropout and attention is SDPA
-with its fused kernels, so the GPU path is the code transformers runs.
+where log_softmax + nll_loss + argmax made about ten). On a GPU (`cpu_kernels`), `dropout` is F.dropout, attention
+is SDPA with its fused kernels and the losses are F.cross_entropy: the code transformers runs, which torch.compile
+traces as one graph (the CPU's in-place loss would break it in two at each loss).
 
 NOTE: every cross-module weight use (the tied decoder in the MLM and SBO heads) goes through the owning
 module's forward, never a raw `.weight` access, so DeepSpeed ZeRO-3's gather hooks see it.
@@ -41,6 +42,12 @@ IGNORE_INDEX = -100
 _LANE_LEVELS = 1 << 16  # a dropout decision per 16-bit lane: p is rounded to a multiple of 1/65,536
 
 
+def cpu_kernels(x: torch.Tensor) -> bool:
+    """Whether `x`'s computations take this module's CPU-only shortcuts (dropout's lane masks, attention written
+    out, the in-place softmax cross-entropy); elsewhere the model is torch's own ops, which compile into one graph."""
+    return x.device.type == "cpu"
+
+
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout, F.dropout's contract (zero with probability p, scale the rest by 1/(1-p)).
 
@@ -50,7 +57,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     this is F.dropout, whose fused kernels are already cheap."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if not cpu_kernels(x):
         return F.dropout(x, p, True)
     drop = round(p * _LANE_LEVELS)
     n = x.numel()
@@ -107,7 +114,7 @@ class _SelfAttention(nn.Module):
             # whose keys are all padding then gets a finite uniform softmax on every torch version and backend
             # (boolean masks gave NaN there on some; torch 2.13 CPU returns zeros).
             bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill_(~keep, torch.finfo(q.dtype).min)
-        if self.training and self.p_drop > 0 and x.device.type == "cpu":
+        if self.training and self.p_drop > 0 and cpu_kernels(x):
             # SDPA's CPU math path, written out so the probabilities' dropout is `dropout`'s cheap mask
             scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(h // self.num_heads))  # (batch, heads, seq, seq)
             if bias is not None:
@@ -289,7 +296,13 @@ def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> 
     flat_logits = (logits if logits.dim() == 2 else logits.reshape(-1, logits.shape[-1])).float()
     flat_labels = labels.reshape(-1).long()
     count = (flat_labels != IGNORE_INDEX).sum()
-    loss_sum, correct, _spent = SoftmaxCrossEntropy.apply(flat_logits, flat_labels)
+    if cpu_kernels(flat_logits):
+        loss_sum, correct, _spent = SoftmaxCrossEntropy.apply(flat_logits, flat_labels)
+    else:  # F.cross_entropy, which torch.compile fuses (the in-place Function above would break the graph there)
+        loss_sum = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
+        with torch.no_grad():  # a tie counts as correct, as above
+            target = flat_logits.gather(1, flat_labels.clamp(min=0)[:, None])
+            correct = ((target >= flat_logits.amax(-1, keepdim=True)).squeeze(1) & (flat_labels != IGNORE_INDEX)).sum()
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 

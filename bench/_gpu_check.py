@@ -10,8 +10,8 @@ Parts (BERT-base, seq 128 random-id pairs, one rank, --precision auto = bf16 on 
                lengths, so start-up and the end's single reads cancel; the places that synchronise most; with
                DeepSpeed's bf16 weights and with the -autocast variant's JSON
   compiled-z0-autocast  the trainer compiled, ZeRO 0, bf16 as torch autocast over fp32 weights (a DeepSpeed JSON)
-  compiled-z0-static  the trainer compiled without marking batch and sequence dims dynamic (a graph per shape:
-               what the marks cost or save, seq-128 batches being nearly all one shape)
+  compiled-z0-static  the trainer compiled at the first batch size without marking batch and sequence dims dynamic
+               (a graph per shape: what the marks cost or save, seq-128 batches being nearly all one shape)
   profile      where a compiled ZeRO-0 trainer step's time goes at the first batch size, beside a bare compiled step:
                wall and device-busy ms per step, kernel launches, host ms in each part of the loop, top host ops
 With GPU_CHECK_TINY=1 every part runs the tiny preset at batch 4 and 8 for a few steps, on whatever device is there
@@ -287,7 +287,7 @@ PARTS = {
     "compiled-z2": lambda: loop_part(compiled=True, zero=2, bare=False),
     "syncs": sync_part,
     "compiled-z0-autocast": lambda: loop_part(compiled=True, zero=0, bare=False, autocast=True),
-    "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, static=True),
+    "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, batches=BATCHES[:1], static=True),
     "profile": profile_part,
 }
 

@@ -3,9 +3,10 @@
 # BERT-base, bf16, seq-128 random-id pairs written here (no Beam), one rank:
 #   the bare model (forward + backward + fused AdamW, bench/_loop.py) at batch 64 and 256, eager and compiled;
 #   the trainer (`trainer.loop.train`, --precision auto) with the same batches, ZeRO 0 and 2, eager and compiled;
-#   host synchronisations per trainer step (torch.cuda.set_sync_debug_mode), the compiled trainer with bf16 as
-#   autocast over fp32 weights (a DeepSpeed JSON) and without its dynamic-shape marks; tokens/s and MFU for each,
-#   then a table of them all (bench/_gpu_check.py); then the fine-tuning loop against transformers' Trainer.
+#   where a compiled step's time goes (wall against device-busy ms, launches, host ms per part of the loop), the
+#   compiled trainer without its dynamic-shape marks, host synchronisations per trainer step
+#   (torch.cuda.set_sync_debug_mode); tokens/s and MFU for each, then a table of them all (bench/_gpu_check.py);
+#   and the fine-tuning loop against transformers' Trainer.
 #   The parts run most important first, within GPU_CHECK_BUDGET seconds (default 480, one lease's call); a part
 #   is cut to what is left; GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
 # Each part runs under its own `timeout`; a part that fails or times out does not stop the others. Logs and the
@@ -59,9 +60,10 @@ part() {
     [ "$1" = finetune ] && tail -1 "$OUT/$1.log" | cut -c1-900
     [ $rc -eq 0 ] || { echo "$1: exit $rc (124 = timed out); the end of its log:"; tail -5 "$OUT/$1.log"; }
 }
-# The issue's figures first (bare and trainer, ZeRO 0 and 2, eager and compiled; the fine-tuning line), then
-# the diagnostics (host syncs per step, autocast over fp32 weights, no dynamic-shape marks).
-PARTS="eager-z0:100 compiled-z0:150 finetune:150 eager-z2:70 compiled-z2:110 compiled-z0-autocast:110 syncs:90 compiled-z0-static:80"
+# The issue's figure first (the compiled trainer against the compiled bare model, ZeRO 0), then the diagnostics
+# of what is left of the gap (the profile, no dynamic-shape marks), then eager, the fine-tuning line, ZeRO 2 and
+# host syncs per step. (`compiled-z0-autocast` is the default now; `GPU_CHECK_PARTS` can still name it.)
+PARTS="compiled-z0:170 profile:120 compiled-z0-static:90 eager-z0:100 finetune:150 compiled-z2:110 eager-z2:70 syncs:90"
 [ "${GPU_CHECK_TINY:-0}" = 1 ] && PARTS=${PARTS/finetune:150 /}
 [ -n "$GPU_CHECK_PARTS" ] && PARTS=$GPU_CHECK_PARTS  # NAME:SECONDS ..., to rerun some
 for spec in $PARTS; do part "${spec%%:*}" "${spec##*:}"; done

@@ -173,76 +173,23 @@ def test_logged_losses_are_the_synchronous_loops(prepped, tmp_path):
 
 
 COUNT_OPS = r"""
-import collections, copy, json
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+import json
 from trainer import cpu_sharing
 cpu_sharing.apply()
-from trainer.builders import build_engine
-from trainer.config import TrainConfig
-from trainer.model import BertForPretraining, ModelConfig
-from trainer.optim import adamw
+from bench._loop import dispatched_ops
 from trainer.run.runtime import start_runtime, shutdown_runtime
-
-class Ops(TorchDispatchMode):
-    # Every aten op dispatched: on a GPU each one outside a compiled graph is host work and most are a kernel launch.
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-rt = start_runtime("fp32")
-config = TrainConfig(data="d", output="o", batch_size=4, grad_clip=0.05, lr=1e-3, warmup_steps=0, schedule="constant", zero_stage=0)
-gen = torch.Generator().manual_seed(0)
-batches = [{"input_ids": torch.randint(5, 100, (4, 16), generator=gen), "token_type_ids": torch.zeros(4, 16, dtype=torch.long),
-            "attention_mask": torch.ones(4, 16, dtype=torch.long), "mlm_positions": torch.randint(1, 16, (4, 3), generator=gen),
-            "mlm_labels": torch.randint(5, 100, (4, 3), generator=gen), "next_sentence_label": torch.randint(0, 2, (4,), generator=gen)}
-           for _ in range(6)]
-model = BertForPretraining(ModelConfig.preset("tiny", vocab_size=100), seed=0)
-models = {name: copy.deepcopy(model) for name in ("trainer", "deepspeed", "bare")}
-
-def engine_step(engine, batch):
-    torch.manual_seed(0)
-    engine.backward(engine(**batch)["loss"])
-    engine.step()
-
-ours = build_engine(models["trainer"], config, rt)
-theirs = build_engine(models["deepspeed"], config, rt)
-theirs.__dict__.pop("clip_fp32_gradients", None)  # DeepSpeed's own stage-0 clipping and its all-reduce on one rank
-theirs.enable_backward_allreduce = True
-optimizer = adamw(models["bare"], lr=1e-3, weight_decay=config.weight_decay, eps=1e-6)
-
-def bare_step(batch):
-    torch.manual_seed(0)
-    models["bare"](**batch)["loss"].backward()
-    torch.nn.utils.clip_grad_norm_(models["bare"].parameters(), config.grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-steps = {"trainer": lambda b: engine_step(ours, b), "deepspeed": lambda b: engine_step(theirs, b), "bare": bare_step}
-ops = {}
-for name, step in steps.items():
-    step(batches[0])  # the optimizer's state is made at its first step
-    counter = Ops()
-    with counter:
-        for batch in batches[1:]:
-            step(batch)
-    ops[name] = counter.count / (len(batches) - 1)
-state = {name: m.state_dict() for name, m in models.items()}
-apart = {name: max((state[name][k] - state["deepspeed"][k]).abs().max().item() for k in state[name]) for name in state}
-moved = max((state["deepspeed"][k] - model.state_dict()[k]).abs().max().item() for k in state["deepspeed"])
+found = dispatched_ops(start_runtime("fp32"))
 shutdown_runtime()
-print("OPS " + json.dumps({"ops": ops, "apart": apart, "moved": moved, "tensors": len(list(model.parameters()))}))
+print("OPS " + json.dumps(found))
 """
 
 
 @pytest.mark.integration  # DeepSpeed in a child process
 def test_a_zero0_step_dispatches_what_a_bare_step_does(tmp_path):
-    """Six clipped steps (grad_clip 0.05 binds) through three copies of one model: the trainer's engine, the same
-    engine with DeepSpeed's own stage-0 clipping and one-rank all-reduce, and a bare loop (forward, backward,
-    torch's clip_grad_norm_, AdamW). All three end at the same weights (the same arithmetic, up to float
+    """Six clipped steps (grad_clip 0.05 binds) through three copies of one model (bench/_loop.py's
+    `dispatched_ops`, also on `bench/run.py train --loop`'s line): the trainer's engine, the same engine with
+    DeepSpeed's own stage-0 clipping and one-rank all-reduce, and a bare loop (forward, backward, torch's
+    clip_grad_norm_, AdamW). All three end at the same weights (the same arithmetic, up to float
     rounding); the trainer's step dispatches a handful of ops more than the bare one, where DeepSpeed's own
     dispatched about ten per parameter tensor more (a norm, a multiply, a flatten-and-copy: each a kernel launch
     on a GPU, host work on any device)."""
@@ -250,7 +197,7 @@ def test_a_zero0_step_dispatches_what_a_bare_step_does(tmp_path):
                             check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(result.stdout.rsplit("OPS ", 1)[1])
-    ops, tensors = found["ops"], found["tensors"]
+    ops, tensors = found["ops_per_step"], found["parameter_tensors"]
     assert found["moved"] > 1e-3  # the steps did train
     assert found["apart"]["trainer"] < 1e-6 and found["apart"]["bare"] < 1e-6, found
     assert ops["trainer"] - ops["bare"] <= 16, ops

@@ -88,6 +88,32 @@ def test_a_compiled_model_traces_one_graph_for_every_batch_shape(marked):
     assert counter.frame_count == 1 if marked else counter.frame_count == 3  # unmarked: a new length, then a new batch size
 
 
+def test_the_gpu_path_trains_one_graph_for_every_batch_shape(monkeypatch):
+    """The training model on its GPU code (trainer/model/bert.py's `cpu_kernels` off: F.dropout, SDPA,
+    F.cross_entropy), forward and backward, marked as the loop marks its batches: one frame for every batch size,
+    sequence length and number of masked positions, the losses inside it."""
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    import trainer.model.bert as bert
+    from trainer.model import BertForPretraining, ModelConfig
+
+    monkeypatch.setattr(bert, "cpu_kernels", lambda x: False)
+    torch._dynamo.reset()
+    model = BertForPretraining(ModelConfig.preset("tiny", vocab_size=100), seed=0).train()
+    counter = CompileCounter()
+    step = torch.compile(model, backend=counter)
+    for batch, seq, masked in ((4, 37, 5), (4, 64, 9), (3, 51, 7), (4, 128, 20), (2, 128, 19)):
+        inputs = _shapes(batch, seq)
+        gen = torch.Generator().manual_seed(masked)
+        inputs.update(mlm_positions=torch.randint(1, seq, (batch, masked), generator=gen),
+                      mlm_labels=torch.randint(5, 100, (batch, masked), generator=gen),
+                      next_sentence_label=torch.randint(0, 2, (batch,), generator=gen))
+        mark_dynamic(inputs)
+        step(**inputs)["loss"].backward()
+    assert counter.frame_count == 1
+
+
 COUNT_SYNCS = r"""
 import json, sys
 import torch

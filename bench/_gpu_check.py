@@ -215,8 +215,9 @@ def _stop_profile(rt, profile, started: float, steps: int) -> dict:
     wall = time.perf_counter() - started
     profile.__exit__(None, None, None)
     events = profile.key_averages()
-    device = [e for e in events if getattr(e, "self_device_time_total", 0) > 0]
-    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
+    device = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]  # kernels and copies (the ops
+    # that launched them carry the same time as their own "self device" time: summing those would count it twice)
+    launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx"))
     top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
     return {"wall_ms_per_step": round(1000 * wall / steps, 2),
             "device_busy_ms_per_step": round(sum(e.self_device_time_total for e in device) / 1000 / steps, 2),

@@ -7,11 +7,14 @@ Out: `trainer_tokens_per_s` (the trainer's own windows from metrics.jsonl, the f
      `bare_tokens_per_s` (the same model, seed and first batches, already on the device, through torch's AdamW:
      forward, backward, gradient clipping, step; timed before and after the trainer, the mean of the two), and
      `loop_ratio` = trainer / bare: what the loop costs around its model (the input path, DeepSpeed's engine,
-     logging, host synchronisations), on this machine, as a ratio. MFU of both by the trainer's own FLOPs count
-     (trainer/metrics.py: 6 x parameters + attention, per token) where the device's peak is known.
+     logging, host synchronisations), on this machine, as a ratio: the median over the trainer's windows of its
+     tokens/s against a bare window of as many steps run right after it (`paired_windows`, `loop_ratio_windows`),
+     which a machine's drift from one minute to the next moves alike; `loop_ratio_unpaired` is the trainer's mean
+     against the bare runs before and after. MFU of both by the trainer's own FLOPs count (trainer/metrics.py:
+     6 x parameters + attention, per token) where the device's peak is known.
 
 The bare side's precision is the trainer's (--precision auto: bf16 on a GPU that supports it and on a CPU with
-native bf16, else fp32), as bf16 autocast over fp32 weights (the trainer takes DeepSpeed's bf16 weights on a GPU).
+native bf16, else fp32), as bf16 autocast over fp32 weights, as the trainer's ZeRO 0 computes it.
 """
 
 from __future__ import annotations
@@ -48,34 +51,72 @@ def write_pairs(folder: str, pairs: int, *, seed: int = 0, vocab_size: int = 305
     return _write_shard(folder, vocab, pairs_a, pairs_b, rng.random(pairs) < 0.5)
 
 
-def _bare_tokens_per_s(model: torch.nn.Module, batches: list[dict], rt, config, warmup: int, backend: str | None) -> float:
-    """Tokens/s of forward + backward + clipping + AdamW step over `batches` (on the device), after `warmup` steps."""
-    from trainer.optim import adamw
+class BareLoop:
+    """Forward + backward + clipping + AdamW step on `model` (compiled with `backend`, under the trainer's
+    precision as autocast), over batches already on the device; one optimizer across every call."""
 
-    optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
-    step_model = torch.compile(model, backend=backend) if backend else model
-    autocast = (torch.autocast(rt.device.type, dtype=torch.bfloat16) if rt.precision == "bf16"
-                else contextlib.nullcontext())
-    tokens = [int(b["attention_mask"].sum()) for b in batches]  # counted before timing, as the trainer does
-    start = 0.0
-    for i, batch in enumerate(batches):
-        if i == warmup:
-            _sync(rt.device)
-            start = time.perf_counter()
-        with autocast:
-            loss = step_model(**batch)["loss"]
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    _sync(rt.device)
-    return sum(tokens[warmup:]) / (time.perf_counter() - start)
+    def __init__(self, model: torch.nn.Module, rt, config, backend: str | None):
+        from trainer.optim import adamw
+
+        self.model, self.device, self.grad_clip = model, rt.device, config.grad_clip
+        self.optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
+        self.step_model = torch.compile(model, backend=backend) if backend else model
+        self.precision = rt.precision
+
+    def tokens_per_s(self, batches: list[dict], warmup: int = 0) -> float:
+        """Tokens/s over `batches` after the first `warmup` (untimed), the device synchronised at both ends."""
+        autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
+                    else contextlib.nullcontext())
+        tokens = [int(b["attention_mask"].sum()) for b in batches]  # counted before timing, as the trainer does
+        start = 0.0
+        for i, batch in enumerate(batches):
+            if i == warmup:
+                _sync(self.device)
+                start = time.perf_counter()
+            with autocast:
+                loss = self.step_model(**batch)["loss"]
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        _sync(self.device)
+        return sum(tokens[warmup:]) / (time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def paired_windows(bare: BareLoop, batches: list[dict], warmup: int):
+    """While it is open, each training window the trainer logs after step `warmup` is followed by a bare window
+    of as many steps (the next of `batches`, cycling): yields the list of (trainer, bare) tokens/s pairs it fills.
+    The bare window runs inside the log's write, after the trainer has timed its window and before it starts
+    timing the next, so neither clock holds the other's work; and a pair is taken within seconds, so a machine
+    whose speed drifts (a shared CPU) moves both sides of it alike."""
+    import trainer.loop
+
+    pairs: list[tuple[float, float]] = []
+    last = [0]
+    plain = trainer.loop.MetricsLog
+
+    class PairedLog(plain):
+        def write(self, record):
+            super().write(record)
+            if "split" in record:
+                return
+            n, last[0] = record["step"] - last[0], record["step"]
+            if record["step"] > warmup:
+                window = [batches[(record["step"] - n + i) % len(batches)] for i in range(n)]
+                pairs.append((record["tokens_per_s"], bare.tokens_per_s(window)))
+
+    trainer.loop.MetricsLog = PairedLog
+    try:
+        yield pairs
+    finally:
+        trainer.loop.MetricsLog = plain
 
 
 def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: int = 10, zero_stage=None,
             compile: str | None = None, precision: str = "auto", num_workers: int | None = None,
             vocab_size: int = 30522, folder: str | None = None, rt=None, bare: bool = True, bare_after: bool = True,
-            log_every: int | None = None, deepspeed_config: str | None = None) -> dict:
+            log_every: int | None = None, deepspeed_config: str | None = None, paired: bool = True) -> dict:
     """One trainer run and a bare run before it (and after it, with `bare_after`: on a shared CPU the mean of the
     two is fairer); the figures named in the module docstring. A trainer that fails leaves `trainer_error` and
     the bare figures."""
@@ -117,20 +158,22 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             batches_iter = iter(loader(phase.train, 0))
             batches = [to_device(next(batches_iter), rt.device) for _ in range(steps)]
             shutdown(batches_iter)
-            state = {k: v.clone() for k, v in model.state_dict().items()}
-            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            bare_loop = BareLoop(model, rt, resolved, backend)
+            bare_tps.append(bare_loop.tokens_per_s(batches, warmup))
             result["bare_tokens_per_s"] = round(bare_tps[0])
         started = time.time()
-        try:
-            train(config, rt)
-        except Exception as e:  # noqa: BLE001 (a trainer that fails here is a figure too; the bare one stays)
-            result["trainer_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-            return result
+        with paired_windows(bare_loop, batches, warmup) if bare and paired else contextlib.nullcontext([]) as pairs:
+            try:
+                train(config, rt)
+            except Exception as e:  # noqa: BLE001 (a trainer that fails here is a figure too; the bare one stays)
+                result["trainer_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                return result
         result["trainer_wall_s"] = round(time.time() - started, 1)
         if bare and bare_after:
-            model.load_state_dict(state)
-            bare_tps.append(_bare_tokens_per_s(model, batches, rt, resolved, warmup, backend))
+            bare_tps.append(bare_loop.tokens_per_s(batches, warmup))
             result["bare_tokens_per_s_before_after"] = [round(x) for x in bare_tps]
+        if pairs:
+            result["loop_ratio_windows"] = [round(t / b, 3) for t, b in pairs]
         with open(os.path.join(config.output, "metrics.jsonl")) as f:
             records = [json.loads(line) for line in f if line.strip()]
         windows = [r for r in records if "split" not in r and r["step"] > warmup]
@@ -143,7 +186,9 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             result["trainer_mfu"] = round(trainer_tps * per_token / peak, 3)
         if bare_tps:
             result["bare_tokens_per_s"] = round(float(np.mean(bare_tps)))
-            result["loop_ratio"] = round(trainer_tps / float(np.mean(bare_tps)), 3)
+            result["loop_ratio_unpaired"] = round(trainer_tps / float(np.mean(bare_tps)), 3)
+            result["loop_ratio"] = (float(np.median(result["loop_ratio_windows"])) if pairs
+                                    else result["loop_ratio_unpaired"])
             if peak:
                 result["bare_mfu"] = round(float(np.mean(bare_tps)) * per_token / peak, 3)
         return result
@@ -226,9 +271,8 @@ def dispatched_ops(rt, *, preset: str = "tiny", batch: int = 4, seq: int = 16, s
 
 def main(quick: bool) -> dict:
     """`bench/run.py train --loop`: the tiny preset at batch 32, vocabulary 8,192 (bench/train.py's CPU setting),
-    three rounds (one with --quick) of `measure`, each trainer run between two bare ones, and the median of their
-    ratios as `loop_ratio` (every round's on `loop_ratio_rounds`: a shared CPU's speed moves by a quarter between
-    one minute and the next, and a round's ratio with it); and the ops a step dispatches (`dispatched_ops`, tiny at
+    three rounds of `measure` (one with --quick), `loop_ratio` the median of every round's paired windows (five a
+    round) and each round's on `loop_ratio_rounds`; and the ops a step dispatches (`dispatched_ops`, tiny at
     batch 4; the trainer's, DeepSpeed's own stage 0's, a bare step's), which measure what the loop adds on the host
     without a clock."""
     from trainer.run.runtime import quiet_startup, start_runtime
@@ -238,10 +282,13 @@ def main(quick: bool) -> dict:
     rounds = [measure(preset="tiny", batch=32, steps=24 if quick else 60, warmup=4 if quick else 10, vocab_size=8192, rt=rt)
               for _ in range(1 if quick else 3)]
     result = dict(rounds[-1])
-    if all("loop_ratio" in r for r in rounds):
-        for key in ("loop_ratio", "trainer_tokens_per_s", "bare_tokens_per_s"):
-            result[key] = float(np.median([r[key] for r in rounds]))
+    if all("loop_ratio_windows" in r for r in rounds):
+        result["loop_ratio_windows"] = [w for r in rounds for w in r["loop_ratio_windows"]]
+        result["loop_ratio"] = float(np.median(result["loop_ratio_windows"]))
         result["loop_ratio_rounds"] = [r["loop_ratio"] for r in rounds]
+        result["loop_ratio_unpaired"] = [r["loop_ratio_unpaired"] for r in rounds]
+        for key in ("trainer_tokens_per_s", "bare_tokens_per_s"):
+            result[key] = float(np.median([r[key] for r in rounds]))
         result.pop("bare_tokens_per_s_before_after", None)
     counted = dispatched_ops(rt)
     return {**result, **{f"{name}_ops_per_step": round(n, 1) for name, n in counted["ops_per_step"].items()}}

@@ -108,8 +108,9 @@ class TrainConfig(Config):
     seed: int = 42
     """Seed of data order, masking, dropout and initialisation."""
     num_workers: int | None = None
-    """Dataloader worker processes per rank (0 = build batches in the training process); default 1 on a CPU,
-    on a GPU 4 (at most the cores per rank less one), so masking keeps ahead of the GPU."""
+    """Dataloader worker processes per rank (0 = build batches in the training process); default 0 on a CPU
+    (its ranks' threads take every core), on a GPU 4 (at most the cores per rank less one), so masking keeps
+    ahead of the GPU."""
     mix: tuple[str, ...] = flag((), metavar="[NAME=]URL[,source=S][,weight=W]")
     """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
     (see trainer/data/mixture.py); --data still names the vocabulary and the validation split."""

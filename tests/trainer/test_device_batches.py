@@ -37,5 +37,5 @@ def test_batches_come_in_order_with_host_position_and_tokens():
 
 def test_pinning_and_workers_by_device():
     assert not pin_memory_for(torch.device("cpu")) and pin_memory_for(torch.device("cuda", 0))
-    assert default_workers(None, on_gpu=False) == 1 and default_workers(3, on_gpu=True) == 3
-    assert 1 <= default_workers(None, on_gpu=True) <= 4
+    assert default_workers(None, on_gpu=False) == 0 and default_workers(2, on_gpu=False) == 2
+    assert default_workers(3, on_gpu=True) == 3 and 1 <= default_workers(None, on_gpu=True) <= 4

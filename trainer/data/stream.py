@@ -337,12 +337,15 @@ GPU step of BERT-base about 0.1 s, so four keep the queue full with room for slo
 
 
 def default_workers(requested: int | None, on_gpu: bool, ranks_here: int = 1) -> int:
-    """--num-workers as given, or its default: 1 on a CPU (whose cores the ranks need), on a GPU GPU_WORKERS,
-    at most the cores per rank less one (the rank's own)."""
+    """--num-workers as given, or its default: on a GPU, GPU_WORKERS, at most the cores per rank less one (the
+    rank's own); on a CPU none. A CPU rank computes on its whole share of the cores (cpu_sharing.intra_op_threads),
+    so a worker process has no core of its own: it takes its turns from the rank's threads, which wait for each
+    other at every op. On the 2-core bench machine one worker cost the tiny model's loop about 5% (loop_ratio 0.945
+    against 1.001 without, bench/README.md), where masking in the rank's own thread costs under 1% of a step."""
     if requested is not None:
         return requested
     if not on_gpu:
-        return 1
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(GPU_WORKERS, cores // max(ranks_here, 1) - 1))
 

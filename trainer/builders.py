@@ -118,12 +118,12 @@ def _lighter_stage_zero(engine, data_parallel: int) -> None:
     """Take out of a ZeRO-0 step the host work that changes nothing, same arithmetic.
 
     NOTE: DeepSpeed's stage 0 clips fp32 gradients with a Python loop over the parameters (a norm each and a
-    multiply each: about 400 kernel launches a step for BERT-base), where torch's `clip_grad_norm_` takes the same
-    norm, max_norm / (norm + 1e-6) clamped at 1, in a few foreach launches on a GPU. DeepSpeed calls it only at stage 0 with
-    a plain torch optimizer (fp32 or autocast weights, after a GradScaler's unscale), on gradients already
-    averaged over the ranks, so every rank clips the same gradients by the same norm, as DeepSpeed's does. And
-    one rank has nothing to all-reduce: DeepSpeed would still flatten every gradient, scale it by 1 and copy it
-    back each step."""
+    multiply each: about 400 kernel launches a step for BERT-base), where torch's `clip_grad_norm_` takes the
+    same norm, max_norm / (norm + 1e-6) clamped at 1, in a few foreach launches on a GPU. DeepSpeed calls it only
+    at stage 0 with a plain torch optimizer (fp32 or autocast weights, after a GradScaler's unscale), on
+    gradients already averaged over the ranks, so every rank clips the same gradients by the same norm, as
+    DeepSpeed's does. And one rank has nothing to all-reduce: DeepSpeed would still flatten every gradient,
+    scale it by 1 and copy it back each step (bench/_loop.dispatched_ops counts both)."""
     params = [p for p in engine.module.parameters() if p.requires_grad]
 
     def clip_fp32_gradients() -> None:

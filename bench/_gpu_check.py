@@ -227,35 +227,18 @@ def _stop_profile(rt, profile, started: float, steps: int) -> dict:
 
 
 def _profile_bare(rt, batch: int) -> dict:
-    """The same profile of a bare compiled step (forward, backward, clipping, fused AdamW under the trainer's
-    precision) on random-id batches of the same shape, already on the device."""
-    import contextlib
-
-    import torch
-
+    """The same profile of a bare compiled step (bench/_loop.BareLoop: forward, backward, clipping, fused AdamW
+    under the trainer's precision) on random-id batches of the same shape, already on the device."""
+    from bench._loop import BareLoop, random_batches
+    from trainer.config import TrainConfig
     from trainer.model import BertForPretraining, ModelConfig
-    from trainer.optim import adamw
 
     model = BertForPretraining(ModelConfig.preset(PRESET, vocab_size=30522), seed=0).to(rt.device).train()
-    optimizer = adamw(model, lr=1e-4, weight_decay=0.01, eps=1e-6)
-    step_model = torch.compile(model, backend=_compile(rt, True).replace("auto", "inductor"))
-    gen = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(5, 30522, (batch, 128), generator=gen), "token_type_ids": torch.zeros(batch, 128, dtype=torch.long),
-                "attention_mask": torch.ones(batch, 128, dtype=torch.long), "mlm_positions": torch.randint(1, 128, (batch, 20), generator=gen),
-                "mlm_labels": torch.randint(5, 30522, (batch, 20), generator=gen), "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen)}
-               for _ in range(2)]
-    batches = [{k: v.to(rt.device) for k, v in b.items()} for b in batches]
-    autocast = torch.autocast(rt.device.type, dtype=torch.bfloat16) if rt.precision == "bf16" else contextlib.nullcontext()
-    profile = None
-    for i in range(WARMUP + PROFILED):
-        if i == WARMUP:
-            profile = _start_profile(rt)
-        with autocast:
-            loss = step_model(**batches[i % 2])["loss"]
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    bare = BareLoop(model, rt, TrainConfig(data="d", output="o"), _compile(rt, True).replace("auto", "inductor"))
+    batches = random_batches(batch, 128, 20, 30522, count=2, device=rt.device)
+    bare.tokens_per_s([batches[i % 2] for i in range(WARMUP)])
+    profile = _start_profile(rt)
+    bare.tokens_per_s([batches[i % 2] for i in range(PROFILED)])
     return _stop_profile(rt, *profile, PROFILED)
 
 

@@ -197,6 +197,17 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def random_batches(batch: int, seq: int, masked: int, vocab_size: int, *, count: int, device, seed: int = 0) -> list[dict]:
+    """`count` model inputs of random ids, unpadded, with `masked` MLM targets a row and NSP labels, on `device`."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = [{"input_ids": torch.randint(5, vocab_size, (batch, seq), generator=gen),
+                "token_type_ids": torch.zeros(batch, seq, dtype=torch.long), "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+                "mlm_positions": torch.randint(1, seq, (batch, masked), generator=gen),
+                "mlm_labels": torch.randint(5, vocab_size, (batch, masked), generator=gen),
+                "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen)} for _ in range(count)]
+    return [{k: v.to(device) for k, v in b.items()} for b in batches]
+
+
 def dispatched_ops(rt, *, preset: str = "tiny", batch: int = 4, seq: int = 16, steps: int = 5, vocab_size: int = 100,
                    grad_clip: float = 0.05) -> dict:
     """The aten ops one optimizer step dispatches, three ways, on three copies of one model: the trainer's engine
@@ -229,12 +240,7 @@ def dispatched_ops(rt, *, preset: str = "tiny", batch: int = 4, seq: int = 16, s
     rt = dataclasses.replace(rt, precision="fp32", autocast=False)
     config = TrainConfig(data="d", output="o", batch_size=batch, grad_clip=grad_clip, lr=1e-3, warmup_steps=0,
                          schedule="constant", zero_stage=0)
-    gen = torch.Generator().manual_seed(0)
-    batches = [{"input_ids": torch.randint(5, vocab_size, (batch, seq), generator=gen),
-                "token_type_ids": torch.zeros(batch, seq, dtype=torch.long), "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-                "mlm_positions": torch.randint(1, seq, (batch, 3), generator=gen), "mlm_labels": torch.randint(5, vocab_size, (batch, 3), generator=gen),
-                "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen)} for _ in range(steps + 1)]
-    batches = [{k: v.to(rt.device) for k, v in b.items()} for b in batches]
+    batches = random_batches(batch, seq, 3, vocab_size, count=steps + 1, device=rt.device)
     model = BertForPretraining(ModelConfig.preset(preset, vocab_size=vocab_size), seed=0).to(rt.device)
     models = {name: copy.deepcopy(model) for name in ("trainer", "deepspeed", "bare")}
     engines = {"trainer": build_engine(models["trainer"], config, rt), "deepspeed": build_engine(models["deepspeed"], config, rt)}

@@ -122,7 +122,7 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
     the bare figures."""
     from schemas import Manifest
     from trainer.builders import build_model, open_phase
-    from trainer.checkpoint import elastic
+    from trainer.checkpoint import resume
     from trainer.config import TrainConfig
     from trainer.data import loader, shutdown
     from trainer.evaluate import to_device
@@ -146,7 +146,7 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
                              max_steps=steps, log_every=log_every or warmup, eval_every=0, save_every=steps, dropout=0.1,
                              precision=precision, **options)
         manifest = Manifest.read(data)
-        resolved = elastic.resolve(config, rt)
+        resolved = resume.resolve(config, rt)
         model = build_model(resolved, manifest).to(rt.device).train()
         phase = open_phase(1, resolved, rt, model, manifest.vocab["sha256"])
         peak, per_token = peak_flops(rt.device_name), phase.flops_per_token

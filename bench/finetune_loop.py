@@ -51,7 +51,7 @@ def synthetic(n: int, max_len: int, vocab: int, seed: int = 0):
     import numpy as np
     import torch
 
-    from trainer.downstream.finetune.tasks import Features
+    from downstream.finetune.tasks import Features
 
     rng = np.random.default_rng(seed)
     lengths = rng.integers(min(8, max_len), max_len + 1, size=n)
@@ -85,9 +85,9 @@ def compare(args) -> dict:
     from transformers import Trainer, TrainingArguments
 
     from schemas.tables import Account
-    from trainer.downstream.finetune import recipe, tasks
-    from trainer.downstream.finetune.data import Split
-    from trainer.downstream.finetune.tasks import Features
+    from downstream.finetune import recipe, tasks
+    from downstream.finetune.data import Split
+    from downstream.finetune.tasks import Features
 
     transformers.logging.set_verbosity_error()
     cuda = args.device == "cuda"
@@ -150,8 +150,8 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
     import torch
     import transformers
 
-    from trainer.downstream.finetune import recipe, tasks
-    from trainer.downstream.finetune.data import read_split
+    from downstream.finetune import recipe, tasks
+    from downstream.finetune.data import read_split
     t_ours = time.time() - t0
     t0 = time.time()
     from transformers import Trainer, TrainingArguments

@@ -33,7 +33,7 @@ from trainer.data import ShardStream
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.optim import adamw
-from trainer.run.precision import cpu_bf16_instructions
+from trainer.precision import cpu_bf16_instructions
 
 
 @dataclasses.dataclass(frozen=True)

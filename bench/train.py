@@ -46,7 +46,7 @@ from trainer.data.collate import collate_pairs
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import IGNORE_INDEX, BertForPretraining, ModelConfig
 from trainer.optim import adamw, fused_available
-from trainer.run.precision import cpu_bf16_instructions
+from trainer.precision import cpu_bf16_instructions
 
 SEQ_LEN, BATCH, VOCAB, THREADS = 128, 32, 8192, 2
 MAX_PREDICTIONS = 20  # BERT's max_predictions_per_seq at seq 128

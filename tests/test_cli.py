@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-import clozeforge
+from demo.command import demo_parser
+from downstream import embed, export, fill_mask
+from downstream.finetune import command as finetune
 from pipelines import prep
 from pipelines.commands import inspect, tokenize
 from tests.helpers import run_cli
 from trainer import pretrain
 from trainer.config import TrainConfig
-from trainer.downstream import embed, export, fill_mask
-from trainer.downstream.finetune import command as finetune
 
 PARSERS = {
     "prep": prep.parser,
@@ -26,7 +26,7 @@ PARSERS = {
     "fill-mask": fill_mask.fill_mask_parser,
     "embed": embed.embed_parser,
     "finetune": finetune.finetune_parser,
-    "demo": clozeforge.demo_parser,
+    "demo": demo_parser,
 }
 
 # Every flag `prep --help` and `train --help` listed before their flags were generated from the configs.

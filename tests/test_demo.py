@@ -36,7 +36,7 @@ def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, cap
     """Issue 26's closing note: every rerun of the demo redid prep (about a minute) to the same bytes. Now a
     finished prep is reused when the corpus bytes, the prep flags and prep's code are what its fingerprint
     recorded and its files still hash as they did; anything else runs prep again (a real prep process here)."""
-    import clozeforge
+    from demo.prep_cache import prep as demo_prep
     from pipelines.outputs import fingerprint
     from tests.pipelines.test_prep_promises import write_corpus
 
@@ -54,10 +54,10 @@ def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, cap
         assert ("pipelines.prep" in said[-1]) != ("== prep: reusing" in said[-1]), said[-1][-2000:]
         return "pipelines.prep" in said[-1]
 
-    clozeforge._prep(str(work), glob, flags)
+    demo_prep(str(work), glob, flags)
     assert prep_ran()
     written = {p: p.stat().st_mtime_ns for p in prep.rglob("*") if p.is_file()}
-    clozeforge._prep(str(work), glob, flags)
+    demo_prep(str(work), glob, flags)
     assert not prep_ran() and {p: p.stat().st_mtime_ns for p in prep.rglob("*") if p.is_file()} == written
     stamp = str(work / ".prep-fingerprint.json")
     digest = fingerprint.inputs_fingerprint([glob], flags)
@@ -68,7 +68,7 @@ def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, cap
     assert fingerprint.stale(stamp, str(prep), digest) == "its files changed since it was written"
     with open(corpus / "a.jsonl", "a") as f:
         f.write('{"text": "One more document about the river. It has two sentences."}\n')
-    clozeforge._prep(str(work), glob, flags)
+    demo_prep(str(work), glob, flags)
     assert prep_ran() and "== prep: running again (the corpus, the prep settings or prep's code changed)" in said[-1]
     assert fingerprint.stale(stamp, str(prep), fingerprint.inputs_fingerprint([glob], flags)) is None
 

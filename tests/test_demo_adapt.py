@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from trainer.downstream.finetune.builtin.man_sections import write_pages
+from downstream.finetune.builtin.man_sections import write_pages
 
 ROFF = """.TH LS 1
 .SH NAME

@@ -52,7 +52,7 @@ def test_deepspeed_two_ranks_then_transformers_loads_the_export(prepped, tmp_pat
 
     import transformers
 
-    from trainer.downstream.export import load_run_model, validation_batch
+    from downstream.export import load_run_model, validation_batch
 
     ours, client, _, _ = load_run_model(run)
     assert client["step"] == 6

@@ -1,4 +1,5 @@
-"""clozeforge train: a DeepSpeed ZeRO trainer over prep's pair shards (never imports apache_beam).
+"""clozeforge train: a DeepSpeed ZeRO trainer over prep's pair shards (never imports apache_beam); pretraining only,
+what uses its checkpoints is downstream/.
 
     pretrain.py  the one entry point: `clozeforge train`, `python -m trainer.pretrain`, `deepspeed --module
                  trainer.pretrain`, `torchrun -m trainer.pretrain`; with --nproc-per-node N it starts N ranks
@@ -13,11 +14,11 @@
     masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
     evaluate.py  validation losses and accuracies, over all ranks
     metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
-    run/         the job's processes: launching ranks, runtime and precision, stopping, the run lock, preflight
+    precision.py --precision resolved for the device, and its DeepSpeed sections
+    run/         the job's processes: launching ranks, the runtime, stopping, the run lock
     checkpoint/  save and verify, safe loading, resume (refusals by RESUME_RULES), elastic world sizes
     data/        shards → masked batches: layout, reader, collate, streams, mixtures
     model/       the BERT (transformers' parameter names) and its config
-    downstream/  export to HuggingFace, fill-mask, embeddings, fine-tuning
 """
 
 from trainer import cpu_sharing

@@ -24,7 +24,7 @@ from trainer.masking import Masker
 from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.optim import adamw, parameter_groups
-from trainer.run.precision import Precision
+from trainer.precision import Precision
 from trainer.run.runtime import Runtime
 
 
@@ -102,7 +102,7 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
     if config.schedule_warning():
         rt.log(config.schedule_warning())
     ds_config = deepspeed_config(config, rt.resolved_precision)
-    if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/elastic.py)
+    if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/resume.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     if engine.zero_optimization_stage() == 0:
@@ -136,7 +136,7 @@ def _lighter_stage_zero(engine, data_parallel: int) -> None:
 
 def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[str, Any]:
     """The DeepSpeed JSON for this run (the optimizer and scheduler are built in build_engine and handed in).
-    `precision` is the resolved one (trainer/run/precision.py); a bare name means DeepSpeed's own mode for it."""
+    `precision` is the resolved one (trainer/precision.py); a bare name means DeepSpeed's own mode for it."""
     if isinstance(precision, str):
         precision = Precision(precision, False, "")
     stage = config.zero_stage_for(_world_size())
@@ -161,7 +161,7 @@ def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[st
 
 def _world_size() -> int:
     """The job's ranks (1 before torch.distributed is up): what --zero-stage auto is resolved on when the config
-    was not resolved by trainer/checkpoint/elastic.py first."""
+    was not resolved by trainer/checkpoint/resume.py first."""
     import torch.distributed as dist
 
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
@@ -225,7 +225,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
               "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of}  # every stream: train, --mix, validation
-    # phase 1 keeps the run's global batch in its canonical partitions (trainer/checkpoint/elastic.py resolved them);
+    # phase 1 keeps the run's global batch in its canonical partitions (trainer/checkpoint/resume.py resolved them);
     # phase 2 is laid out per rank, so it resumes on the same number of ranks only
     batching = {"global_batch": config.global_batch_size, "partitions": config.partitions} if number == 1 else {}
     if config.mix and number == 1:

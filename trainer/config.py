@@ -3,7 +3,7 @@
 In:  the flags of `clozeforge train` (generated from the fields here by trainer/pretrain.py's parser), or a dict
      from a run's train_config.json. Out: a frozen, validated TrainConfig. The DeepSpeed JSON generated from it
      is trainer/builders.py's; and RESUME_RULES, the one table of the settings a resumed run may and may not change
-     (trainer/checkpoint/resume.py and elastic.py refuse by it, the data streams check their saved position by
+     (trainer/checkpoint/resume.py refuses by it, the data streams check their saved position by
      it, and the README's list is checked against it).
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from schemas.config import Config, check_choices, flag, from_dict
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
-from trainer.run.precision import PRECISIONS
+from trainer.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
 COMPILE_OFF = (None, "off", "none")

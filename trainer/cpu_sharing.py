@@ -18,7 +18,7 @@ lets a waiting thread sleep at once (libgomp then spins 0 times; Intel's OpenMP 
 NOTE: libgomp reads its environment once, when it is loaded, which `import torch` does: set later, these
 variables reach only child processes. So the trainer package applies them when it is imported
 (trainer/__init__.py), and every entry point imports it before torch: clozeforge.py, trainer.pretrain and
-trainer.launch (and so the ranks of `deepspeed`/`torchrun`), bench/run.py, tests/conftest.py. Standard library
+trainer.launch (and so the ranks of `deepspeed`/`torchrun`), downstream (its __init__), bench/run.py, tests/conftest.py. Standard library
 only, so `clozeforge prep` can import it without torch.
 """
 

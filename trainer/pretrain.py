@@ -30,7 +30,7 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.loop import train
 from trainer.run.launch import launch
-from trainer.run.preflight import problem
+from trainer.start.preflight import problem
 from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
 from trainer.start.steps import settle
@@ -96,7 +96,7 @@ def given_flags(argv: list[str]) -> set[str]:
 def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> TrainConfig:
     """The run's config from its flags, settled (a resume, --init-from and its recipe, or random weights:
     trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one line, once
-    per job) before any rank starts. --data, the --mix components and the source's files: trainer/run/preflight.py."""
+    per job) before any rank starts. --data, the --mix components and the source's files: trainer/start/preflight.py."""
     try:
         found = output_problem(args.output)
         if found:

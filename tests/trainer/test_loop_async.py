@@ -47,16 +47,16 @@ def test_zero_stage_and_compile_auto_resolve_per_world_size_and_device():
 
 def test_zero_stage_auto_resumes_the_recorded_stage(monkeypatch, tmp_path):
     """A run recorded at stage 2 (every run before auto existed) resumes at 2 on one rank; a new run takes 0."""
-    from trainer.checkpoint import elastic
+    from trainer.checkpoint import resume
     from trainer.run.runtime import Runtime
 
     rt = Runtime(rank=0, world_size=1, device=torch.device("cpu"), precision="fp32", device_name="cpu")
     config = TrainConfig(data="d", output=str(tmp_path), batch_size=4)
-    monkeypatch.setattr(elastic, "recorded", lambda _run: None)
-    assert elastic.resolve(config, rt).zero_stage == 0
-    monkeypatch.setattr(elastic, "recorded", lambda _run: {"batch_size": 4, "world_size": 1, "zero_stage": 2})
-    assert elastic.resolve(config, rt).zero_stage == 2
-    assert elastic.resolve(TrainConfig(data="d", output=str(tmp_path), batch_size=4, zero_stage=0), rt).zero_stage == 0  # refused later, by name
+    monkeypatch.setattr(resume, "recorded", lambda _run: None)
+    assert resume.resolve(config, rt).zero_stage == 0
+    monkeypatch.setattr(resume, "recorded", lambda _run: {"batch_size": 4, "world_size": 1, "zero_stage": 2})
+    assert resume.resolve(config, rt).zero_stage == 2
+    assert resume.resolve(TrainConfig(data="d", output=str(tmp_path), batch_size=4, zero_stage=0), rt).zero_stage == 0  # refused later, by name
 
 
 def _shapes(batch: int, seq: int) -> dict[str, torch.Tensor]:

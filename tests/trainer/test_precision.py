@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import run_cli
 from trainer.builders import deepspeed_config
 from trainer.config import TrainConfig
-from trainer.run.precision import cpu_bf16_instructions, resolve_precision
+from trainer.precision import cpu_bf16_instructions, resolve_precision
 
 
 @pytest.mark.parametrize("flag, on_gpu, gpu_bf16, cpu_bf16, expected", [

@@ -23,7 +23,6 @@ import contextlib
 import errno
 import io
 import os
-import re
 import shutil
 import sys
 from typing import Any
@@ -31,30 +30,10 @@ from typing import Any
 import torch
 
 from schemas import ContractError
+from schemas.run_dir import LATEST, checkpoint_dir, latest_tag, step_of, tag_for  # noqa: F401 (tag_for: the trainer's API)
 from trainer.checkpoint import integrity
 from trainer.checkpoint.safe_load import load as safe_torch_load
 from trainer.checkpoint.safe_load import only_weights, refusal
-
-CHECKPOINTS = "checkpoints"
-_TAG = re.compile(r"^step_(\d{8})$")
-
-
-def tag_for(step: int) -> str:
-    return f"step_{step:08d}"
-
-
-def checkpoint_dir(run_dir: str) -> str:
-    return os.path.join(run_dir, CHECKPOINTS)
-
-
-def latest_tag(run_dir: str) -> str | None:
-    path = os.path.join(checkpoint_dir(run_dir), "latest")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        tag = f.read().strip()
-    return tag if _TAG.match(tag) and os.path.isdir(os.path.join(checkpoint_dir(run_dir), tag)) else None
-
 
 class CheckpointError(ContractError):
     """A checkpoint cannot be written, or none that can be trusted is left to read."""
@@ -122,7 +101,7 @@ def save(engine, run_dir: str, step: int, client_state: dict[str, Any], keep_las
 
 def write_latest(run_dir: str, tag: str) -> None:
     """Write-then-rename: `latest` names either the old tag or the new one, never an empty or partial file."""
-    path = os.path.join(checkpoint_dir(run_dir), "latest")
+    path = os.path.join(checkpoint_dir(run_dir), LATEST)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         f.write(tag)
@@ -134,7 +113,7 @@ def write_latest(run_dir: str, tag: str) -> None:
 def prune(run_dir: str, keep_last: int) -> None:
     root = checkpoint_dir(run_dir)
     current = latest_tag(run_dir)
-    tags = sorted(t for t in os.listdir(root) if _TAG.match(t))
+    tags = sorted(t for t in os.listdir(root) if step_of(t) is not None)
     for tag in tags[:-keep_last]:
         if tag != current:
             shutil.rmtree(os.path.join(root, tag), ignore_errors=True)
@@ -148,7 +127,7 @@ def intact_tag(run_dir: str, warn=print) -> str | None:
         return None
     root = checkpoint_dir(run_dir)
     damaged = []
-    for tag in sorted((t for t in os.listdir(root) if _TAG.match(t) and t <= latest), reverse=True):
+    for tag in sorted((t for t in os.listdir(root) if step_of(t) is not None and t <= latest), reverse=True):
         trouble = integrity.problem(os.path.join(root, tag))
         if trouble is None:
             for bad, why in damaged:
@@ -172,7 +151,7 @@ def resume_tag(run_dir: str) -> str | None:
                 folder = os.path.join(root, tag)
                 failure = next(filter(None, (refusal(os.path.join(folder, f)) for f in sorted(os.listdir(folder)) if f.endswith(".pt"))), None)
             if tag is not None and latest != tag:
-                for bad in (t for t in os.listdir(root) if _TAG.match(t) and tag < t <= latest):
+                for bad in (t for t in os.listdir(root) if step_of(t) is not None and tag < t <= latest):
                     aside = next(f"{bad}.damaged{n or ''}" for n in range(1000) if not os.path.exists(os.path.join(root, f"{bad}.damaged{n or ''}")))
                     os.replace(os.path.join(root, bad), os.path.join(root, aside))
                 write_latest(run_dir, tag)

@@ -2,8 +2,6 @@
 
     launch.py     `clozeforge train --nproc-per-node N`: start N ranks on this machine and look after them
     runtime.py    this process's rank, world size, device and precision; the process group
-    precision.py  --precision auto|fp32|bf16|fp16 resolved for this machine, and its DeepSpeed sections
     stopping.py   SIGTERM / SIGINT → every rank checkpoints at one agreed step; a dead launcher ends the ranks
     lock.py       RUN/run.lock: one trainer per run directory
-    preflight.py  the manifests and shard sizes checked before anything is written or trained
 """

@@ -92,6 +92,6 @@ def launch(nproc: int, argv: list[str], module: str = "trainer.pretrain", prog: 
     """Start `nproc` ranks of `python -m module argv` on this machine and supervise them to the end.
 
     argv goes to every rank as it is, --nproc-per-node included: a rank sees RANK set and trains. `clozeforge
-    finetune` starts its ranks here too (module trainer.downstream.finetune.ranks)."""
+    finetune` starts its ranks here too (module downstream.finetune.ranks)."""
     sys.stdout.flush()
     return supervise(start_ranks(nproc, argv, module), prog=prog)

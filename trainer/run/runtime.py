@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from schemas.ports import free_port
 from trainer.cpu_sharing import intra_op_threads, keep_freed_memory
-from trainer.run.precision import Precision, resolve_precision
+from trainer.precision import Precision, resolve_precision
 
 
 @dataclasses.dataclass
@@ -33,7 +33,7 @@ class Runtime:
     precision: str
     device_name: str
     autocast: bool = False
-    """bf16 as torch autocast over fp32 weights (trainer/run/precision.py), not DeepSpeed's bf16 weights."""
+    """bf16 as torch autocast over fp32 weights (trainer/precision.py), not DeepSpeed's bf16 weights."""
 
     @property
     def resolved_precision(self) -> Precision:

@@ -3,8 +3,8 @@
   0. `settle(config, given)` (trainer/pretrain.py, in every process before any rank starts): a new run from random
      weights, a new run from `--init-from SOURCE` (its recipe defaults: trainer/start/recipe.py), or the resume of
      either; a --init-from on a run that has checkpoints is refused, since rerunning without it resumes.
-  1. `where_it_starts(config, rt)`: the data checked (trainer/run/preflight.py), the run's batch resolved for this
-     world size (trainer/checkpoint/elastic.py), RUN/ prepared and its record written, the checkpoint to resume
+  1. `where_it_starts(config, rt)`: the data checked (trainer/start/preflight.py), the run's batch resolved for this
+     world size (trainer/checkpoint/resume.py), RUN/ prepared and its record written, the checkpoint to resume
      (verified) or the source to start from.
   2. `what_trains(start, rt)`: the model (the source's weights, or random) inside the DeepSpeed engine, with the
      checkpoint's state loaded when the run resumes.
@@ -22,11 +22,11 @@ import os
 
 from schemas import Manifest
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
-from trainer.checkpoint import elastic, store
+from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import prepare_run_dir, recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
-from trainer.run import preflight
+from trainer.start import preflight
 from trainer.run.runtime import Runtime
 from trainer.start import recipe
 from trainer.start.sources import ARCHITECTURE, Source, open_source
@@ -75,7 +75,7 @@ class Start:
 def where_it_starts(config: TrainConfig, rt: Runtime) -> Start:
     preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
     manifest = Manifest.read(config.data)
-    config = elastic.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
+    config = resume.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
     before = recorded(config.output)
     source, architecture = None, None
     if config.init_from and before is None:
@@ -87,7 +87,7 @@ def where_it_starts(config: TrainConfig, rt: Runtime) -> Start:
     rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
            f"{config.partitions} data partitions")
     tag = store.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
-    universal = elastic.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
+    universal = resume.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
     return Start(config, manifest, tag, universal, source, architecture)
 
 
@@ -97,7 +97,7 @@ def what_trains(start: Start, rt: Runtime):
     model = build_model(config, start.manifest, source=start.source, architecture=start.architecture, log=rt.log)
     engine = build_engine(model, config, rt, load_universal=start.universal is not None)
     if start.universal:
-        client = elastic.load_universal(engine, config.output, start.universal, rt)
+        client = resume.load_universal(engine, config.output, start.universal, rt)
     else:
         client = store.load(engine, config.output, start.tag)
     return model, engine, client

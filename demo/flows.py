@@ -1,0 +1,160 @@
+"""The demo's two flows, each stage the command a user would type, run by supervisor.run_stage.
+
+`pretrain_and_score`: the built-in corpus (docstrings of this environment's Python modules, read with `ast`) → prep →
+train (one rank, then a short 2-rank DeepSpeed run on the same data) → export → fill-mask → fine-tuning of the
+export beside the same model from scratch on each built-in task (downstream/finetune/builtin/), with the gains.
+`adapt`: after a finished demo, the continued-pretraining story on its export (man pages, decontaminated against the
+man-sections task's files, `train --init-from` the export, export, `finetune ADAPTED --baseline SOURCE`).
+
+The defaults suit a small corpus on a small machine (command.py's DEMO_DOC says why each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+from demo.prep_cache import prep
+from demo.supervisor import run_stage, stage_command, training_kept
+
+EXAMPLES = [
+    "Return a new [MASK] with the same elements.",
+    "Raise a [MASK] if the file does not exist.",
+    "The [MASK] of the list is not changed.",
+]
+
+DEMO_FINETUNE = ["--lr", "1e-3", "--epochs", "10", "--baseline-lr", "1e-3", "--baseline-lr", "3e-3", "--baseline-epochs", "10"]
+"""The demo's fine-tuning recipe (bench/README.md, "finetune" and "recipe"): the export at one learning rate, scratch
+on its own, higher grid (finetune's default scratch grid, 4 rates x 20 epochs, would take 8 times the export's
+time), both at the export's trained length (finetune's default --max-seq-len), where a user's own run would be."""
+
+CLOZEFORGE = stage_command("clozeforge")
+
+
+def pretrain_and_score(args: argparse.Namespace) -> int:
+    work = os.path.abspath(args.workdir)
+    started = time.time()
+    corpus = args.corpus
+    if corpus is None:
+        # no Beam import
+        from pipelines.documents.builtin_corpus import write_builtin_corpus
+
+        print(f"== corpus: docstrings of this environment's Python modules ({args.corpus_mb:g} MB)", flush=True)
+        files = write_builtin_corpus(os.path.join(work, "corpus"), int(args.corpus_mb * 1e6))
+        corpus = os.path.join(work, "corpus", "*.jsonl")
+        print(f"   {len(files)} files under {os.path.dirname(files[0])}")
+    prep_dir, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
+    prep(work, corpus, ["--input", f"docstrings={corpus}", "--output", prep_dir, "--vocab-size", "4096", "--max-seq-len", "64",
+                        "--validation-fraction", "0.05", "--rows-per-shard", "50000",
+                        "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
+    pairs = os.path.join(prep_dir, "pairs")
+    train = [*stage_command("trainer.pretrain"), "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
+             "--mask-prob", "0.3", "--dropout", "0"]
+    # One rank has nothing to partition: ZeRO stage 0 skips stage 2's gradient bucketing (14,200 against 11,700
+    # tokens/s on 2 cores, bench/README.md "demo"); more ranks keep the trainer's default, stage 2.
+    zero = ["--zero-stage", "0"] if args.nproc == 1 else []
+    run_stage("train", [*train, f"--nproc-per-node={args.nproc}", *zero, "--output", run, "--max-steps", str(args.steps),
+                        "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
+                        # three checkpoints kept, so `clozeforge finetune RUN --checkpoints all` draws a curve from the run
+                        "--save-every", str(max(1, args.steps // 3)), "--keep-last", "3"], saved=training_kept(run, args.steps))
+    if args.ranks_check_steps:
+        ranks_run = os.path.join(work, "run-2-ranks")
+        run_stage("train on 2 DeepSpeed ranks (ZeRO-2 over gloo; a short run on the same data)",
+                  [*train, "--nproc-per-node=2", "--output", ranks_run, "--max-steps", str(args.ranks_check_steps),
+                   "--log-every", str(max(1, args.ranks_check_steps // 2)), "--eval-every", "0", "--eval-batches", "2",
+                   "--save-every", str(args.ranks_check_steps)], saved=training_kept(ranks_run, args.ranks_check_steps))
+    # --verify reloads the export with transformers, which the `demo` extra installs and `train` does not
+    verify = ["--verify"] if importlib.util.find_spec("transformers") else []
+    if not verify:
+        print("\n(transformers is not installed: the export is not reloaded to compare logits; pip install transformers)")
+    run_stage("export", [*CLOZEFORGE, "export", run, "--output", hf, *verify])
+    run_stage("fill-mask", [*CLOZEFORGE, "fill-mask", hf, *EXAMPLES])
+    finetune = os.path.join(work, "finetune")
+    if args.finetune_seeds and verify:  # fine-tuning runs on transformers' heads
+        finetune_tasks(hf, work, args.finetune_seeds)
+    print(f"\n== done in {time.time() - started:.0f} s")
+    for label, path in (("corpus", corpus), ("report", os.path.join(prep_dir, "report.json")), ("vocabulary", os.path.join(prep_dir, "vocab")),
+                        ("pair shards", pairs), ("checkpoints", os.path.join(run, "checkpoints")),
+                        ("metrics", os.path.join(run, "metrics.jsonl")), ("loss curves", os.path.join(run, "curves.png")),
+                        ("HF model", hf), ("fine-tuned", os.path.join(finetune, "gains.md"))):
+        if label == "fine-tuned" and not os.path.exists(path):  # skipped: no transformers, or --finetune-seeds 0
+            continue
+        print(f"   {label:<12} {path}")
+    print(f"\nLoad it with transformers:  AutoModelForMaskedLM.from_pretrained({hf!r})")
+    return 0
+
+
+def finetune_tasks(hf: str, work: str, seeds: int) -> None:
+    """Fine-tune the export and a scratch model on each of the demo's built-in tasks, then print the gains."""
+    from downstream.finetune.builtin import DEMO, TASKS, report  # standard library only
+
+    results = {}
+    for name in DEMO:
+        task, directory = TASKS[name], os.path.join(work, "tasks", name)
+        try:
+            classes = task.write(directory)
+        except LookupError as e:  # a machine without man pages or manuals: the other tasks still run
+            print(f"\n(skipped {name}: {e})")
+            continue
+        print(f"\n== downstream task {name}: {task.kind}, {len(classes)} classes ({', '.join(classes)}), "
+              f"from {task.source}; not in the pretraining corpus", flush=True)
+        out = os.path.join(work, "finetune", name)
+        run_stage(f"finetune {name}: the export and the same model from scratch",
+                  [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(directory), "--output", out,
+                   "--baseline", "scratch", "--seeds", str(seeds), *DEMO_FINETUNE])
+        results[name] = os.path.join(out, "results.json")
+    if results:
+        text = report.table(report.gains(results))
+        with open(os.path.join(work, "finetune", "gains.md"), "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"\n== gain from pretraining, test points, mean ± SE over {seeds} seeds (paired)\n{text}", end="")
+
+
+def _splits(directory: str) -> list[str]:
+    return [f"--{split}={os.path.join(directory, split)}.jsonl" for split in ("train", "validation", "test")]
+
+
+def adapt(args: argparse.Namespace) -> int:
+    """`clozeforge demo --adapt` (see the module docstring)."""
+    from downstream.finetune.builtin import TASKS  # standard library only
+    from downstream.finetune.builtin.man_sections import write_pages
+
+    work = os.path.abspath(args.workdir)
+    source, adapted = os.path.join(work, "hf"), os.path.join(work, "adapt")
+    if not os.path.exists(os.path.join(source, "config.json")):
+        print(f"clozeforge demo: error: --adapt continues a finished demo's export, and {source} has none; "
+              f"run `clozeforge demo --workdir {args.workdir}` first", file=sys.stderr)
+        return 2
+    started, task = time.time(), TASKS["man-sections"]
+    tasks = os.path.join(adapted, "task")
+    try:
+        task.write(tasks)
+    except LookupError as e:  # a machine without man pages
+        print(f"clozeforge demo: error: --adapt needs the man pages its task and corpus are made of: {e}", file=sys.stderr)
+        return 2
+    os.makedirs(os.path.join(adapted, "corpus"), exist_ok=True)
+    corpus = os.path.join(adapted, "corpus", "man.jsonl")
+    size = write_pages(corpus, int(args.corpus_mb * 1e6))
+    print(f"== adapt: {source} (the demo's export) continued on man pages ({size / 1e6:.1f} MB: {corpus})", flush=True)
+    prep_dir, run, hf = (os.path.join(adapted, name) for name in ("prep", "run", "hf"))
+    prep(adapted, corpus, ["--input", f"manpages={corpus}", "--output", prep_dir, "--vocab", source, "--max-seq-len", "64",
+                           "--validation-fraction", "0.05", "--rows-per-shard", "50000",
+                           "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
+    run_stage("continue pretraining (--init-from the export)",
+              # NOTE: --lr 1e-3, not --init-from's 1e-4 (BERT-base's): the demo's tiny model trained at 3e-3, and at 1e-4
+              # 1,000 steps moved its man-page MLM accuracy 0.212 -> 0.226, at 1e-3 3,000 steps to 0.344 (trainer/start/README.md)
+              [*stage_command("trainer.pretrain"), "--data", os.path.join(prep_dir, "pairs"), "--init-from", source,
+               "--batch-size", "32", "--lr", "1e-3", "--mask-prob", "0.3", "--dropout", "0", "--zero-stage", "0",
+               "--output", run, "--max-steps", str(args.adapt_steps), "--log-every", str(max(1, args.adapt_steps // 10)),
+               "--eval-every", str(max(1, args.adapt_steps // 4)), "--save-every", str(args.adapt_steps)],
+              saved=training_kept(run, args.adapt_steps))
+    run_stage("export", [*CLOZEFORGE, "export", run, "--output", hf])
+    run_stage("finetune man-sections: the adapted model against its source",
+              [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(tasks), "--output", os.path.join(adapted, "finetune"),
+               "--baseline", source, "--seeds", str(args.finetune_seeds or 3), "--lr", "1e-3", "--epochs", "10",
+               "--baseline-lr", "1e-3", "--baseline-epochs", "10"])
+    print(f"\n== adapt done in {time.time() - started:.0f} s: {os.path.join(adapted, 'finetune', 'results.json')}")
+    return 0

@@ -1,0 +1,16 @@
+"""clozeforge downstream: from a run's checkpoints to models other code uses, and what they are worth.
+
+    export.py     `clozeforge export`: any ZeRO stage consolidated → a HuggingFace directory (transformers loads it)
+    output_dir.py an output directory written whole: staged beside it, swapped in, one writer (export, finetune)
+    load.py       an exported directory → the project's model and tokenizer, without transformers
+    fill_mask.py  `clozeforge fill-mask`: top-k predictions per [MASK]
+    embed.py      `clozeforge embed`: contextual embeddings (CLS, mean, or per token)
+    finetune/     `clozeforge finetune`: heads for sequences, pairs, tokens, spans; benchmark suites; built-in tasks;
+                  each score beside a baseline tuned on its own grid
+
+NOTE: export lives here, not in trainer/: it is the first thing that *uses* a checkpoint (a run is read, never
+trained), fine-tuning exports a run's checkpoints on the fly through it, and trainer/ then holds pretraining alone.
+It reads the trainer's checkpoint store and model (downstream imports trainer, never the other way round).
+"""
+
+import trainer  # noqa: F401  (its __init__ sets the OpenMP defaults before any module here loads torch)

@@ -1,0 +1,195 @@
+"""`clozeforge embed HF_DIR --input FILE --output X.npy|X.arrow`: contextual embeddings of texts.
+
+In:  an exported directory and texts: one a line of a text file, or the --text-column of a table (.jsonl, .csv,
+     .tsv, .parquet), read by schemas/tables.py (every record kept or dropped with a counted reason, which a line
+     on stderr reports; a bad row is one line naming file and line, or a drop with --skip-bad-rows; --quoting
+     for .tsv/.csv). Text is decoded strictly with --encoding (UTF-8 by default; a binary file or a byte that
+     does not decode is one line naming it). A text longer than the model's positions is embedded from its
+     start, and a note names the lines cut.
+Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, or per-token vectors as the
+     average of the last four layers (the feature-based recipe of the BERT paper, section 5.3), whose rows
+     `embedded_tokens` names; written to .npy, or .arrow with the texts, their line numbers (rows, for Parquet)
+     and the tokens beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import os
+import sys
+
+import numpy as np
+import torch
+
+from schemas import ContractError
+from schemas.config import add_flags, from_flags
+from schemas.tables import Account, TableError, TableReading, Undecodable, read_table
+from downstream.fill_mask import _fail
+from downstream.load import batch, encode, load_exported
+from trainer.model import BertForPretraining
+
+POOLINGS = ("cls", "mean", "tokens")
+
+
+def embedded_tokens(model: BertForPretraining, tokenizer, texts: list[str]) -> list[list[str]]:
+    """The tokens of each text that `embed_texts(..., pooling="tokens")` returns a vector for, in order."""
+    encodings = encode(tokenizer, texts, model.config.max_position_embeddings)
+    return [[t for t, real in zip(e.tokens, e.attention_mask) if real] for e in encodings]
+
+
+@torch.no_grad()
+def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooling: str = "cls", batch_size: int = 32):
+    """Sentence vectors (len(texts), hidden) for pooling 'cls'/'mean'; for 'tokens', a list of (n_i, hidden)."""
+    if pooling not in POOLINGS:  # before any work, and also when `texts` is empty
+        raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+    if not texts:
+        return [] if pooling == "tokens" else np.zeros((0, model.config.hidden_size), np.float32)
+    out = []
+    for start in range(0, len(texts), batch_size):
+        inputs = batch(tokenizer, texts[start : start + batch_size], model.config.max_position_embeddings)
+        sequence_output, _, states = model.encode(**inputs, output_hidden_states=pooling == "tokens")
+        mask = inputs["attention_mask"].unsqueeze(-1).float()  # (batch, seq, 1)
+        if pooling == "cls":
+            out.append(sequence_output[:, 0].numpy())
+        elif pooling == "mean":
+            out.append(((sequence_output * mask).sum(1) / mask.sum(1)).numpy())
+        else:
+            last4 = torch.stack(states[-4:]).mean(0)  # (batch, seq, hidden)
+            out += [row[: int(n)].numpy() for row, n in zip(last4, inputs["attention_mask"].sum(1))]
+    return out if pooling == "tokens" else np.concatenate(out)
+
+
+def write_embeddings(vectors, path: str, columns: dict[str, list] | None = None) -> None:
+    """Save to .npy (sentence vectors only) or .arrow: `embedding` and `shape` per row, plus `columns`
+    (for example the texts, and for per-token vectors the tokens each row of the matrix belongs to)."""
+    if not path.endswith((".npy", ".arrow")):
+        raise ValueError(f"--output must end in .npy or .arrow, got {path}")
+    if path.endswith(".npy") and isinstance(vectors, list):
+        raise ValueError("per-token embeddings have ragged lengths: write them to .arrow")
+    # NOTE: written beside, then renamed: a failure leaves an earlier output whole; open() keeps the user's umask
+    partial = f"{path}.tmp-{os.getpid()}"
+    try:
+        _write(vectors, partial, ".npy" if path.endswith(".npy") else ".arrow", columns)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+
+
+def _write(vectors, path: str, kind: str, columns: dict[str, list] | None) -> None:
+    if kind == ".npy":
+        with open(path, "wb") as f:
+            np.save(f, vectors)
+    else:
+        import pyarrow as pa
+
+        rows = list(vectors)
+        column = pa.array([np.asarray(r, dtype=np.float32).reshape(-1).tolist() for r in rows], type=pa.list_(pa.float32()))
+        dims = pa.array([list(np.asarray(r).shape) for r in rows], type=pa.list_(pa.int32()))
+        extra = {name: pa.array(values) for name, values in (columns or {}).items()}
+        if any(len(values) != len(rows) for values in extra.values()):
+            raise ValueError(f"every column needs one value per embedding ({len(rows)})")
+        table = pa.table({"embedding": column, "shape": dims, **extra})
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+
+
+def embed_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge embed", description="Contextual embeddings of texts (one per line of --input).")
+    ap.add_argument("model", help="exported HuggingFace directory")
+    ap.add_argument("--input", required=True, help="text file, one text per line; or a .jsonl, .csv, .tsv or .parquet table "
+                    "(any fsspec URL)")
+    ap.add_argument("--text-column", default="text", metavar="NAME", help="column of a table's texts (default: text)")
+    ap.add_argument("--output", required=True, help=".npy, or .arrow (with the texts, and for --pooling tokens the tokens)")
+    ap.add_argument("--pooling", default="cls", choices=("cls", "mean", "tokens"),
+                    help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 layers)")
+    ap.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per forward pass (default: 32)")
+    ap.add_argument("--encoding", default="utf-8",
+                    help="how --input is decoded, strictly: a byte that does not decode is an error (default: utf-8)")
+    add_flags(ap.add_argument_group("reading a table"), TableReading)
+    return ap
+
+
+def read_texts(path: str, encoding: str, column: str = "text",
+               reading: TableReading = TableReading()) -> tuple[list[str], list[int], Account]:  # noqa: B008 - frozen
+    """The texts of `path` (a text file's lines, or a table's `column`), their line numbers, and the account of
+    every record (blank and empty ones are counted drops). Decoded strictly with `encoding`: a byte that does
+    not decode is a TableError naming the line, never a silently changed text."""
+    table = read_table(path, reading, encoding=encoding, default_format="txt")
+    texts, lines = [], []
+    for line, row in table.rows:
+        if column not in row:
+            raise TableError(f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}; name yours with --text-column)")
+        text = row[column]
+        if text is None or (isinstance(text, str) and not text.strip()):
+            table.account.drop("empty_text", line)
+        elif not isinstance(text, str):
+            if not reading.skip_bad_rows:
+                raise TableError(f"{path}:{line}: column {column!r} holds {type(text).__name__}, not text "
+                                 "(--skip-bad-rows counts such rows as drops instead)")
+            table.account.drop("not_text", line)
+        else:
+            texts.append(text)
+            lines.append(line)
+    table.account.check(len(texts), path)
+    return texts, lines, table.account
+
+
+def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:
+    """One line naming the texts longer than the model's positions, whose vectors see only their start."""
+    width = model.config.max_position_embeddings - 2
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    long = [n for n, e in zip(lines, tokenizer.encode_batch(texts, add_special_tokens=False)) if len(e.ids) > width]
+    if not long:
+        return None
+    shown = ", ".join(map(str, long[:5])) + (" ..." if len(long) > 5 else "")
+    return f"{len(long)} text(s) longer than the model's {width + 2} positions embedded from their first {width} tokens only (line {shown})"
+
+
+def _accounted(account: Account, kept: int) -> str:
+    dropped = ", ".join(f"{reason} {n} (line {', '.join(map(str, account.dropped_at[reason][:3]))}"
+                        f"{' ...' if n > 3 else ''})" for reason, n in sorted(account.dropped.items()))
+    return f"{account.read} {account.format} records read, {kept} kept, dropped {sum(account.dropped.values())}" + (
+        f": {dropped}" if dropped else "")
+
+
+def embed_main(argv: list[str] | None = None) -> int:
+    args = embed_parser().parse_args(argv)
+    if not args.output.endswith((".npy", ".arrow")):
+        return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
+    if args.pooling == "tokens" and args.output.endswith(".npy"):
+        return _fail("embed", "per-token embeddings have ragged lengths: use an .arrow --output")
+    if args.batch_size < 1:
+        return _fail("embed", f"--batch-size must be >= 1, got {args.batch_size}")
+    try:
+        codecs.lookup(args.encoding)
+    except LookupError:
+        return _fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
+    try:
+        reading = from_flags(TableReading, args)
+        texts, lines, account = read_texts(args.input, args.encoding, args.text_column, reading)
+        if not texts:
+            return _fail("embed", f"{args.input}: no text (read {account.read}, dropped {dict(account.dropped)})")
+        model, tokenizer = load_exported(args.model)
+    except Undecodable as e:
+        return _fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")
+    except (ValueError, ContractError) as e:
+        return _fail("embed", str(e))
+    except OSError as e:
+        return _fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
+    print(f"clozeforge embed: {args.input}: {_accounted(account, len(texts))}", file=sys.stderr)
+    note = cut_note(model, tokenizer, texts, lines)
+    if note:
+        print(f"clozeforge embed: note: {note}", file=sys.stderr)
+    vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size)
+    columns = {"text": texts, "line": lines}
+    if args.pooling == "tokens":
+        columns["tokens"] = embedded_tokens(model, tokenizer, texts)
+    try:
+        write_embeddings(vectors, args.output, columns)
+    except OSError as e:
+        return _fail("embed", f"--output {args.output}: {e.strerror or e}")
+    print(f"embedded {len(texts)} texts ({args.pooling}) -> {args.output}")
+    return 0

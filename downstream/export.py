@@ -1,0 +1,321 @@
+"""Export a trained clozeforge BERT as a HuggingFace directory that transformers loads with no project code.
+
+In: a consolidated fp32 state dict of `trainer.model.BertForPretraining` (what the lead's checkpoint code
+gathers from DeepSpeed), its `ModelConfig`, and the prep run's vocab directory (schemas/vocab.py; any fsspec
+URL). Out, in `output_dir`:
+
+    config.json              transformers BertConfig, architectures ["BertForPreTraining"]
+    model.safetensors        fp32, transformers' names; the tied decoder entries are left out, as save_pretrained does
+    (the vocabulary file)    the prep vocabulary, unchanged
+    tokenizer.json           what prep writes for it (schemas.vocab.tokenizer_json), [CLS] A [SEP] B [SEP] template
+    tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json, and
+                             model_max_length: the longest sequence the run trained on (its checkpoint's
+                             trained_seq_len), where transformers truncates by default
+    special_tokens_map.json
+    README.md                model card: shape (trained length beside max positions), objectives, training
+                             config, data fingerprint, final metrics
+
+Project-only weights (the SBO head `sbo.*`) are dropped and the card says so; a pre-LayerNorm model is refused
+(transformers' BERT is post-LN). The whole directory is written as a hidden sibling, then swapped in for
+`output_dir` (an earlier export is replaced whole; any other non-empty directory needs --overwrite), with
+the modes of the user's umask.
+`verify_export` reloads the directory with transformers and measures how far its logits are from ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import torch
+
+from schemas import ContractError, Manifest
+from schemas import vocab as vocab_files
+from trainer.checkpoint import resume, store
+from downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
+from trainer.model import BertForPretraining, ModelConfig
+from trainer.model.hf_names import PROJECT_ONLY_PREFIXES, TIED_KEYS, WeightsError, exported_keys, to_transformers  # noqa: F401 (exported_keys: export's API)
+from trainer.run.runtime import quiet_startup
+
+
+class ExportError(ValueError):
+    """The inputs cannot make a faithful transformers export (the message says which and why)."""
+
+
+def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
+    """The consolidated state dict reduced to transformers' tensors (trainer/model/hf_names.py, the table
+    `--init-from` reads back through): fp32, contiguous, owning their memory."""
+    if model_config.pre_layernorm:
+        raise ExportError("cannot export a pre-LayerNorm model: transformers' BertForPreTraining is post-LN only "
+                          "(train with pre_layernorm=False to get an exportable model)")
+    for tied, source in TIED_KEYS.items():
+        if tied in state_dict and source in state_dict and not torch.equal(state_dict[tied], state_dict[source]):
+            raise ExportError(f"state dict has {tied} != {source}; they must be tied (one tensor) to export")
+    try:
+        out = to_transformers(state_dict, model_config)
+    except WeightsError as e:
+        raise ExportError(str(e)) from None
+    want_vocab = (model_config.vocab_size, model_config.hidden_size)
+    if tuple(out["bert.embeddings.word_embeddings.weight"].shape) != want_vocab:
+        raise ExportError(f"word embeddings are {tuple(out['bert.embeddings.word_embeddings.weight'].shape)}, "
+                          f"ModelConfig says {want_vocab}")
+    return out
+
+
+def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int) -> dict[str, str]:
+    """The vocabulary file, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text: the first
+    copied, the next two written by the functions that wrote prep's (schemas/vocab.py), from the normalization
+    recorded in vocab_config.json (or in the tokenizer.json of a directory without one)."""
+    tokens = vocab_files.read_tokens(vocab_dir)
+    settings = vocab_files.read_config(vocab_dir)
+    normalization = vocab_files.normalization_of(settings if settings is not None else vocab_files.tokenizer_json_settings(vocab_dir))
+    try:
+        ids = vocab_files.special_token_ids(tokens)
+    except ContractError as e:
+        raise ExportError(f"{vocab_files.VOCAB_FILE}: {e}") from None
+    if len(tokens) > model_config.vocab_size:
+        raise ExportError(f"{vocab_files.VOCAB_FILE} has {len(tokens)} tokens, more than the model's vocab_size {model_config.vocab_size}")
+    if ids["[PAD]"] != model_config.pad_token_id:
+        raise ExportError(f"[PAD] is id {ids['[PAD]']} in {vocab_files.VOCAB_FILE} but pad_token_id {model_config.pad_token_id} in ModelConfig")
+    extra = {"model_max_length": max_length, "clean_up_tokenization_spaces": False,
+             "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
+    return {
+        vocab_files.VOCAB_FILE: vocab_files.encode_tokens(tokens).decode("utf-8"),
+        vocab_files.TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, normalization),
+        vocab_files.TOKENIZER_CONFIG_FILE: vocab_files.tokenizer_config_json(normalization, **extra),
+        "special_tokens_map.json": json.dumps(vocab_files.SPECIAL_TOKEN_ROLES, indent=2) + "\n",
+    }
+
+
+def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
+    c = model_config
+    lines = [
+        "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS, "---",
+        "",
+        f"# {card.get('name', 'clozeforge BERT')}", "",
+        card.get("description", "A BERT encoder pretrained from scratch with clozeforge (masked LM + next sentence)."),
+        "", "## Shape", "",
+        "| layers | hidden | heads | ffn | vocab | max positions | trained length (model_max_length) | parameters |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {c.num_layers} | {c.hidden_size} | {c.num_heads} | {c.intermediate_size} | {c.vocab_size} "
+        f"| {c.max_position_embeddings} | {max_length} | {n_exported:,} |", "",
+        f"Pretraining saw sequences of up to {max_length} tokens, so the tokenizer truncates there by default "
+        + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
+           if max_length < c.max_position_embeddings else "(every position was trained)."), "",
+        "## Heads", "",
+        "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
+        "next-sentence head, under transformers' `BertForPreTraining` names.",
+    ]
+    if n_dropped:
+        lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
+                     "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
+    lines += ["", f"Losses: mlm x {c.mlm_weight}, nsp x {c.nsp_weight}"
+              + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
+    for key, value in card.items():
+        if key in ("name", "description"):
+            continue
+        lines += ["", f"## {key.replace('_', ' ').capitalize()}", ""]
+        if isinstance(value, dict):
+            lines += ["| key | value |", "|---|---|"]
+            lines += [f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in value.items()]
+        else:
+            lines.append(str(value))
+    lines += ["", "## Use", "", "```python", "from transformers import pipeline",
+              "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
+              "print(fill('Paris is the [MASK] of France.'))", "```", ""]
+    return "\n".join(lines)
+
+
+def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vocab_dir: str, output_dir: str,
+              *, card: dict[str, Any] | None = None, overwrite: bool = False, trained_seq_len: int | None = None) -> None:
+    """Write the HuggingFace directory described in the module docstring as `output_dir` (a local path), whole:
+    see replace_directory. `trained_seq_len` (default: every position) becomes the tokenizer's model_max_length."""
+    from safetensors.torch import save_file
+
+    tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
+    dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
+    max_length = trained_seq_len or model_config.max_position_embeddings
+    if not 0 < max_length <= model_config.max_position_embeddings:
+        raise ExportError(f"trained sequence length {max_length} is outside the model's {model_config.max_position_embeddings} positions")
+    texts = _tokenizer_files(vocab_dir, model_config, max_length)
+    texts["config.json"] = json.dumps(model_config.to_hf_config(), indent=2) + "\n"
+    texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {}, max_length)
+
+    def write(staging: str) -> None:
+        save_file(tensors, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})
+        for name, text in texts.items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
+                f.write(text)
+
+    replace_directory(output_dir, write, overwrite=overwrite)
+
+
+def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Max |ours - transformers| of the MLM logits (real tokens only) and NSP logits on `batch`, both in eval mode.
+
+    `batch` needs input_ids, token_type_ids and attention_mask (batch, seq); other keys are ignored. `model`
+    must hold whole (not ZeRO-3-partitioned) parameters; transformers runs in fp32 on the same device."""
+    try:
+        import transformers
+    except ImportError:
+        raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
+    device = next(model.parameters()).device
+    reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
+    inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            sequence_output, pooled, _ = model.encode(**inputs)
+            ours_mlm = model.dense_mlm_logits(sequence_output).float()  # (batch, seq, vocab)
+            ours_nsp = model.cls.seq_relationship(pooled).float()  # (batch, 2)
+            theirs = reference(**inputs)
+    finally:
+        model.train(was_training)
+    real = inputs["attention_mask"].bool()  # logits at padding are not part of either model's contract
+    return {
+        "mlm_max_abs_diff": (ours_mlm - theirs.prediction_logits.float())[real].abs().max().item(),
+        "nsp_max_abs_diff": (ours_nsp - theirs.seq_relationship_logits.float()).abs().max().item(),
+    }
+
+
+def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretraining, dict, str, dict]:
+    """The project's model with a checkpoint's consolidated fp32 weights, its client state and tag."""
+    state, client, tag = store.consolidated_state_dict(run_dir, tag)
+    model_config = ModelConfig.from_dict(client["model_config"])
+    model = BertForPretraining(model_config)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "cls.predictions.decoder.weight"]  # tied to the word embeddings
+    if missing or unexpected:
+        raise ContractError(f"{run_dir}/{tag}: checkpoint does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    return model.eval(), client, tag, state
+
+
+def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tensor]:
+    """A few pairs of the run's data (validation split if there is one), collated without masking."""
+    import fsspec
+    import numpy as np
+    import pyarrow as pa
+
+    from trainer.data.collate import collate_segments
+    from trainer.data.stream import gather_segments
+
+    manifest = Manifest.read(train_config["data"])
+    split = "validation" if manifest.split_shards("validation") else "train"
+    shard = manifest.split_shards(split)[0]
+    with fsspec.open(manifest.resolve(shard.path), "rb") as f:
+        table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all().slice(0, rows).combine_chunks()
+    batch = table.to_batches()[0]
+    parts = [(batch, np.arange(batch.num_rows))]
+    s = manifest.special_tokens
+    arrays = collate_segments(
+        *gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"),
+        batch.column("is_random_next").to_numpy(zero_copy_only=False),
+        cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=manifest.max_seq_len,
+    )
+    return {k: torch.from_numpy(v) for k, v in arrays.items() if k != "special_mask"}
+
+
+def export_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="clozeforge export", description="Export a run's checkpoint as a HuggingFace directory.")
+    ap.add_argument("run", help="run directory of clozeforge train (its checkpoints/, vocab/ and train_config.json)")
+    ap.add_argument("--output", required=True, metavar="HF_DIR",
+                    help="HuggingFace directory to write; written whole beside it, then swapped in for an earlier export")
+    ap.add_argument("--overwrite", action="store_true", help="replace HF_DIR even when it holds files that are not a clozeforge export")
+    ap.add_argument("--tag", default=None, help="checkpoint tag (default: the latest)")
+    ap.add_argument("--verbose", action="store_true", help="also show third-party start-up messages (DeepSpeed's accelerator detection)")
+    ap.add_argument("--verify", action="store_true", help="reload the export with transformers and compare its MLM and NSP logits with ours (fails above 1e-4)")
+    return ap
+
+
+def export_main(argv: list[str] | None = None) -> int:
+    args = export_parser().parse_args(argv)
+    quiet_startup(args.verbose)
+    output, run = os.path.realpath(args.output), os.path.realpath(args.run)
+    if output == run or run.startswith(output + os.sep) or output.startswith(run + os.sep):
+        return _fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
+    try:
+        check_destination(args.output, overwrite=args.overwrite)  # before the checkpoint is read
+        model, client, tag, state = load_run_model(args.run, args.tag)
+        metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
+        card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
+                "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
+        source = (client.get("train_config") or {}).get("init_from")
+        if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
+            card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
+                                   "on a corpus of its own.", "continued_from": source, **card}
+        length = trained_length(client)
+        if length is None:
+            print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "
+                  f"be read; model_max_length is the model's {model.config.max_position_embeddings} positions", file=sys.stderr)
+        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card, overwrite=args.overwrite,
+                  trained_seq_len=length)
+    except (FileNotFoundError, ContractError, ExportError, OutputDirError) as e:
+        return _fail("export", str(e))
+    except OSError as e:  # the destination: no permission, a full disk
+        return _fail("export", f"--output {args.output}: {e.strerror or e} ({e.filename or args.output})")
+    print(f"exported {args.run} ({tag}, step {client.get('step')}) -> {args.output}")
+    if args.verify:
+        try:
+            diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
+        except (FileNotFoundError, ContractError, ExportError) as e:
+            return _fail("export", f"--verify: {e}")
+        print(f"verify: max |ours - transformers|  mlm {diffs['mlm_max_abs_diff']:.2e}  nsp {diffs['nsp_max_abs_diff']:.2e}")
+        if max(diffs.values()) > 1e-4:
+            print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
+            return 1
+    return 0
+
+
+def trained_length(client: dict) -> int | None:
+    """The longest sequence length the checkpoint's run trained on, as the trainer records it; for a checkpoint
+    older than that record, worked out from its train config (phase 1's pairs, phase 2's once the step is past
+    phase 2's start) by reading the manifests; None when they cannot be read."""
+    if client.get("trained_seq_len"):
+        return int(client["trained_seq_len"])
+    from trainer.config import TrainConfig, TrainError
+
+    try:
+        config = TrainConfig.from_dict(client["train_config"], where="the checkpoint's train config")
+        ran_phase1 = config.phase2_data is None or config.phase2_begins > 0
+        lengths = [Manifest.read(config.data).max_seq_len] if ran_phase1 else []
+        if config.phase2_data and (client.get("step") or 0) > config.phase2_begins:
+            lengths.append(Manifest.read(config.phase2_data).max_seq_len)
+    except (KeyError, OSError, ContractError, TrainError):
+        return None
+    return max(lengths)
+
+
+def _data_fingerprint(run_dir: str) -> str | None:
+    path = os.path.join(run_dir, resume.RECORD)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f).get("data_fingerprint")
+
+
+def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
+    """The last logged train and validation figures at or before `up_to_step` (the exported checkpoint's)."""
+    from trainer.metrics import read_metrics
+
+    records = read_metrics(run_dir)
+    out = {}
+    for r in records:
+        if up_to_step is not None and r.get("step", 0) > up_to_step:
+            continue
+        prefix = "valid_" if r.get("split") == "validation" else "train_"
+        out.update({prefix + k: v for k, v in r.items() if k not in ("split",) and isinstance(v, (int, float))})
+    return out
+
+
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"clozeforge {command}: error: {message}", file=sys.stderr)
+    return 2
+
+

@@ -1,0 +1,326 @@
+"""A fine-tuning job: its models (arms), the splits encoded for each tokenizer, and every (arm, lr, seed) run.
+
+In:  a FinetuneConfig, its task (tasks/, prepared on the read splits), the arms: the pretrained model (or each
+     checkpoint of a sweep) and the baseline (scratch, or another model), each with its own lr grid and epochs.
+Out: per arm an `ArmResult`: the results.json record (each lr's validation mean ± SE, the chosen lr, its runs
+     per seed with validation and test metrics), the chosen lr's per-seed scores and predictions on the scored
+     split (what the gain and its bootstrap need), and its best seed's weights (what model/ is saved from).
+
+The job is a plan of runs, (arm, lr, seed); `one_run` turns one into a JSON record (so runs can be spread over
+processes and gathered), `summary` makes an arm of its records (selection is protocol.py's: the lr with the best
+mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
+one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from schemas import ContractError, run_dir
+from downstream.finetune import protocol, recipe
+from downstream.finetune.data import Split
+from downstream.finetune.place import Place
+from downstream.finetune.tasks import Features, Task
+
+def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
+    """[(pretraining step, checkpoint tag)]: one (None, None) for an export directory."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        if checkpoints:
+            raise ContractError(f"--checkpoints needs a training RUN directory; {model} is an export")
+        return [(None, None)]
+    root = run_dir.checkpoint_dir(model)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{model}: neither an export (no config.json) nor a training run (no checkpoints/)")
+    tags = run_dir.checkpoint_tags(model)
+    if not tags:
+        raise FileNotFoundError(f"{root}: no checkpoint")
+    if checkpoints in (None, "latest"):
+        from downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
+
+        return [(None, None)]  # export_dir resolves the latest intact tag
+    if checkpoints == "all":
+        chosen = tags
+    else:
+        try:
+            steps = [int(s) for s in checkpoints.split(",") if s.strip()]
+        except ValueError:
+            raise ContractError(f"--checkpoints: expected all or STEP,STEP,..., got {checkpoints!r}") from None
+        chosen = [run_dir.tag_for(s) for s in steps]
+        missing = [t for t in chosen if t not in tags]
+        if missing:
+            raise FileNotFoundError(f"{root}: no checkpoint {missing[0]} (there are: {', '.join(tags)})")
+    return [(run_dir.step_of(t), t) for t in chosen]
+
+
+_EXPORTED: dict[tuple[str, str | None], tuple[str, int | None]] = {}
+
+
+def export_dir(model: str, tag: str | None, scratch_root: str) -> tuple[str, int | None]:
+    """An export directory for MODEL (itself, or a checkpoint exported into `scratch_root`) and its step."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        return model, None
+    if (model, tag) not in _EXPORTED:
+        from downstream.export import export_hf, load_run_model
+
+        net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
+        target = os.path.join(scratch_root, f"{len(_EXPORTED)}-{tag_used}")
+        export_hf(state, net.config, os.path.join(model, "vocab"), target, card={"checkpoint": tag_used, "step": client.get("step")})
+        _EXPORTED[(model, tag)] = (target, client.get("step"))
+    return _EXPORTED[(model, tag)]
+
+
+def trained_length(model_dir: str) -> tuple[int, int]:
+    """(the longest sequence the model trained on, its position embeddings): the tokenizer's model_max_length
+    when it is set and within the positions (export writes it), else the positions."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        positions = int(json.load(f).get("max_position_embeddings", 512))
+    try:
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            length = json.load(f).get("model_max_length")
+    except (OSError, ValueError):
+        length = None
+    if isinstance(length, int) and not isinstance(length, bool) and 0 < length <= positions:
+        return length, positions
+    return positions, positions  # absent, or transformers' "no limit" 1e30
+
+
+def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
+    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
+    import transformers
+
+    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
+    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    cls = task.model_class()
+    if pretrained:
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
+    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
+
+
+@dataclasses.dataclass
+class Arm:
+    name: str
+    """How the output names it: "pretrained", "step 2000", "scratch", or the baseline model's name."""
+    model_dir: str
+    pretrained: bool
+    lrs: tuple[float, ...]
+    grid: str
+    """Where the lr grid came from (a flag, or which default)."""
+    epochs: int
+    step: int | None = None
+    tokenizer: object = None
+    saved: bool = True
+    """model/ may come from it (the model's arms; not the baseline's)."""
+
+
+@dataclasses.dataclass
+class ArmResult:
+    arm: Arm
+    record: dict
+    """Its part of results.json."""
+    scores: list[float]
+    """The chosen lr's score per seed on the scored split, in points."""
+    predictions: list[list]
+    """The chosen lr's predictions per seed on the scored split."""
+    best: dict
+    """The chosen lr's best seed: {seed, epoch, validation (a fraction), calibration, state (None where
+    another process ran it, or the arm is not saved)}."""
+
+    @property
+    def validation_mean(self) -> float:
+        return self.record["per_lr"][f"{self.record['lr']:g}"]["validation_mean"]
+
+
+def _points(metrics: dict, keep: tuple[str, ...] = ()) -> dict:
+    return {k: (v if k in keep else round(100 * v, 4)) for k, v in metrics.items()}
+
+
+class Job:
+    """The splits (encoded once per tokenizer) and every (arm, lr, seed) run over them."""
+
+    def __init__(self, config, task: Task, splits: dict[str, Split], max_len: int) -> None:
+        self.config, self.task, self.splits, self.max_len = config, task, splits, max_len
+        self.scored_on = "test" if "test" in splits else "validation"
+        self._features: dict[str, dict[str, Features]] = {}
+        self.kept: dict[tuple[int, float], dict] = {}
+        """(arm, lr) → {seed, score, state} of its best seed so far (see one_run)."""
+
+    def features(self, tokenizer) -> dict[str, Features]:
+        """The splits encoded by `tokenizer` (once per distinct tokenizer: a baseline model may bring its own)."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a fast tokenizer: its whole definition
+        key = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest() if backend else tokenizer.name_or_path
+        if key not in self._features:
+            self._features[key] = {name: self.task.encode(s.examples, tokenizer, max_len=self.max_len)
+                                   for name, s in self.splits.items()}
+        return self._features[key]
+
+    def plan(self, arms: list[Arm]) -> list[tuple[int, float, int]]:
+        """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
+        return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
+
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
+                place: Place = Place()) -> dict:
+        """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
+        scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
+        saved (`Arm.saved`): the only run of an (arm, lr) model/ can come from."""
+        a, lr, seed = spec
+        arm, c, task = arms[a], self.config, self.task
+        features = self.features(arm.tokenizer)
+        model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
+        result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
+                              dataclasses.replace(c.recipe, epochs=arm.epochs), lr=lr, seed=seed, progress=progress,
+                              label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
+        run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
+               "history": [_points(h, keep=("epoch",)) for h in result.history]}
+        if result.calibration:
+            run["calibration"] = result.calibration
+        model.load_state_dict(result.state)
+        evaluation = recipe.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
+                                     result.calibration, place=place)
+        if self.scored_on == "test":
+            run["test"] = _points(evaluation.metrics)
+        kept, score = self.kept.get((a, lr)), run["validation"]["score"]  # the points `summary` picks the seed by
+        if arm.saved and (kept is None or score > kept["score"]):
+            self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
+        return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
+
+    def summary(self, arms: list[Arm], a: int, records: list[dict]) -> ArmResult:
+        """One arm from its runs' records: each lr's validation mean ± SE, the chosen lr and its best seed."""
+        arm = arms[a]
+        mine = [r for r in records if r["spec"][0] == a]
+        per_lr = {lr: sorted((r for r in mine if r["spec"][1] == lr), key=lambda r: r["spec"][2]) for lr in arm.lrs}
+        lr, table = protocol.select({k: [r["run"]["validation"]["score"] for r in v] for k, v in per_lr.items()})
+        runs = [r["run"] for r in per_lr[lr]]
+        best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
+        scores = [r[self.scored_on]["score"] for r in runs]
+        mean, se = protocol.mean_and_se(scores)
+        record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
+                  "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
+                             for k, (m, s) in table.items()},
+                  "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
+                  "best_seed": best["seed"]}
+        kept = self.kept.get((a, lr))
+        return ArmResult(arm, record, scores, [r["predictions"] for r in per_lr[lr]],
+                         {"seed": best["seed"], "epoch": best["epoch"], "validation": best["validation"]["score"] / 100,
+                          "calibration": best.get("calibration"),
+                          "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
+
+    def run_arms(self, arms: list[Arm], progress: recipe.Progress, place: Place = Place()) -> list[ArmResult]:
+        """Every run of every arm, in one process (or by all ranks together, --data-parallel); weights of an
+        (arm, lr) that lost are dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights
+        per lr of the arm in progress and of the best saved arm so far, besides the model training."""
+        if place.world_size > 1 and not place.data_parallel:
+            return self.run_spread(arms, progress, place)
+        plan, results, records, leader = self.plan(arms), [], [], None
+        for i, spec in enumerate(plan):
+            records.append(self.one_run(arms, spec, progress, place))
+            a = spec[0]
+            if i + 1 < len(plan) and plan[i + 1][0] == a:
+                continue
+            results.append(self.summary(arms, a, records))  # the arm's last run: its lr is chosen now
+            if arms[a].saved and (leader is None or results[-1].validation_mean > results[leader].validation_mean):
+                leader = a
+            keep = {(leader, results[leader].record["lr"])} if leader is not None else set()
+            self.kept = {k: v for k, v in self.kept.items() if k in keep}
+        return results
+
+    def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: Place) -> list[ArmResult]:
+        """run_arms' results with each run computed on one rank (ranks.py): every rank gets every record and makes
+        the same choice; the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other
+        ranks `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
+        seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
+        it can know."""
+        plan = self.plan(arms)
+        records = spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
+        results = [self.summary(arms, a, records) for a in range(len(arms))]
+        for a, result in enumerate(results):
+            if arms[a].saved:
+                source = owner(plan.index((a, result.record["lr"], result.best["seed"])), place)
+                result.best["state"] = fetch_state(result.best["state"], source, place)
+        self.kept = {}
+        return results
+
+    def save(self, result: ArmResult, directory: str) -> list[dict]:
+        """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""
+        best = result.best
+        model = build_model(self.task, result.arm.model_dir, self.config.dropout, best["seed"], True)
+        model.load_state_dict(best["state"])
+        model.save_pretrained(directory)
+        result.arm.tokenizer.save_pretrained(directory)
+        if self.scored_on != "test":
+            return []
+        return self.task.records(self.splits["test"].examples, result.predictions[best["seed"]])
+
+
+# -- a job's runs shared out between ranks, and gathered back -------------------------------------------------------
+
+def owner(index: int, place: Place) -> int:
+    """The rank that computes run `index` of a plan: round robin (a job's runs cost about the same), or rank 0's
+    copy when every rank computes every run."""
+    return 0 if place.data_parallel or place.world_size == 1 else index % place.world_size
+
+
+def progress(plan: list, epochs: list[int], place: Place) -> recipe.Progress:
+    """The epoch lines of this rank's share of `plan` ((arm, lr, seed) runs; `epochs` per arm): prefixed with the
+    rank when the runs are spread, rank 0's only when every rank computes every run."""
+    share = [spec for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank]
+    if place.data_parallel and place.rank != 0:
+        return recipe.Progress(1, print_fn=lambda *a, **k: None)
+    prefix = f"rank {place.rank}: " if place.world_size > 1 and not place.data_parallel else ""
+    return recipe.Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
+
+
+def spread(plan: list, run_one, place: Place) -> list[dict]:
+    """[run_one(spec) for spec in plan], each computed on its `owner` rank (every rank with --data-parallel); every
+    rank gets the whole list. A record is a JSON object (what results.json holds of a run)."""
+    mine = {i: run_one(spec) for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank}
+    if place.world_size == 1 or place.data_parallel:
+        return [mine[i] for i in range(len(plan))]
+    gathered: dict[int, dict] = {}
+    for part in _all_gather_json({str(i): record for i, record in mine.items()}):
+        gathered.update({int(i): record for i, record in part.items()})
+    return [gathered[i] for i in range(len(plan))]
+
+
+def _all_gather_json(value) -> list:
+    """Every rank's JSON value, in rank order, on every rank (bytes in host tensors over gloo)."""
+    data = torch.from_numpy(np.frombuffer(json.dumps(value).encode(), dtype=np.uint8).copy())
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64))
+    width = int(max(s.item() for s in sizes))
+    parts = [torch.zeros(width, dtype=torch.uint8) for _ in sizes]
+    dist.all_gather(parts, torch.nn.functional.pad(data, (0, width - data.numel())))
+    return [json.loads(bytes(p[:int(n.item())].numpy()).decode()) for p, n in zip(parts, sizes)]
+
+
+def fetch_state(state: dict[str, torch.Tensor] | None, source: int, place: Place) -> dict[str, torch.Tensor] | None:
+    """On rank 0: the weights `state` held by rank `source` (host tensors); on the other ranks None. Every rank
+    calls it; `source` passes its state, the others None."""
+    if place.world_size == 1 or source == 0:
+        return state if place.rank == 0 else None
+    if place.rank == source:
+        meta = [[k, list(v.shape), str(v.dtype).removeprefix("torch.")] for k, v in state.items()]
+        blob = torch.from_numpy(np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8).copy())
+        dist.send(torch.tensor([blob.numel()], dtype=torch.int64), 0)
+        dist.send(blob, 0)
+        for v in state.values():
+            dist.send(v.contiguous(), 0)
+        return None
+    if place.rank != 0:
+        return None
+    size = torch.zeros(1, dtype=torch.int64)
+    dist.recv(size, source)
+    blob = torch.zeros(int(size.item()), dtype=torch.uint8)
+    dist.recv(blob, source)
+    received = {}
+    for key, shape, dtype in json.loads(bytes(blob.numpy()).decode()):
+        received[key] = torch.empty(shape, dtype=getattr(torch, dtype))
+        dist.recv(received[key], source)
+    return received

@@ -1,0 +1,238 @@
+"""The fine-tuning recipe and its loop: one (model, learning rate, seed) run → per-epoch validation scores.
+
+In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
+Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;
+     a progress line per epoch (loss, score, seconds, ETA for the whole job) through `Progress`.
+
+The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
+LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, 3 epochs, the
+learning rate picked from a small grid on validation. BERT-base's grid {2e-5, 3e-5, 5e-5} is scaled by
+768 / hidden (capped at 1e-3): small models want larger steps (Turc et al. 2019 tune their 2-12 layer BERTs
+up to 1e-4; the 128-wide demo model gets {1.2e-4, 1.8e-4, 3e-4}). Strategies: `full` trains every weight;
+`probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the cleanest measure
+of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the pooler and the
+head. With `patience` > 0 a run stops after that many epochs without a better validation score (the schedule
+still spans `epochs`), and keeps the best epoch: "fine-tune until validation stops improving".
+
+Where it runs: a `Place` (place.py, from --device, --precision, --nproc-per-node, --data-parallel) puts the
+model and each batch on a device (rows gathered on the host, pinned, copied without waiting), autocasts in bf16 or
+fp16 (fp16 with a GradScaler; weights and AdamW state stay fp32), and with --data-parallel wraps the model in
+DistributedDataParallel: every rank draws the same global batch from the seed and takes its own slice of it, so the
+global batch and the schedule are those of one process. The loss stays on the device until the epoch ends: no
+host synchronisation per step beyond fp16's inf check. The default Place (CPU, fp32, one process) runs the loop
+exactly as it ran before devices existed.
+
+NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
+tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the
+numbers are noisy): per epoch the two loops cost the same within that noise (ours 2.5-5.7 s, Trainer 4.3-5.1 s
+over three alternating rounds), while importing Trainer costs ~20 s more (it imports accelerate, which the
+`train` extra would have to add) in every process, each sweep point and the demo included. What we need (a seed
+that fixes the head's initialisation and the batch order, batches cut to their longest row, the best epoch's
+weights kept in memory, one progress line per epoch with the ETA of a whole sweep, a job's runs spread over
+processes) is direct here and indirect (callbacks, TrainingArguments) there; `python bench/finetune_loop.py --gpu`
+times the two on BERT-base on a GPU in bf16 (bench/README.md). The model, the heads, the tokenizer, the schedule
+(`get_linear_schedule_with_warmup`) and the saved directory are transformers'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from downstream.finetune.place import Place
+from downstream.finetune.tasks import Evaluation, Features, Task
+from trainer.optim import adamw
+
+STRATEGIES = ("full", "probe", "last-n")
+BERT_BASE_LRS = (2e-5, 3e-5, 5e-5)
+
+
+def default_lrs(hidden_size: int) -> tuple[float, ...]:
+    scale = 768 / hidden_size
+    return tuple(float(f"{min(lr * scale, 1e-3):.3g}") for lr in BERT_BASE_LRS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    epochs: int = 3
+    batch_size: int = 32
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    strategy: str = "full"
+    unfreeze_layers: int = 2
+    patience: int = 0
+
+
+@dataclasses.dataclass
+class RunResult:
+    metrics: dict[str, float]
+    """Validation metrics of the kept epoch."""
+    epoch: int
+    state: dict[str, torch.Tensor]
+    history: list[dict]
+    calibration: dict | None = None
+    """What the kept epoch fitted on validation and test reuses (span: the no-answer threshold)."""
+
+
+class Progress:
+    """One line per epoch, with the ETA of the whole job from the mean epoch time so far."""
+
+    def __init__(self, total_epochs: int, print_fn=print) -> None:
+        self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
+
+    def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
+              seconds: float, skipped: int = 0) -> None:
+        self.done += 1
+        self.total -= skipped  # a run that stopped early will not spend its remaining epochs
+        rate = (time.time() - self.started) / self.done
+        eta = max(self.total - self.done, 0) * rate
+        self.print(f"{label} epoch {epoch}/{epochs}  loss {loss:.4f}  valid score {100 * metrics['score']:.2f} "
+                   f"(best {100 * best:.2f})  {seconds:.1f} s  ETA {eta:.0f} s", flush=True)
+
+
+def freeze(model, strategy: str, unfreeze_layers: int) -> None:
+    """Leave trainable what `strategy` trains (see the module docstring)."""
+    if strategy == "full":
+        return
+    encoder = model.base_model
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    if strategy == "last-n":
+        layers = encoder.encoder.layer
+        for layer in layers[max(len(layers) - unfreeze_layers, 0):]:
+            for p in layer.parameters():
+                p.requires_grad_(True)
+        if getattr(encoder, "pooler", None) is not None:
+            for p in encoder.pooler.parameters():
+                p.requires_grad_(True)
+
+
+def _batch(tensors: dict[str, torch.Tensor], rows) -> dict[str, torch.Tensor]:
+    """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy).
+    Contiguous: a cut 2-D tensor is a strided view, and transformers' heads flatten per-token labels with
+    .view(-1), which refuses a strided tensor (the tag task's labels, whenever a batch is cut)."""
+    length = int(tensors["attention_mask"][rows].sum(1).max())
+    return {k: v[rows][:, :length].contiguous() if v.dim() == 2 else v[rows] for k, v in tensors.items()}
+
+
+@torch.no_grad()
+def predict_outputs(task: Task, model, features: Features, batch_size: int = 128, place: Place = Place()) -> list[torch.Tensor]:
+    """The model's outputs on every row, on the host: [logits], or [start_logits, end_logits] for span extraction."""
+    model.eval()
+    inputs = {k: v for k, v in features.tensors.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
+    rows, width = inputs["input_ids"].shape
+    parts: list[list[torch.Tensor]] = []
+    for start in range(0, rows, batch_size):
+        with place.autocast():
+            out = model(**place.to_device(_batch(inputs, slice(start, start + batch_size))))
+        logits = task.outputs(out)
+        if task.per_token:  # per-token outputs of a trimmed batch: pad back to `width` to concatenate
+            logits = [torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[1]) if x.dim() == 3 else (0, width - x.shape[1]),
+                                              value=-1e4) for x in logits]
+        parts.append([x.float() for x in logits])
+    return [torch.cat(column).cpu() for column in zip(*parts)]  # one copy back per split, not one per batch
+
+
+def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None,
+             place: Place = Place()) -> Evaluation:
+    """Metrics and predictions of `model` on one split (`calibration`: fitted on validation, see Task.evaluate)."""
+    return task.evaluate(predict_outputs(task, model, features, place=place), features, examples, calibration)
+
+
+def _host_copy(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
+    """This rank's slice of a global batch and the weight of its mean loss: DDP averages the ranks' gradients,
+    so rank r's loss is scaled by n_r * world / n, which makes that average the global batch's mean-over-rows
+    gradient. A rank left without rows (a last batch smaller than the world) computes one row at weight 0, so
+    every rank still joins the step's all-reduce."""
+    if not place.ddp:
+        return rows, 1.0
+    mine = rows[place.rank::place.world_size]
+    if len(mine) == 0:
+        return rows[:1], 0.0
+    return mine, len(mine) * place.world_size / len(rows)
+
+
+def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
+          recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str, place: Place = Place()) -> RunResult:
+    from transformers import get_linear_schedule_with_warmup
+
+    freeze(model, recipe.strategy, recipe.unfreeze_layers)
+    model.to(place.device)  # before the optimizer: adamw picks its fused kernel by the parameters' device
+    net = model
+    if place.ddp:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[place.device.index] if place.device.type == "cuda" else None)
+    rows = train_features.tensors["input_ids"].shape[0]
+    steps_per_epoch = (rows + recipe.batch_size - 1) // recipe.batch_size
+    total = steps_per_epoch * recipe.epochs
+    optimizer = adamw(model, lr=lr, weight_decay=recipe.weight_decay)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(recipe.warmup * total), total)
+    scaler = torch.amp.GradScaler(place.device.type) if place.precision == "fp16" else None
+    order = np.random.default_rng(seed)  # batch order: a function of the seed only (the same on every rank)
+    best: RunResult | None = None
+    history, stale = [], 0
+    for epoch in range(1, recipe.epochs + 1):
+        started = time.time()
+        net.train()
+        losses = []  # on the device: read once per epoch
+        permutation = order.permutation(rows)
+        for start in range(0, rows, recipe.batch_size):
+            mine, weight = _my_rows(permutation[start:start + recipe.batch_size], place)
+            batch = place.to_device(_batch(train_features.tensors, torch.from_numpy(mine)))
+            with place.autocast():
+                loss = net(**batch).loss
+            if weight != 1.0:
+                loss = loss * weight
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            else:  # fp16: scaled backward, clipping on the true gradients, a step skipped on inf/NaN
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            schedule.step()
+            losses.append(loss.detach())
+        epoch_losses = torch.stack(losses).double()
+        if place.ddp:  # each rank holds its weighted share of every step's loss: their mean is the global loss
+            dist.all_reduce(epoch_losses)
+            epoch_losses /= place.world_size
+        mean_loss = float(np.mean(epoch_losses.cpu().numpy()))
+        evaluation = evaluate(task, model, valid_features, valid_examples, place=place)
+        metrics = evaluation.metrics
+        if place.ddp:  # every rank decides the same kept epoch and early stop as rank 0, or the ranks part ways
+            metrics["score"] = _rank0_value(metrics["score"])
+        history.append({"epoch": epoch, "loss": mean_loss, **metrics})
+        if best is None or metrics["score"] > best.metrics["score"]:
+            # without patience the last epoch is kept whatever its score: no copy of weights that will not be
+            # kept (on a GPU, BERT-base's 440 MB from device to host)
+            best = RunResult(metrics, epoch, _host_copy(model) if recipe.patience else {}, history, evaluation.calibration)
+            stale = 0
+        else:
+            stale += 1
+        stop = recipe.patience > 0 and stale >= recipe.patience
+        progress.epoch(label, epoch, recipe.epochs, mean_loss, metrics, best.metrics["score"],
+                       time.time() - started, skipped=recipe.epochs - epoch if stop else 0)
+        if stop:
+            break
+    if recipe.patience == 0:  # BERT's recipe: the model after the last epoch, not the best on validation
+        best = RunResult(metrics, epoch, _host_copy(model), history, evaluation.calibration)
+    best.history = history
+    return best
+
+
+def _rank0_value(value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)  # a host tensor: gloo carries it (ranks.py's process group)
+    dist.broadcast(t, 0)
+    return float(t.item())

@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 def cli() -> None:
     """The console script (and `python -m clozeforge`): main(), then exit with its status, which a signal that
     arrives while the process exits does not change (see schemas/exits.py)."""
-    from schemas.exits import exit_with  # the standard library only: prep on a worker without torch uses it too
+    from schemas.exits import (
+        exit_with,  # the standard library only: prep on a worker without torch uses it too
+    )
 
     exit_with(main())
 

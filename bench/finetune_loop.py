@@ -84,10 +84,10 @@ def compare(args) -> dict:
     import transformers
     from transformers import Trainer, TrainingArguments
 
-    from schemas.tables import Account
     from downstream.finetune import recipe, tasks
     from downstream.finetune.data import Split
     from downstream.finetune.tasks import Features
+    from schemas.tables import Account
 
     transformers.logging.set_verbosity_error()
     cuda = args.device == "cuda"

@@ -26,10 +26,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
 
-from downstream.finetune.builtin import DEMO, HELD_OUT, TASKS  # noqa: E402
-from downstream.finetune.builtin import report  # noqa: E402
-
 from demo.flows import DEMO_FINETUNE  # noqa: E402  (the demo's fine-tuning recipe, both arms' grids)
+from downstream.finetune.builtin import (  # noqa: E402
+    DEMO,
+    HELD_OUT,
+    TASKS,
+    report,  # noqa: E402
+)
 
 
 def _cli(*args: str, log: str) -> None:

@@ -22,11 +22,11 @@ import sys
 import numpy as np
 import torch
 
+from downstream.fill_mask import _fail
+from downstream.load import batch, encode, load_exported
 from schemas import ContractError
 from schemas.config import add_flags, from_flags
 from schemas.tables import Account, TableError, TableReading, Undecodable, read_table
-from downstream.fill_mask import _fail
-from downstream.load import batch, encode, load_exported
 from trainer.model import BertForPretraining
 
 POOLINGS = ("cls", "mean", "tokens")

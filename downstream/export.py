@@ -32,12 +32,23 @@ from typing import Any
 
 import torch
 
+from downstream.output_dir import (
+    CARD_TAGS,
+    OutputDirError,
+    check_destination,
+    replace_directory,
+)
 from schemas import ContractError, Manifest
 from schemas import vocab as vocab_files
 from trainer.checkpoint import resume, store
-from downstream.output_dir import CARD_TAGS, OutputDirError, check_destination, replace_directory
 from trainer.model import BertForPretraining, ModelConfig
-from trainer.model.hf_names import PROJECT_ONLY_PREFIXES, TIED_KEYS, WeightsError, exported_keys, to_transformers  # noqa: F401 (exported_keys: export's API)
+from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
+    PROJECT_ONLY_PREFIXES,
+    TIED_KEYS,
+    WeightsError,
+    exported_keys,
+    to_transformers,
+)
 from trainer.run.runtime import quiet_startup
 
 

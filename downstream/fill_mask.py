@@ -12,10 +12,9 @@ import sys
 
 import torch
 
-from schemas import ContractError
 from downstream.load import load_exported
+from schemas import ContractError
 from trainer.model import BertForPretraining
-
 
 EXCERPT_CHARS = 60
 """How much of a text a message quotes."""

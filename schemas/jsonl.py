@@ -1,9 +1,12 @@
-"""JSON lines as user files hold them: one object a line, blank lines skipped (standard library only).
+"""JSON as files hold it: one object a line (JSON lines, blank lines skipped), or one object a file (standard library
+only); every message one line naming the file (and the line).
 
-In:  an iterable of text lines and the name of their file (for messages).
-Out: (line number, object) pairs; ValueError naming file, line and column for a line that is not JSON or not an
-     object. Shared by the commands that read a user's JSON lines outside Beam (tokenize, and through
-     schemas/tables.py finetune and embed, which count such a line as a drop with `JsonLineError.reason`).
+In:  an iterable of text lines and the name of their file; or a file's bytes, its name, and the error to raise.
+Out: `json_objects` → (line number, object) pairs, ValueError naming file, line and column for a line that is not
+     JSON or not an object; shared by the commands that read a user's JSON lines outside Beam (tokenize, and
+     through schemas/tables.py finetune and embed, which count such a line as a drop with `JsonLineError.reason`).
+     `file_object` → the object a whole JSON file holds (a manifest, a vocabulary's config, a model's config.json,
+     a user's DeepSpeed JSON), or the caller's error: "<where>: not valid JSON (...)" / "expected a JSON object".
 """
 
 from __future__ import annotations
@@ -31,6 +34,18 @@ def json_object(line: str, where: str, number: int) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise JsonLineError(f"{where}:{number}: expected a JSON object, got {type(record).__name__}", "not_an_object")
     return record
+
+
+def file_object(raw: bytes | str, where: str, error: type[Exception] = ValueError) -> dict[str, Any]:
+    """The object of a whole JSON file; `error(one line)` when it is not JSON or not an object. `where` names the
+    file as the user knows it (a path, or a flag and its value)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        raise error(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(body, dict):
+        raise error(f"{where}: expected a JSON object, got {type(body).__name__}")
+    return body
 
 
 def json_objects(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, Any]]]:

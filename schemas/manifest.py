@@ -32,6 +32,7 @@ from typing import Any
 
 from schemas import vocab as vocab_files
 from schemas.errors import ContractError
+from schemas.jsonl import file_object
 from schemas.vocab import SPECIAL_TOKENS
 
 MANIFEST_NAME = "manifest.json"
@@ -162,13 +163,11 @@ class Manifest:
         if not url.endswith(".json"):
             url = posixpath.join(url.rstrip("/"), MANIFEST_NAME)
         try:
-            with fsspec.open(url, "r") as f:
-                body = json.load(f)
+            with fsspec.open(url, "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             raise ContractError(f"{url}: no manifest here (is this the pairs/ directory of a finished prep run?)") from None
-        except json.JSONDecodeError as e:
-            raise ContractError(f"{url}: not valid JSON ({e})") from None
-        return cls.from_dict(body, url)
+        return cls.from_dict(file_object(raw, url, ContractError), url)
 
     @classmethod
     def from_dict(cls, body: dict[str, Any], url: str = "") -> Manifest:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from schemas.errors import ContractError
+from schemas.jsonl import file_object
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
@@ -98,14 +99,10 @@ def read_config(directory: str) -> dict[str, Any] | None:
     """The body of `directory`/vocab_config.json, or None when the directory has none."""
     url = _join(directory, CONFIG_FILE)
     try:
-        body = json.loads(_read_bytes(url))
+        raw = _read_bytes(url)
     except FileNotFoundError:
         return None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ContractError(f"{url}: not valid JSON ({e})") from None
-    if not isinstance(body, dict):
-        raise ContractError(f"{url}: expected a JSON object, got {type(body).__name__}")
-    return body
+    return file_object(raw, url, ContractError)
 
 
 def read_token_counts(url: str, size: int) -> list[int]:
@@ -167,11 +164,9 @@ def tokenizer_json_settings(directory: str) -> dict[str, Any]:
     url = _join(directory, TOKENIZER_FILE)
     settings: dict[str, Any] = {}
     try:
-        body = json.loads(_read_bytes(url))
+        body = file_object(_read_bytes(url), url)
     except FileNotFoundError:
         body = None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{url}: not valid JSON ({e})") from None
     if body is not None:
         normalizer, model = body.get("normalizer") or {}, body.get("model") or {}
         if normalizer.get("type") != "BertNormalizer" or model.get("type") != "WordPiece":
@@ -180,17 +175,13 @@ def tokenizer_json_settings(directory: str) -> dict[str, Any]:
         settings = {"vocab_size": len(model.get("vocab", {})), **normalization_of({**normalizer, **model})}
     config_url = _join(directory, TOKENIZER_CONFIG_FILE)
     try:
-        config = json.loads(_read_bytes(config_url))
+        config = file_object(_read_bytes(config_url), config_url)
     except FileNotFoundError:
         config = None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{config_url}: not valid JSON ({e})") from None
     if body is None and config is None:
         expected = "expected a vocab/ directory written by prep, or a HuggingFace BERT's"
         raise FileNotFoundError(f"{_join(directory, CONFIG_FILE)}: not found, nor {TOKENIZER_FILE} or {TOKENIZER_CONFIG_FILE} ({expected})")
     if config is not None:
-        if not isinstance(config, dict):
-            raise ValueError(f"{config_url}: expected a JSON object")
         if not str(config.get("tokenizer_class") or "BertTokenizer").startswith("BertTokenizer"):
             raise ValueError(f"{config_url}: tokenizer_class {config['tokenizer_class']!r} is not a BERT WordPiece tokenizer")
         settings = {**normalization_of(settings), **settings}

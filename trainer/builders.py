@@ -10,12 +10,12 @@ Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage and precision 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import torch
 
 from schemas import Manifest
+from schemas.jsonl import file_object
 from trainer.config import TrainConfig, TrainError
 from trainer.data import ShardStream
 from trainer.data.mixture import MixtureStream
@@ -181,14 +181,11 @@ _FLAG_OWNED = {
 def read_user_deepspeed_config(path: str) -> dict[str, Any]:
     """A user's DeepSpeed JSON, refused in one line when it cannot be read or sets what a flag owns."""
     try:
-        with open(path) as f:
-            user = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as e:
         raise TrainError(f"--deepspeed-config {path}: cannot read ({e.strerror or e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrainError(f"--deepspeed-config {path}: not valid JSON ({e})") from None
-    if not isinstance(user, dict):
-        raise TrainError(f"--deepspeed-config {path}: expected a JSON object, got {type(user).__name__}")
+    user = file_object(raw, f"--deepspeed-config {path}", TrainError)
     for key, owner in _FLAG_OWNED.items():
         if key in user:
             raise TrainError(f"--deepspeed-config {path}: {key!r} is set by {owner}; remove it from the JSON")

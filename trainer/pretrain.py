@@ -30,9 +30,9 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.loop import train
 from trainer.run.launch import launch
-from trainer.start.preflight import problem
 from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
+from trainer.start.preflight import problem
 from trainer.start.steps import settle
 
 

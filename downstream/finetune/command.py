@@ -31,14 +31,23 @@ import sys
 import tempfile
 import time
 
-from schemas import ContractError
-from schemas.config import add_flags, field_docs, from_flags
 from downstream.finetune import data as data_mod
-from downstream.finetune import output, place as placement, protocol, recipe, tasks
+from downstream.finetune import output, protocol, recipe, tasks
+from downstream.finetune import place as placement
 from downstream.finetune.config import FinetuneConfig
-from downstream.finetune.job import _EXPORTED, Arm, ArmResult, Job, export_dir, model_sources, trained_length
+from downstream.finetune.job import (
+    _EXPORTED,
+    Arm,
+    ArmResult,
+    Job,
+    export_dir,
+    model_sources,
+    trained_length,
+)
 from downstream.finetune.job import progress as job_progress
 from downstream.finetune.suites import SuiteError
+from schemas import ContractError
+from schemas.config import add_flags, field_docs, from_flags
 
 
 def _warn(message: str) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from schemas.config import Config, flag
-from schemas.tables import QUOTINGS, TableReading
-from downstream.finetune.place import DEVICES, PRECISIONS
+from downstream.finetune.place import DEVICES
 from downstream.finetune.recipe import STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import TASKS, Columns
+from schemas.config import Config, flag
+from schemas.tables import QUOTINGS, TableReading
+from trainer.precision import PRECISIONS
 
 
 def _floats(values) -> tuple[float, ...]:

@@ -23,11 +23,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from schemas import ContractError, run_dir
 from downstream.finetune import protocol, recipe
 from downstream.finetune.data import Split
 from downstream.finetune.place import Place
 from downstream.finetune.tasks import Features, Task
+from schemas import ContractError, run_dir
+
 
 def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
     """[(pretraining step, checkpoint tag)]: one (None, None) for an export directory."""

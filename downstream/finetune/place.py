@@ -23,7 +23,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from trainer.precision import PRECISIONS, Precision, resolve_precision
+from trainer.precision import Precision, resolve_precision
 
 DEVICES = ("auto", "cpu", "cuda")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}

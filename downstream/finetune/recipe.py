@@ -36,7 +36,6 @@ times the two on BERT-base on a GPU in bf16 (bench/README.md). The model, the he
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 

@@ -67,8 +67,13 @@ def tiny_export(directory) -> str:
     """A tiny random-weight model exported through the real export path; returns the HF directory."""
     import torch
 
-    from pipelines.wordpiece import VocabConfig, basic_words, learn_wordpiece, write_vocab
     from downstream.export import export_hf
+    from pipelines.wordpiece import (
+        VocabConfig,
+        basic_words,
+        learn_wordpiece,
+        write_vocab,
+    )
     from trainer.model import BertForPretraining, ModelConfig
 
     vocab_dir = os.path.join(directory, "vocab")
@@ -92,11 +97,11 @@ def scripted_runs(monkeypatch, validation: dict, seeds: int):
     for a classify Job over one-row splits; call `scripted_features(job, splits)` on each Job built from them."""
     import torch
 
-    from schemas.tables import Account
     from downstream.finetune import job as job_mod
     from downstream.finetune import recipe, tasks
     from downstream.finetune.config import FinetuneConfig
     from downstream.finetune.data import Split
+    from schemas.tables import Account
 
     class Model:
         def load_state_dict(self, state):

@@ -17,13 +17,13 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pa = pytest.importorskip("pyarrow")
 
-from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
-from tests.helpers import learned_vocab_dir  # noqa: E402
-from trainer.data.collate import collate_pairs  # noqa: E402
 from downstream.embed import embed_main, embed_texts, write_embeddings  # noqa: E402
 from downstream.export import export_hf  # noqa: E402
 from downstream.fill_mask import fill_mask, fill_mask_main, mask_windows  # noqa: E402
 from downstream.load import load_exported  # noqa: E402
+from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
+from tests.helpers import learned_vocab_dir  # noqa: E402
+from trainer.data.collate import collate_pairs  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 

@@ -16,10 +16,10 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 from safetensors import safe_open  # noqa: E402
 
-from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
-from tests.helpers import learned_vocab_dir  # noqa: E402
 from downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
 from downstream.output_dir import EXPORT_FILES, OutputDirError  # noqa: E402
+from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
+from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 
 SENTENCES = [

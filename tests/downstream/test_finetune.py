@@ -17,7 +17,14 @@ pytest.importorskip("sklearn")
 
 from downstream.finetune.command import finetune_main  # noqa: E402
 
-from .finetune_assets import classify_rows, pair_rows, span_rows, tag_rows, tiny_export, write_jsonl  # noqa: E402
+from .finetune_assets import (  # noqa: E402
+    classify_rows,
+    pair_rows,
+    span_rows,
+    tag_rows,
+    tiny_export,
+    write_jsonl,
+)
 
 ROWS = {"classify": classify_rows, "pair": pair_rows, "tag": tag_rows, "span": span_rows}
 

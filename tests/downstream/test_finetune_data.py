@@ -4,7 +4,6 @@ type, not its values, decides between classes and regression."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from downstream.finetune import tasks

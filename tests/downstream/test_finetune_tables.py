@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from tests.helpers import glue_tsv
 from downstream.finetune import tasks
 from downstream.finetune.data import DataError, read_split
+from tests.helpers import glue_tsv
 
 SENTENCE = tasks.of("classify", tasks.Columns(text_column="sentence"))
 CLASSIFY = tasks.of("classify")

@@ -15,10 +15,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from tests.helpers import learned_vocab_dir  # noqa: E402
-from trainer.config import TrainConfig, TrainError  # noqa: E402
-from trainer.builders import build_model  # noqa: E402
 from downstream.export import export_hf, verify_export  # noqa: E402
+from tests.helpers import learned_vocab_dir  # noqa: E402
+from trainer.builders import build_model  # noqa: E402
+from trainer.config import TrainConfig, TrainError  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 from trainer.model.hf_names import our_name  # noqa: E402
 from trainer.start import recipe  # noqa: E402

@@ -17,8 +17,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from tests.helpers import run_cli  # noqa: E402
 from downstream.export import validation_batch  # noqa: E402
+from tests.helpers import run_cli  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, DeepSpeed ranks)
 TOLERANCE = 1e-5

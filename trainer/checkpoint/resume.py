@@ -30,7 +30,8 @@ import os
 import shutil
 from typing import Any
 
-from schemas import Manifest, run_dir as run_layout
+from schemas import Manifest
+from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
 from trainer.checkpoint import store
 from trainer.checkpoint.safe_load import only_weights

@@ -35,6 +35,7 @@ from trainer.checkpoint import integrity
 from trainer.checkpoint.safe_load import load as safe_torch_load
 from trainer.checkpoint.safe_load import only_weights, refusal
 
+
 class CheckpointError(ContractError):
     """A checkpoint cannot be written, or none that can be trusted is left to read."""
 

@@ -29,6 +29,7 @@ import torch
 
 from schemas import ContractError
 from schemas import vocab as vocab_files
+from schemas.jsonl import file_object
 from trainer.config import TrainError
 from trainer.model import ModelConfig
 from trainer.model.hf_names import WeightsError, from_transformers
@@ -109,12 +110,7 @@ class HuggingFaceDirectory(Source):
         self.url = url.rstrip("/")
         self.fs, self.root = _fs(self.url)
         where = f"{self.url}/config.json"
-        try:
-            body = json.loads(self.fs.cat_file(posixpath.join(self.root, "config.json")))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TrainError(f"--init-from {where}: not valid JSON ({e})") from None
-        if not isinstance(body, dict):
-            raise TrainError(f"--init-from {where}: expected a JSON object")
+        body = file_object(self.fs.cat_file(posixpath.join(self.root, "config.json")), f"--init-from {where}", TrainError)
         model_type = body.get("model_type")
         if model_type != "bert":
             raise TrainError(f"--init-from {where}: model_type {model_type!r} is not a BERT "

@@ -26,9 +26,8 @@ from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import prepare_run_dir, recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
-from trainer.start import preflight
 from trainer.run.runtime import Runtime
-from trainer.start import recipe
+from trainer.start import preflight, recipe
 from trainer.start.sources import ARCHITECTURE, Source, open_source
 
 ARCHITECTURE_KEY = "init_architecture"

@@ -16,7 +16,13 @@ library only: the demo's own process never imports torch.
 
 from __future__ import annotations
 
-from downstream.finetune.builtin import info_pairs, licences, man_sections, raise_messages, stdlib_comments
+from downstream.finetune.builtin import (
+    info_pairs,
+    licences,
+    man_sections,
+    raise_messages,
+    stdlib_comments,
+)
 from downstream.finetune.builtin.common import BuiltinTask, Sizes
 
 TASKS: dict[str, BuiltinTask] = {t.name: t for t in (

@@ -18,7 +18,15 @@ import os
 import random
 import re
 
-from downstream.finetune.builtin.common import SPLITS, BuiltinTask, Grouped, Sizes, paragraphs_of, split_by_group, write_splits
+from downstream.finetune.builtin.common import (
+    SPLITS,
+    BuiltinTask,
+    Grouped,
+    Sizes,
+    paragraphs_of,
+    split_by_group,
+    write_splits,
+)
 
 _NOT_PROSE = re.compile(r"^\s*\*|\.\.\.\.|\S\s{4,}\S|^\s*[-=]{3,}|^File: ")
 _NOT_MANUAL = re.compile(r"Node: [^,\n]*(Licen[cs]e|Copying|Index)")

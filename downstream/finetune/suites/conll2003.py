@@ -14,8 +14,15 @@ column is an error naming file and line.
 from __future__ import annotations
 
 from downstream.finetune import metrics
-from downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, exists, join,
-                                                     read_text)
+from downstream.finetune.suites.base import (
+    Suite,
+    SuiteError,
+    SuiteOptions,
+    SuiteTask,
+    exists,
+    join,
+    read_text,
+)
 
 _NAMES = ({"train": "eng.train", "validation": "eng.testa", "test": "eng.testb"},
           {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"})

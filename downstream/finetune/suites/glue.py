@@ -30,8 +30,18 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, drops, exists,
-                                                     hold_out, join, read_text, tsv_lines)
+from downstream.finetune.suites.base import (
+    Suite,
+    SuiteError,
+    SuiteOptions,
+    SuiteTask,
+    drops,
+    exists,
+    hold_out,
+    join,
+    read_text,
+    tsv_lines,
+)
 
 
 def _int_label(value: str) -> int:

@@ -20,8 +20,16 @@ from __future__ import annotations
 
 import json
 
-from downstream.finetune.suites.base import (Suite, SuiteError, SuiteOptions, SuiteTask, drops, hold_out,
-                                                     join, read_text)
+from downstream.finetune.suites.base import (
+    Suite,
+    SuiteError,
+    SuiteOptions,
+    SuiteTask,
+    drops,
+    hold_out,
+    join,
+    read_text,
+)
 
 # The official evaluation scripts report F1 and exact match; F1 is the one the anchors select and compare by.
 _METRICS = ("f1", "exact_match")

@@ -18,10 +18,17 @@ import re
 import numpy as np
 import torch
 
-from schemas.config import Config, flag
 from downstream.finetune import metrics as metrics_mod
 from downstream.finetune.data import DataError, Drop, LabelMap, Split
-from downstream.finetune.tasks.base import Codes, Features, Stats, Task, checked, mean_stats
+from downstream.finetune.tasks.base import (
+    Codes,
+    Features,
+    Stats,
+    Task,
+    checked,
+    mean_stats,
+)
+from schemas.config import Config, flag
 
 _INTEGER = re.compile(r"^\s*[+-]?\d+\s*$")
 

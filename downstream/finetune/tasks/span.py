@@ -21,11 +21,11 @@ import dataclasses
 import numpy as np
 import torch
 
-from schemas.config import Config, flag
 from downstream.finetune import metrics as metrics_mod
 from downstream.finetune.data import BadRow, DataError, Drop, Split
 from downstream.finetune.tasks.base import Evaluation, Features, Stats, Task, mean_stats
 from downstream.finetune.tasks.tag import json_field
+from schemas.config import Config, flag
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,10 @@ import json
 import numpy as np
 import torch
 
-from schemas.config import Config, flag
 from downstream.finetune import metrics as metrics_mod
 from downstream.finetune.data import BadRow, DataError, Drop, LabelMap, Split
 from downstream.finetune.tasks.base import Features, Stats, Task, checked
+from schemas.config import Config, flag
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -34,7 +34,7 @@ def _worker(seconds: float) -> None:
     import numpy as np
     import torch
 
-    from bench.train import make_batches, ours_loss
+    from bench._batches import make_batches, ours_loss
     from trainer.model import BertForPretraining, ModelConfig
     from trainer.optim import adamw
 

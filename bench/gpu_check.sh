@@ -10,14 +10,14 @@
 #   The parts run most important first, within GPU_CHECK_BUDGET seconds (default 480, one lease's call); a part
 #   is cut to what is left; GPU_CHECK_PARTS="NAME:SECONDS ..." runs only those.
 # Each part runs under its own `timeout`; a part that fails or times out does not stop the others. Logs and the
-# table go to $OUT (the device tool's folder), or ./gpu-check when OUT is unset. Run from the repository root:
+# table go to $OUT (the device tool's folder), or bench/out/gpu-check (ignored by git) when OUT is unset. Run from the repository root:
 #   bash bench/gpu_check.sh
 # with deepspeed (and its pydantic, hjson, msgpack, einops, py-cpuinfo, ninja) importable, e.g. a carried
 # site-packages folder on PYTHONPATH. A CPU check of the Python parts, in a minute or two per part:
 #   GPU_CHECK_TINY=1 bash bench/gpu_check.sh
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the repository's packages for every script below
-OUT=${OUT:-gpu-check}; mkdir -p "$OUT"
+OUT=${OUT:-bench/out/gpu-check}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 T0=$(date +%s)
 stamp() { echo "--- $1 at +$(( $(date +%s) - T0 ))s"; }

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from downstream.finetune.place import DEVICES
-from downstream.finetune.recipe import STRATEGIES, Recipe
+from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import TASKS, Columns
 from schemas.config import Config, flag

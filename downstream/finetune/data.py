@@ -120,3 +120,18 @@ def read_split(url: str, task, *, skip_bad_rows: bool = False, quoting: str = "a
         raise DataError(f"{url}: empty split (all {split.read} rows dropped: {dict(split.dropped)})")
     split.account.check(len(split.examples), url)  # as prep's report: a row lost or counted twice fails the run
     return split
+
+
+def read_splits(config, task, *, quiet: bool = False) -> dict[str, Split]:
+    """The job's splits (train, validation, and test when given) read for `task`, which then fits its label map on
+    train and checks the others against it; one line per split on stdout (not on the ranks that only compute)."""
+    read = lambda url: read_split(url, task, skip_bad_rows=config.skip_bad_rows, quoting=config.quoting)  # noqa: E731
+    splits = {"train": read(config.train), "validation": read(config.validation)}
+    if config.test:
+        splits["test"] = read(config.test)
+    task.prepare(splits["train"], [s for name, s in splits.items() if name != "train"])
+    for name, split in splits.items():
+        dropped = f", dropped {dict(split.dropped)}" if split.dropped else ""
+        if not quiet:
+            print(f"{name}: {split.url}  {split.read} read, {len(split.examples)} examples{dropped}", flush=True)
+    return splits

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 
 import numpy as np
 import torch
@@ -25,100 +24,9 @@ import torch.distributed as dist
 
 from downstream.finetune import protocol, recipe
 from downstream.finetune.data import Split
-from downstream.finetune.place import Place
+from downstream.finetune.models import Arm, build_model
+from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
-from schemas import ContractError, run_dir
-
-
-def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
-    """[(pretraining step, checkpoint tag)]: one (None, None) for an export directory."""
-    if os.path.exists(os.path.join(model, "config.json")):
-        if checkpoints:
-            raise ContractError(f"--checkpoints needs a training RUN directory; {model} is an export")
-        return [(None, None)]
-    root = run_dir.checkpoint_dir(model)
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"{model}: neither an export (no config.json) nor a training run (no checkpoints/)")
-    tags = run_dir.checkpoint_tags(model)
-    if not tags:
-        raise FileNotFoundError(f"{root}: no checkpoint")
-    if checkpoints in (None, "latest"):
-        from downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
-
-        return [(None, None)]  # export_dir resolves the latest intact tag
-    if checkpoints == "all":
-        chosen = tags
-    else:
-        try:
-            steps = [int(s) for s in checkpoints.split(",") if s.strip()]
-        except ValueError:
-            raise ContractError(f"--checkpoints: expected all or STEP,STEP,..., got {checkpoints!r}") from None
-        chosen = [run_dir.tag_for(s) for s in steps]
-        missing = [t for t in chosen if t not in tags]
-        if missing:
-            raise FileNotFoundError(f"{root}: no checkpoint {missing[0]} (there are: {', '.join(tags)})")
-    return [(run_dir.step_of(t), t) for t in chosen]
-
-
-_EXPORTED: dict[tuple[str, str | None], tuple[str, int | None]] = {}
-
-
-def export_dir(model: str, tag: str | None, scratch_root: str) -> tuple[str, int | None]:
-    """An export directory for MODEL (itself, or a checkpoint exported into `scratch_root`) and its step."""
-    if os.path.exists(os.path.join(model, "config.json")):
-        return model, None
-    if (model, tag) not in _EXPORTED:
-        from downstream.export import export_hf, load_run_model
-
-        net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
-        target = os.path.join(scratch_root, f"{len(_EXPORTED)}-{tag_used}")
-        export_hf(state, net.config, os.path.join(model, "vocab"), target, card={"checkpoint": tag_used, "step": client.get("step")})
-        _EXPORTED[(model, tag)] = (target, client.get("step"))
-    return _EXPORTED[(model, tag)]
-
-
-def trained_length(model_dir: str) -> tuple[int, int]:
-    """(the longest sequence the model trained on, its position embeddings): the tokenizer's model_max_length
-    when it is set and within the positions (export writes it), else the positions."""
-    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
-        positions = int(json.load(f).get("max_position_embeddings", 512))
-    try:
-        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
-            length = json.load(f).get("model_max_length")
-    except (OSError, ValueError):
-        length = None
-    if isinstance(length, int) and not isinstance(length, bool) and 0 < length <= positions:
-        return length, positions
-    return positions, positions  # absent, or transformers' "no limit" 1e30
-
-
-def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
-    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
-    import transformers
-
-    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
-    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    cls = task.model_class()
-    if pretrained:
-        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
-        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
-    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
-
-
-@dataclasses.dataclass
-class Arm:
-    name: str
-    """How the output names it: "pretrained", "step 2000", "scratch", or the baseline model's name."""
-    model_dir: str
-    pretrained: bool
-    lrs: tuple[float, ...]
-    grid: str
-    """Where the lr grid came from (a flag, or which default)."""
-    epochs: int
-    step: int | None = None
-    tokenizer: object = None
-    saved: bool = True
-    """model/ may come from it (the model's arms; not the baseline's)."""
 
 
 @dataclasses.dataclass
@@ -213,10 +121,12 @@ class Job:
                           "calibration": best.get("calibration"),
                           "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
-    def run_arms(self, arms: list[Arm], progress: recipe.Progress, place: Place = Place()) -> list[ArmResult]:
+    def run_arms(self, arms: list[Arm], progress: recipe.Progress | None = None, place: Place = Place()) -> list[ArmResult]:
         """Every run of every arm, in one process (or by all ranks together, --data-parallel); weights of an
         (arm, lr) that lost are dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights
         per lr of the arm in progress and of the best saved arm so far, besides the model training."""
+        if progress is None:
+            progress = job_progress(self.plan(arms), [a.epochs for a in arms], place)
         if place.world_size > 1 and not place.data_parallel:
             return self.run_spread(arms, progress, place)
         plan, results, records, leader = self.plan(arms), [], [], None
@@ -248,6 +158,16 @@ class Job:
         self.kept = {}
         return results
 
+    def with_gains(self, points: list[ArmResult], baseline: ArmResult | None) -> list[ArmResult]:
+        """MODEL's arms with their gain over the baseline in their records: the paired difference over seeds and a
+        bootstrap interval over the scored split's examples (protocol.gain)."""
+        if baseline:
+            gold = self.task.gold(self.splits[self.scored_on].examples)
+            for p in points:
+                p.record["gain"] = protocol.gain(self.task, gold, p.scores, p.predictions, baseline.scores,
+                                                 baseline.predictions, resamples=self.config.bootstrap, split=self.scored_on)
+        return points
+
     def save(self, result: ArmResult, directory: str) -> list[dict]:
         """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""
         best = result.best
@@ -268,7 +188,7 @@ def owner(index: int, place: Place) -> int:
     return 0 if place.data_parallel or place.world_size == 1 else index % place.world_size
 
 
-def progress(plan: list, epochs: list[int], place: Place) -> recipe.Progress:
+def job_progress(plan: list, epochs: list[int], place: Place) -> recipe.Progress:
     """The epoch lines of this rank's share of `plan` ((arm, lr, seed) runs; `epochs` per arm): prefixed with the
     rank when the runs are spread, rank 0's only when every rank computes every run."""
     share = [spec for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank]

@@ -1,18 +1,21 @@
-"""Where `clozeforge finetune` writes, and the figure and table of a checkpoint sweep.
+"""What `clozeforge finetune` writes: the output directory and everything in it, and the summary it prints.
 
-In:  the --output path, the results of the runs.
+In:  the --output path; a finished job (job.py), its arms' results and models (models.py), where it ran.
 Out: `staged_output`: export's staged directory (downstream/output_dir.py: one writer, a sibling
      staging directory renamed over --output when everything is written, never a mix of two runs) with this
      command's own test of what it may replace: a non-empty --output without a results.json of ours is
-     refused unless --overwrite. `plot_sweep` → downstream.png (score against pretraining step, mean ± SE,
-     the baseline as a band); `sweep_table` → the same numbers as a Markdown table.
+     refused unless --overwrite. `write` fills it: model/ (the chosen lr's best seed), predictions.jsonl,
+     results.json, and for a sweep downstream.png (score against pretraining step, mean ± SE, the baseline as a
+     band) and downstream.md (the same numbers as a Markdown table). `summary` prints each arm's score and gain.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import sys
 from collections.abc import Iterator
 
 from downstream.output_dir import OutputDirError, staged_directory
@@ -75,3 +78,80 @@ def plot_sweep(points: list[dict], baseline: dict | None, metric: str, path: str
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def write(out: str, config, job, points: list, baseline, models, place, seconds: float) -> tuple[list[dict], dict | None]:
+    """Everything rank 0 writes into the staged output (see the module docstring); returns the arms' records (each
+    checkpoint's, then the baseline's) for `summary`."""
+    task = job.task
+    chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
+    os.makedirs(os.path.join(out, "model"))
+    predictions = job.save(chosen, os.path.join(out, "model"))
+    if predictions:
+        with open(os.path.join(out, "predictions.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)
+    records = [{"step": p.arm.step, **p.record} for p in points]
+    base_record = {"name": baseline.arm.name, "kind": "scratch" if not baseline.arm.pretrained else "model",
+                   "model": None if not baseline.arm.pretrained else os.path.abspath(config.baseline),
+                   **baseline.record} if baseline else None
+    if len(points) > 1:
+        plot_sweep(records, base_record, task.metric, os.path.join(out, "downstream.png"),
+                   f"{task.name} on {os.path.basename(config.train)}: {config.model}")
+        with open(os.path.join(out, "downstream.md"), "w", encoding="utf-8") as f:
+            f.write(sweep_table(records, base_record, task.metric))
+    results = _results(config, job, records, base_record, chosen, (models.max_len, models.length_from), seconds)
+    results["devices"] = {"device": place.device.type, "precision": place.precision, "processes": place.world_size,
+                          "data_parallel": place.data_parallel}
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    return records, base_record
+
+
+def _results(config, job, points: list[dict], baseline: dict | None, chosen, length, seconds) -> dict:
+    task, b = job.task, chosen.best
+    recipe_fields = {k: v for k, v in dataclasses.asdict(config).items()
+                     if k not in ("model", "train", "validation", "test", "output", "overwrite", "checkpoints")}
+    return {
+        "written_by": OWNER, "format_version": 2, "task": task.name, "model": os.path.abspath(config.model),
+        "metric": task.metric, "scored_on": job.scored_on, "units": "points (x 100)",
+        "data": {name: s.report() for name, s in job.splits.items()},
+        "labels": task.labels_record(),
+        "max_seq_len": {"value": length[0], "from": length[1]},
+        "recipe": {**recipe_fields, "lr_grid": list(points[0]["grid"]["lrs"])},
+        "pretrained": points[-1] if len(points) == 1 else None,
+        "checkpoints": points if len(points) > 1 else None,
+        "baseline": baseline,
+        "gain": points[-1].get("gain"),
+        "best_model": {"source": chosen.arm.name, "lr": chosen.record["lr"], "seed": b["seed"], "epoch": b["epoch"],
+                       "validation_score": round(100 * b["validation"], 4), "pipeline": task.pipeline,
+                       **({"calibration": b["calibration"]} if b["calibration"] else {})},
+        "seconds": round(seconds, 1),
+    }
+
+
+def summary(config, points: list[dict], baseline: dict | None, metric: str, scored_on: str) -> None:
+    """Each arm's score (and gain) on stdout, once the output is in place; a warning when a gain is within its SE."""
+    for p in points:
+        name = "pretrained" if p["step"] is None else f"step {p['step']}"
+        print(f"{name:<12} {scored_on} {metric} {p['mean']:.2f} ± {p['se']:.2f}  (lr {p['lr']:g}, "
+              f"{config.seeds} seeds){_gain_text(p.get('gain'), scored_on)}")
+    if baseline:
+        print(f"{baseline['name']:<12} {scored_on} {metric} {baseline['mean']:.2f} ± {baseline['se']:.2f}  "
+              f"(lr {baseline['lr']:g} of its grid {'/'.join(f'{x:g}' for x in baseline['grid']['lrs'])}, "
+              f"{baseline['grid']['epochs']} epoch{'s' * (baseline['grid']['epochs'] != 1)}, {config.seeds} seeds)")
+    print(f"wrote {config.output}/results.json, {config.output}/model")
+    within = [p for p in points if p.get("gain") and p["gain"]["within_se"]]
+    if within:
+        g = within[-1]["gain"]
+        print(f"clozeforge finetune: warning: the gain over {baseline['name']} ({g['mean']:+.2f} ± {g['se']:.2f}) is "
+              f"within its standard error{f' at {len(within)} of {len(points)} checkpoints' if len(points) > 1 else ''}: "
+              f"no measurable difference at {config.seeds} seeds", file=sys.stderr, flush=True)
+
+
+def _gain_text(gain: dict | None, scored_on: str) -> str:
+    if not gain:
+        return ""
+    interval = (f", 95% bootstrap over {gain['bootstrap_examples']} {scored_on} examples "
+                f"[{gain['bootstrap'][0]:+.2f}, {gain['bootstrap'][1]:+.2f}]") if "bootstrap" in gain else ""
+    return f"   gain {gain['mean']:+.2f} ± {gain['se']:.2f} (paired SE{interval})"

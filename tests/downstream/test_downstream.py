@@ -267,7 +267,7 @@ def test_embed_reads_tables_through_the_one_reader_and_reports_every_record(expo
     output = tmp_path / "e.arrow"
     flags = [export["dir"], "--input", str(tsv), "--output", str(output), "--text-column", "sentence"]
     assert embed_main(flags) == 2
-    assert f"texts.tsv:3: 3 fields, the header has 2 (--skip-bad-rows" in capsys.readouterr().err
+    assert "texts.tsv:3: 3 fields, the header has 2 (--skip-bad-rows" in capsys.readouterr().err
     assert embed_main([*flags, "--skip-bad-rows"]) == 0
     err = capsys.readouterr().err
     assert "texts.tsv: 4 tsv records read, 2 kept, dropped 2: empty_text 1 (line 5), field_count 1 (line 3)" in err

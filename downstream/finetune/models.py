@@ -1,0 +1,200 @@
+"""The models a fine-tuning job compares, its arms: MODEL (an export, or each chosen checkpoint of a training RUN,
+exported on the fly) and the baseline (scratch: MODEL's architecture from random weights; or MODEL2, an export or
+RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence length every arm reads.
+
+In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the job runs.
+Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, checked with the baseline's before any
+     work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms, the baseline arm, the
+     sequence length and where it came from; `build_model` → a task's transformers model on an arm's directory.
+
+An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
+an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
+tasks of a suite share it. The pretrained arms get BERT's learning-rate grid scaled by 768 / hidden (recipe.py),
+scratch its own wider, higher grid (protocol.baseline_lrs) and twice the epochs unless the flags say otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+import torch
+
+from downstream.finetune import protocol, recipe
+from downstream.finetune.tasks import Task
+from schemas import ContractError, run_dir
+
+
+def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
+    """[(pretraining step, checkpoint tag)]: one (None, None) for an export directory."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        if checkpoints:
+            raise ContractError(f"--checkpoints needs a training RUN directory; {model} is an export")
+        return [(None, None)]
+    root = run_dir.checkpoint_dir(model)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{model}: neither an export (no config.json) nor a training run (no checkpoints/)")
+    tags = run_dir.checkpoint_tags(model)
+    if not tags:
+        raise FileNotFoundError(f"{root}: no checkpoint")
+    if checkpoints in (None, "latest"):
+        from downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
+
+        return [(None, None)]  # export_dir resolves the latest intact tag
+    if checkpoints == "all":
+        chosen = tags
+    else:
+        try:
+            steps = [int(s) for s in checkpoints.split(",") if s.strip()]
+        except ValueError:
+            raise ContractError(f"--checkpoints: expected all or STEP,STEP,..., got {checkpoints!r}") from None
+        chosen = [run_dir.tag_for(s) for s in steps]
+        missing = [t for t in chosen if t not in tags]
+        if missing:
+            raise FileNotFoundError(f"{root}: no checkpoint {missing[0]} (there are: {', '.join(tags)})")
+    return [(run_dir.step_of(t), t) for t in chosen]
+
+
+class Exports:
+    """Export directories of RUN checkpoints under `root`, each written once: {(RUN, tag): (directory, step)}."""
+
+    def __init__(self, root: str) -> None:
+        self.root, self.done = root, {}
+
+    def directory(self, model: str, tag: str | None) -> tuple[str, int | None]:
+        """An export directory for MODEL (itself, or a checkpoint exported under `root`) and its pretraining step."""
+        if os.path.exists(os.path.join(model, "config.json")):
+            return model, None
+        if (model, tag) not in self.done:
+            from downstream.export import export_hf, load_run_model
+
+            net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
+            target = os.path.join(self.root, f"{len(self.done)}-{tag_used}")
+            export_hf(state, net.config, os.path.join(model, "vocab"), target,
+                      card={"checkpoint": tag_used, "step": client.get("step")})
+            self.done[(model, tag)] = (target, client.get("step"))
+        return self.done[(model, tag)]
+
+
+def trained_length(model_dir: str) -> tuple[int, int]:
+    """(the longest sequence the model trained on, its position embeddings): the tokenizer's model_max_length
+    when it is set and within the positions (export writes it), else the positions."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        positions = int(json.load(f).get("max_position_embeddings", 512))
+    try:
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            length = json.load(f).get("model_max_length")
+    except (OSError, ValueError):
+        length = None
+    if isinstance(length, int) and not isinstance(length, bool) and 0 < length <= positions:
+        return length, positions
+    return positions, positions  # absent, or transformers' "no limit" 1e30
+
+
+def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
+    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
+    import transformers
+
+    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
+    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    cls = task.model_class()
+    if pretrained:
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
+    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
+
+
+@dataclasses.dataclass
+class Arm:
+    name: str
+    """How the output names it: "pretrained", "step 2000", "scratch", or the baseline model's name."""
+    model_dir: str
+    pretrained: bool
+    lrs: tuple[float, ...]
+    grid: str
+    """Where the lr grid came from (a flag, or which default)."""
+    epochs: int
+    step: int | None = None
+    tokenizer: object = None
+    saved: bool = True
+    """model/ may come from it (the model's arms; not the baseline's)."""
+
+
+@dataclasses.dataclass
+class Models:
+    """The arms of a job and what they share."""
+
+    arms: list[Arm]
+    """MODEL's: one, or one per checkpoint of a sweep (--checkpoints)."""
+    baseline: Arm | None
+    max_len: int
+    length_from: str
+    """Where max_len came from (the trained length, or --max-seq-len)."""
+
+    @classmethod
+    def resolve(cls, config, sources: list[tuple[int | None, str | None]], exports: Exports) -> Models:
+        import transformers
+
+        first_dir, _ = exports.directory(config.model, sources[0][1])
+        tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
+        hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
+        lrs, grid = (config.lr, "--lr") if config.lr else (recipe.default_lrs(hidden), "default (BERT's grid x 768/hidden)")
+        arms = []
+        for step, tag in sources:
+            model_dir, step = exports.directory(config.model, tag)
+            arms.append(Arm("pretrained" if step is None else f"step {step}", model_dir, True, lrs, grid, config.epochs,
+                            step=step, tokenizer=tokenizer))
+        baseline = _baseline_arm(config, first_dir, tokenizer, hidden, exports)
+        max_len, length_from = sequence_length(config, [first_dir] + ([baseline.model_dir] if baseline else []))
+        return cls(arms, baseline, max_len, length_from)
+
+    @property
+    def everything(self) -> list[Arm]:
+        """The arms in the order the job runs them: MODEL's, then the baseline's."""
+        return self.arms + ([self.baseline] if self.baseline else [])
+
+
+def sources(config) -> list[tuple[int | None, str | None]]:
+    """MODEL's (step, tag) list; the baseline, when it is a model, checked the same way (one line if neither an
+    export nor a RUN)."""
+    found = model_sources(config.model, config.checkpoints)
+    if config.baseline not in ("none", "scratch"):
+        model_sources(config.baseline, None)
+    return found
+
+
+def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
+    """(--max-seq-len, where it came from): by default the shortest trained length among the arms' models, so
+    both arms see the same inputs; longer than that only on request (one warning), never past the positions."""
+    lengths = [trained_length(d) for d in dict.fromkeys(model_dirs)]
+    trained, positions = min(t for t, _ in lengths), min(p for _, p in lengths)
+    if config.max_seq_len is None:
+        return trained, "the model's trained length (model_max_length, else its positions)"
+    if config.max_seq_len > trained:
+        cut = min(config.max_seq_len, positions)
+        print(f"clozeforge finetune: warning: --max-seq-len {config.max_seq_len} is longer than the model trained on "
+              f"({trained}); positions past it were never trained"
+              + (f"; cut to the model's {positions} positions" if cut < config.max_seq_len else ""), file=sys.stderr, flush=True)
+        return cut, "--max-seq-len"
+    return config.max_seq_len, "--max-seq-len"
+
+
+def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Exports) -> Arm | None:
+    import transformers
+
+    if config.baseline == "none":
+        return None
+    if config.baseline == "scratch":
+        lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
+                     (protocol.baseline_lrs(hidden), "default scratch grid (protocol.baseline_lrs)"))
+        return Arm("scratch", first_dir, False, lrs, grid, config.baseline_epochs or 2 * config.epochs,
+                   tokenizer=tokenizer, saved=False)
+    model_dir, _ = exports.directory(config.baseline, None)
+    width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
+    lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
+                 (recipe.default_lrs(width), "default (BERT's grid x 768/hidden)"))
+    name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"
+    return Arm(name, model_dir, True, lrs, grid, config.baseline_epochs or config.epochs,
+               tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir), saved=False)

@@ -39,8 +39,9 @@ from downstream.output_dir import (
     replace_directory,
 )
 from schemas import ContractError, Manifest
+from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
-from trainer.checkpoint import resume, store
+from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
     PROJECT_ONLY_PREFIXES,
@@ -251,20 +252,7 @@ def export_main(argv: list[str] | None = None) -> int:
         return _fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
     try:
         check_destination(args.output, overwrite=args.overwrite)  # before the checkpoint is read
-        model, client, tag, state = load_run_model(args.run, args.tag)
-        metrics = client.get("metrics") or _final_metrics(args.run, up_to_step=client.get("step"))
-        card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
-                "data_fingerprint": _data_fingerprint(args.run), "checkpoint": tag}
-        source = (client.get("train_config") or {}).get("init_from")
-        if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
-            card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
-                                   "on a corpus of its own.", "continued_from": source, **card}
-        length = trained_length(client)
-        if length is None:
-            print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "
-                  f"be read; model_max_length is the model's {model.config.max_position_embeddings} positions", file=sys.stderr)
-        export_hf(state, model.config, os.path.join(args.run, "vocab"), args.output, card=card, overwrite=args.overwrite,
-                  trained_seq_len=length)
+        model, client, tag = export_checkpoint(args.run, args.tag, args.output, overwrite=args.overwrite)
     except (FileNotFoundError, ContractError, ExportError, OutputDirError) as e:
         return _fail("export", str(e))
     except OSError as e:  # the destination: no permission, a full disk
@@ -282,6 +270,29 @@ def export_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def export_checkpoint(run_dir: str, tag: str | None, output_dir: str, *, overwrite: bool = False
+                      ) -> tuple[BertForPretraining, dict, str]:
+    """A run's checkpoint (`tag`, or the latest intact one) as the HuggingFace directory `output_dir`, with its model
+    card (training config, step, final metrics, data fingerprint, what a continued pretraining continued) and the
+    trained length as model_max_length: what `clozeforge export` writes, and how finetune exports a RUN's
+    checkpoints. Returns (the project's model with those weights, the checkpoint's client state, its tag)."""
+    model, client, tag, state = load_run_model(run_dir, tag)
+    metrics = client.get("metrics") or _final_metrics(run_dir, up_to_step=client.get("step"))
+    card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
+            "data_fingerprint": _data_fingerprint(run_dir), "checkpoint": tag}
+    source = (client.get("train_config") or {}).get("init_from")
+    if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
+        card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
+                               "on a corpus of its own.", "continued_from": source, **card}
+    length = trained_length(client)
+    if length is None:
+        print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "
+              f"be read; model_max_length is the model's {model.config.max_position_embeddings} positions", file=sys.stderr)
+    export_hf(state, model.config, os.path.join(run_dir, "vocab"), output_dir, card=card, overwrite=overwrite,
+              trained_seq_len=length)
+    return model, client, tag
+
+
 def trained_length(client: dict) -> int | None:
     """The longest sequence length the checkpoint's run trained on, as the trainer records it; for a checkpoint
     older than that record, worked out from its train config (phase 1's pairs, phase 2's once the step is past
@@ -296,13 +307,13 @@ def trained_length(client: dict) -> int | None:
         lengths = [Manifest.read(config.data).max_seq_len] if ran_phase1 else []
         if config.phase2_data and (client.get("step") or 0) > config.phase2_begins:
             lengths.append(Manifest.read(config.phase2_data).max_seq_len)
-    except (KeyError, OSError, ContractError, TrainError):
+    except (KeyError, TypeError, OSError, ContractError, TrainError):  # a config short of its fields, a manifest gone
         return None
     return max(lengths)
 
 
 def _data_fingerprint(run_dir: str) -> str | None:
-    path = os.path.join(run_dir, resume.RECORD)
+    path = os.path.join(run_dir, run_layout.TRAIN_CONFIG)
     if not os.path.exists(path):
         return None
     with open(path) as f:

@@ -1,16 +1,19 @@
 """`clozeforge finetune`: fine-tune an export (or a run's checkpoints) on labelled data and measure what pretraining bought.
 
+    command.py    the command: its flags (config.py's FinetuneConfig), the launcher, one suite or one task job
+    config.py     FinetuneConfig: every flag
+    job.py        one task job end to end (`run_task`), its plan of (arm, lr, seed) runs, and how ranks share them
+    models.py     the arms: MODEL (an export, or a RUN's checkpoints exported once) and the baseline; lr grids,
+                  the sequence length, a task's transformers model on an arm
+    data.py       read a split (JSONL / CSV / Parquet via fsspec), row by row through the task; counted drops
     tasks/        one class per kind of task (classify/regression, pair, tag, span) and their table: columns,
                   reading a row, label map, inputs for transformers' heads, decoding, gold, metric, pipeline
-    data.py       read a split (JSONL / CSV / Parquet via fsspec), row by row through the task; counted drops
-    metrics.py    accuracy, macro-F1, MCC, Pearson, Spearman, entity F1 over BIO spans, SQuAD EM and F1
-    recipe.py     BERT's fine-tuning recipe and its loop on a device (autocast, DDP), and why it is not Trainer
-    ranks.py      --device/--precision resolved; --nproc-per-node ranks: a job's runs spread, or one run data-parallel
+    recipe.py     BERT's fine-tuning recipe and its loop, and where a run computes (Place: device, precision, ranks)
     protocol.py   selection (each lr's mean ± SE, the chosen lr, the run model/ comes from) and statistics (the
                   gain's paired SE over seeds, its bootstrap interval over test examples, scratch's own lr grid)
-    job.py        the arms (the model, each checkpoint, the baseline) and every (arm, lr, seed) run
-    config.py     FinetuneConfig: every flag
-    output.py     the output directory (lock, staging, swap) and the checkpoint-sweep figure and table
-    command.py    the command: the splits, the arms, the gain, results.json
-    demo_task.py  the demo's built-in downstream task, from text of this Python environment
+    metrics.py    accuracy, macro-F1, MCC, Pearson, Spearman, entity F1 over BIO spans, SQuAD EM and F1
+    output.py     the output directory (lock, staging, swap), results.json, model/, the sweep's figure, the summary
+    suites/       benchmarks in their official files (GLUE, SQuAD, CoNLL-2003): each task one job, then a table
+    builtin/      tasks made from text on the machine (man pages, GNU manuals, licences, the standard library)
+    __main__.py   `python -m downstream.finetune`: one rank of a job started by --nproc-per-node or torchrun
 """

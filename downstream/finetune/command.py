@@ -23,17 +23,15 @@ lr, so it flatters a little; results.json says which).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import sys
 import tempfile
-import time
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output, recipe, tasks
+from downstream.finetune import models, output, recipe
 from downstream.finetune.config import FinetuneConfig
-from downstream.finetune.job import Job
+from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
 from schemas import ContractError
 from schemas.config import add_flags, field_docs, from_flags
@@ -44,34 +42,15 @@ def run(config: FinetuneConfig) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
             exports = models.Exports(root)  # a RUN's checkpoints, exported once for the whole command
-            if config.suite:  # each of the suite's tasks comes back here as one --task job (suites/run.py)
+            if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
                 from downstream.finetune.suites import run as suite_run
 
                 if place.world_size > 1:
                     raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
-                return suite_run.run_suite(config, lambda task_config: _run(task_config, place, exports))
-            return _run(config, place, exports)
+                return suite_run.run_suite(config, place, exports)
+            return run_task(config, place, exports)
     finally:
         recipe.leave_ranks()
-
-
-def _run(config: FinetuneConfig, place: recipe.Place, exports: models.Exports) -> int:
-    started = time.time()
-    sources = models.sources(config)  # MODEL and MODEL2 checked before --output is touched
-    writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
-    with (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
-        task = tasks.make(config.task, config)
-        splits = data_mod.read_splits(config, task, quiet=not writes)
-        arms = models.Models.resolve(config, sources, exports)
-        job = Job(config, task, splits, arms.max_len)
-        done = job.run_arms(arms.everything, place=place)
-        if not writes:
-            return 0
-        points = job.with_gains(done[:len(arms.arms)], done[-1] if arms.baseline else None)
-        said = output.write(out, config, job, points, done[-1] if arms.baseline else None, arms, place,
-                            time.time() - started)
-    output.summary(config, *said, task.metric, job.scored_on)
-    return 0
 
 
 def finetune_parser() -> argparse.ArgumentParser:

@@ -14,19 +14,43 @@ one process and drops the weights of an (arm, lr) as soon as it cannot be the on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from downstream.finetune import protocol, recipe
+from downstream.finetune import data as data_mod
+from downstream.finetune import models, output, protocol, recipe, tasks
 from downstream.finetune.data import Split
 from downstream.finetune.models import Arm, build_model
 from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
+
+
+def run_task(config, place: Place, exports: models.Exports) -> int:
+    """One --task job, end to end: MODEL and MODEL2 checked, the splits read, the arms resolved, every run, the
+    gains, and (rank 0) the staged output written and swapped in; then the summary."""
+    started = time.time()
+    sources = models.sources(config)  # MODEL and MODEL2 checked before --output is touched
+    writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
+    with (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
+        task = tasks.make(config.task, config)
+        splits = data_mod.read_splits(config, task, quiet=not writes)
+        arms = models.Models.resolve(config, sources, exports)
+        job = Job(config, task, splits, arms.max_len)
+        done = job.run_arms(arms.everything, place=place)
+        if not writes:
+            return 0
+        points = job.with_gains(done[:len(arms.arms)], done[-1] if arms.baseline else None)
+        said = output.write(out, config, job, points, done[-1] if arms.baseline else None, arms, place,
+                            time.time() - started)
+    output.summary(config, *said, task.metric, job.scored_on)
+    return 0
 
 
 @dataclasses.dataclass

@@ -68,12 +68,11 @@ class Exports:
         if os.path.exists(os.path.join(model, "config.json")):
             return model, None
         if (model, tag) not in self.done:
-            from downstream.export import export_hf, load_run_model
+            from downstream.export import export_checkpoint
 
-            net, client, tag_used, state = load_run_model(model, tag)  # any ZeRO stage, consolidated to fp32 on CPU
-            target = os.path.join(self.root, f"{len(self.done)}-{tag_used}")
-            export_hf(state, net.config, os.path.join(model, "vocab"), target,
-                      card={"checkpoint": tag_used, "step": client.get("step")})
+            # what `clozeforge export` writes (its model_max_length the trained length), consolidated on the CPU
+            target = os.path.join(self.root, str(len(self.done)))
+            _, client, _ = export_checkpoint(model, tag, target)
             self.done[(model, tag)] = (target, client.get("step"))
         return self.done[(model, tag)]
 

@@ -11,6 +11,7 @@ import pytest
 
 from downstream.finetune import suites
 from downstream.finetune.suites import SuiteError
+from downstream.finetune.suites import run as suite_run
 from downstream.finetune.suites.table import TaskScores, task_scores, write_table
 
 # ---- GLUE ------------------------------------------------------------------------------------------------------
@@ -94,10 +95,10 @@ def test_glue_reads_each_task_in_its_official_layout(tmp_path):
     assert {n: t.seeds for n, t in tasks.items()} == {"cola": 4, "sst2": 3, "mrpc": 5, "qqp": 1, "stsb": 5, "mnli": 1,
                                                       "qnli": 1, "rte": 5}
     assert {n for n, t in tasks.items() if t.start_from == "mnli"} == {"rte", "mrpc", "stsb"}
-    first, second = suites.rounds(list(tasks.values()))  # MNLI's model exists before the tasks that start from it
+    first, second = suite_run.rounds(list(tasks.values()))  # MNLI's model exists before the tasks that start from it
     assert "mnli" in [t.name for t in first] and [t.name for t in second] == ["mrpc", "stsb", "rte"]
     with pytest.raises(SuiteError, match=r"not loaded: rte \(from mnli\)"):
-        suites.rounds([tasks["rte"]])
+        suite_run.rounds([tasks["rte"]])
     assert all(t.start_from is None for t in suites.load("glue", str(tmp_path), suites.SuiteOptions(from_mnli=False)))
     assert len(mnli.files["validation"]["sha256"]) == 64
 
@@ -278,15 +279,15 @@ def test_table_reports_each_task_and_the_average(tmp_path):
 
 
 def test_decontamination_is_matched_by_content():
-    from downstream.finetune.suites import decontamination
+    from downstream.finetune.suites.run import decontamination
 
     record = {"ngram": 13, "files": [{"url": "/elsewhere/dev.tsv", "sha256": "a" * 64}]}
     files = {"validation": {"url": "/data/RTE/dev.tsv", "sha256": "a" * 64}}
-    assert decontamination.against(record, files) == {"decontaminated": True, "ngram": 13, "files": {"validation": True}}
+    assert decontamination(record, files) == {"decontaminated": True, "ngram": 13, "files": {"validation": True}}
     files["test"] = {"url": "/data/RTE/test.tsv", "sha256": "b" * 64}
-    assert decontamination.against(record, files)["decontaminated"] is False
-    assert decontamination.against({"ngram": 13, "files": []}, files)["files"] == {"validation": False, "test": False}
-    assert decontamination.against(None, files)["decontaminated"] is None
+    assert decontamination(record, files)["decontaminated"] is False
+    assert decontamination({"ngram": 13, "files": []}, files)["files"] == {"validation": False, "test": False}
+    assert decontamination(None, files)["decontaminated"] is None
 
 
 def _mnli_file(rows, dev=False) -> str:

@@ -5,8 +5,9 @@
     squad.py      SQuAD v1.1 and v2.0 JSON (v2.0 keeps its unanswerable questions)
     conll2003.py  CoNLL-2003 column files, IOB1 as distributed or BIO/BIOES
     table.py      one table per suite: each task's score ± SE and the suite's average (markdown, JSON, PNG)
-    decontamination.py  whether the model's prep run was decontaminated against the files a task scores on
-    run.py        `clozeforge finetune --suite NAME --data DIR`: each task as one fine-tuning job, then the table
+    run.py        `clozeforge finetune --suite NAME --data DIR`: each task as one fine-tuning job, in rounds (a task
+                  that starts from another's model after it), whether the model's prep was decontaminated against
+                  the task's files, then the table
 
 `load(name, data_url)` gives the suite's tasks for the fine-tuning command (`clozeforge finetune --suite NAME
 --data DIR`) to run, each on its own splits with its own metrics, selection metric and seeds.
@@ -31,16 +32,4 @@ def load(name: str, data_url: str, options: SuiteOptions | None = None) -> list[
     return SUITES[name].load(data_url, options or SuiteOptions())
 
 
-def rounds(tasks: list[SuiteTask]) -> list[list[SuiteTask]]:
-    """The tasks in the order they can run, as MosaicBERT's GLUE runner does: first every task that starts from the
-    pretrained model, then those that start from another task's fine-tuned model (RTE, MRPC, STS-B from MNLI's)."""
-    names = {t.name for t in tasks}
-    missing = [f"{t.name} (from {t.start_from})" for t in tasks if t.start_from and t.start_from not in names]
-    if missing:
-        raise SuiteError(f"tasks start from tasks that are not loaded: {', '.join(missing)}")
-    first = [t for t in tasks if t.start_from is None]
-    second = [t for t in tasks if t.start_from is not None]
-    return [first, second] if second else [first]
-
-
-__all__ = ["SUITES", "Suite", "SuiteError", "SuiteOptions", "SuiteTask", "load", "rounds"]
+__all__ = ["SUITES", "Suite", "SuiteError", "SuiteOptions", "SuiteTask", "load"]

@@ -1,7 +1,7 @@
 """`clozeforge finetune MODEL --suite NAME --data DIR --output OUT`: every task of a benchmark, then its table.
 
-In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), and the single-task runner
-     (command.run), which each task goes through as one `--task` job on its rows written as JSON lines.
+In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), the process's Place and the
+     command's exports; each task goes through job.run_task as one `--task` job on its rows written as JSON lines.
 Out, in OUT (staged and swapped in whole, as a single job's output is):
     <task>/            that task's job: results.json, model/, predictions.jsonl
     <suite>.md/.json/.png   each task's score ± SE over its seeds and the suite's average, per arm (suites/table.py)
@@ -24,10 +24,13 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
 
-from downstream.finetune.suites import SUITES, SuiteTask, decontamination, load, rounds
+from downstream.finetune.job import run_task
+from downstream.finetune.suites import SUITES, SuiteError, SuiteTask, load
 from downstream.finetune.suites.table import TaskScores, task_scores, write_table
+from schemas import run_dir
 
 
 def _job_splits(task: SuiteTask, files: dict[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -47,7 +50,7 @@ def _prep_record(model: str) -> dict | None:
     """The decontamination record of the prep run behind MODEL when it is a training RUN (its train_config.json
     names the pairs directory, whose manifest keeps it); None for an export, which does not say where its data is."""
     try:
-        with open(os.path.join(model, "train_config.json"), encoding="utf-8") as f:
+        with open(os.path.join(model, run_dir.TRAIN_CONFIG), encoding="utf-8") as f:
             pairs = json.load(f)["data"]
         with open(os.path.join(pairs, "manifest.json"), encoding="utf-8") as f:
             return json.load(f).get("config", {}).get("decontamination", {"ngram": None, "files": []})
@@ -55,7 +58,7 @@ def _prep_record(model: str) -> dict | None:
         return None
 
 
-def run_suite(config, run_task: Callable) -> int:
+def run_suite(config, place, exports) -> int:
     from downstream.finetune import output
 
     options, notes = config.suite_options, []
@@ -84,7 +87,7 @@ def run_suite(config, run_task: Callable) -> int:
                     config, suite=None, data=None, model=model, task=task.kind, train=job_files["train"],
                     validation=job_files["validation"], test=job_files.get("test"), output=os.path.join(out, task.name),
                     overwrite=False, seeds=task.seeds, metric=task.selection, regression=task.regression)
-                run_task(sub)
+                run_task(sub, place, exports)
                 with open(os.path.join(out, task.name, "results.json"), encoding="utf-8") as f:
                     results = json.load(f)
                 scored = dataclasses.replace(task, splits={s: v for s, v in task.splits.items() if s not in unscored})
@@ -96,7 +99,7 @@ def run_suite(config, run_task: Callable) -> int:
                     "selection": task.selection, "seeds": task.seeds, "start_from": task.start_from,
                     "tag_scheme": task.tag_scheme, "files": task.files, "dropped": task.dropped,
                     "scored": {s: job for s, job in where.items()}, "not_scored": unscored,
-                    "decontamination": decontamination.against(prep, {s: task.files[s] for s in where}),
+                    "decontamination": decontamination(prep, {s: task.files[s] for s in where}),
                 }
         paths = write_table(out, config.suite, arms, expected=SUITES[config.suite].task_count)
         with open(paths["json"], encoding="utf-8") as f:
@@ -120,3 +123,30 @@ def _arms(results: dict) -> list[tuple[str, dict]]:
         out.append((results["baseline"]["name"], results["baseline"]))
     return out
 
+
+def rounds(tasks: list[SuiteTask]) -> list[list[SuiteTask]]:
+    """The tasks in the order they can run, as MosaicBERT's GLUE runner does: first every task that starts from the
+    pretrained model, then those that start from another task's fine-tuned model (RTE, MRPC, STS-B from MNLI's)."""
+    names = {t.name for t in tasks}
+    missing = [f"{t.name} (from {t.start_from})" for t in tasks if t.start_from and t.start_from not in names]
+    if missing:
+        raise SuiteError(f"tasks start from tasks that are not loaded: {', '.join(missing)}")
+    first = [t for t in tasks if t.start_from is None]
+    second = [t for t in tasks if t.start_from is not None]
+    return [first, second] if second else [first]
+
+
+def decontamination(record: Mapping[str, Any] | None, files: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """Was the model's pretraining corpus decontaminated against the files the task scores on? `record` is the
+    `decontamination` record of the prep run behind the model ({"ngram", "files": [{"url", "sha256"}]}, from its
+    pairs/manifest.json; None when that run is unknown), `files` the task's scored files ({split: {"url", "sha256"}}).
+    {"decontaminated": true | false | null, "ngram": n, "files": {split: true | false}}: true when every scored file
+    was among prep's --decontaminate files, compared by content (sha256), so that a copy of the benchmark in another
+    folder or bucket still counts."""
+    if record is None:
+        return {"decontaminated": None, "files": {split: None for split in files},
+                "note": "the prep run of this model's data is unknown"}
+    known = {f["sha256"] for f in record.get("files", [])}
+    per_split = {split: f["sha256"] in known for split, f in files.items()}
+    return {"decontaminated": bool(per_split) and all(per_split.values()), "ngram": record.get("ngram"),
+            "files": per_split}

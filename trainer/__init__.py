@@ -7,7 +7,7 @@ what uses its checkpoints is downstream/.
                  RESUME_RULES, the one table of what a resumed run may change
     cpu_sharing.py  threading defaults (OpenMP wait policy) set on import, before torch loads; threads per rank
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
-    start/       the run's start-up in three steps (where it starts: resume, --init-from or random; what trains;
+    start/       the run's start-up, in order (where it starts: resume, --init-from or random; what trains;
                  what it reads), --init-from's sources and continued pretraining's defaults
     builders.py  the model, the masker, the engine (optimizer, schedule, the DeepSpeed JSON), each phase's streams
     optim.py     AdamW as every training here builds it: BERT's weight-decay groups, torch's fused kernel

@@ -90,6 +90,9 @@ def lr_lambda(config: TrainConfig):
 def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
     import deepspeed
 
+    factor, ds_config = lr_lambda(config), deepspeed_config(config, rt.resolved_precision)
+    if config.schedule_warning():
+        rt.log(config.schedule_warning())
     if config.optimizer == "lamb":
         if not rt.on_gpu:
             raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
@@ -98,10 +101,7 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
         optimizer = FusedLamb(parameter_groups(model, config.weight_decay), lr=config.lr)
     else:
         optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    if config.schedule_warning():
-        rt.log(config.schedule_warning())
-    ds_config = deepspeed_config(config, rt.resolved_precision)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/resume.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
@@ -208,6 +208,10 @@ class Phase:
     train: ShardStream | MixtureStream
     valid: ShardStream | None
     flops_per_token: float
+    trained_seq_len: int
+    """The longest sequence length the run has trained on once it is in this phase: phase 1's pairs (each --mix
+    component's), then phase 2's. Positions beyond it were never updated by pretraining, whatever
+    max_position_embeddings the architecture holds; a checkpoint records it, export writes it as model_max_length."""
 
 
 def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPretraining, vocab_sha256: str) -> Phase:
@@ -241,7 +245,14 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
     if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:
         raise TrainError(f"--mix pairs are up to {train_stream.max_seq_len} tokens, the model's positions stop at {cfg.max_position_embeddings}")
-    return Phase(number, manifest, train_stream, valid, flops)
+    lengths = []
+    if number == 1 or config.phase2_begins > 0:  # phase 2 from step 0 means phase 1 never ran
+        components = getattr(train_stream, "components", None) if number == 1 else None
+        phase1 = manifest if number == 1 else Manifest.read(config.data)
+        lengths += [c.manifest.max_seq_len for c in components] if components else [phase1.max_seq_len]
+    if number == 2:
+        lengths.append(manifest.max_seq_len)
+    return Phase(number, manifest, train_stream, valid, flops, max(lengths))
 
 
 def phase_of(step: int, config: TrainConfig) -> int:

@@ -1,7 +1,7 @@
 """The training loop: steps of grad_accum micro batches through the DeepSpeed engine, with logging,
 evaluation, checkpoints, phases and stopping.
 
-In:  a TrainConfig and the Runtime; the start-up is trainer/start/steps.py's three steps.
+In:  a TrainConfig and the Runtime; the start-up is trainer/start/steps.py's `start`.
 Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
      checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step. A new run starts
      from random weights or from --init-from's source (fresh optimizer, schedule and data position).
@@ -9,6 +9,7 @@ Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -16,129 +17,95 @@ import torch
 
 from trainer.builders import open_phase, phase_of
 from trainer.checkpoint import store
-from trainer.checkpoint.resume import trained_seq_len
 from trainer.config import TrainConfig
-from trainer.data import DeviceBatches, default_workers, loader, shutdown
+from trainer.data import default_workers
 from trainer.data.audit import RowAudit
-from trainer.data.device import pin_memory_for
+from trainer.data.device import device_batches
 from trainer.evaluate import describe, evaluate
-from trainer.metrics import MetricsLog, peak_flops, plot_curves
+from trainer.metrics import MetricsLog, peak_flops
 from trainer.run import lock as run_lock
-from trainer.run.runtime import Runtime
+from trainer.run.runtime import Runtime, mean_losses
 from trainer.run.stopping import StopFlag
 from trainer.start import steps
 
 
 def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     stop = StopFlag(rt)  # first: a signal during start-up also ends in an agreed stop
-    with run_lock.held(config.output, rt.rank, log=rt.log):  # one trainer per --output
-        return _train(config, rt, stop)
+    # one trainer per --output (the lock); metrics.jsonl closed, and curves.png drawn by rank 0, when the run ends
+    with run_lock.held(config.output, rt.rank, log=rt.log), contextlib.ExitStack() as closing:
+        run = steps.start(config, rt)  # a resume, --init-from's source, or random weights; the engine; the phase's data
+        config, manifest, model, engine, phase, step = run.config, run.manifest, run.model, run.engine, run.phase, run.step
+        log = closing.enter_context(MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step, log=rt.log))
+        peak = peak_flops(rt.device_name)
+        position = phase.train.state_dict(*phase.train.start)
+        workers = default_workers(config.num_workers, rt.on_gpu, int(os.environ.get("LOCAL_WORLD_SIZE", rt.world_size)))
+        dynamic = config.compile_backend(rt.on_gpu) is not None  # compiled: one graph for every sequence length
+        window_tokens, window_start, last = 0, time.time(), {}
 
+        def save() -> None:
+            state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
+                     "model_config": model.config.to_dict(),
+                     "trained_seq_len": phase.trained_seq_len}  # export's model_max_length
+            rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
 
-def _train(config: TrainConfig, rt: Runtime, stop: StopFlag) -> dict[str, float]:
-    start = steps.where_it_starts(config, rt)  # 1. a resume, --init-from's source, or random weights; RUN/ prepared
-    config, manifest = start.config, start.manifest
-    model, engine, client = steps.what_trains(start, rt)  # 2. the model in its DeepSpeed engine, a checkpoint loaded
-    phase, step = steps.what_it_reads(start, model, client, rt)  # 3. the phase's data, at the saved position
-    log = MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step)
-    peak = peak_flops(rt.device_name)
-    position = phase.train.state_dict(*phase.train.start)
-    workers = default_workers(config.num_workers, rt.on_gpu, int(os.environ.get("LOCAL_WORLD_SIZE", rt.world_size)))
-    batches = _batches(phase, workers, rt)
-    audit = RowAudit(config.output, rt.rank, rt.world_size) if config.audit_rows else None
-    dynamic = config.compile_backend(rt.on_gpu) is not None  # compiled: one graph for every sequence length
-    window_tokens, window_start, last = 0, time.time(), {}
-
-    def save() -> None:
-        state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
-                 "model_config": model.config.to_dict(),
-                 "trained_seq_len": trained_seq_len(config, manifest, phase)}  # export's model_max_length
-        rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
-
-    end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
-    try:
-        # NOTE: nothing in a step waits for the device (no .item(), no bool() of a device tensor): the host
-        # queues step s+1 while the device runs step s. The losses are read at logged steps only, the stop
-        # flag one step after its collective started (trainer/run/stopping.py), tokens come from the host batch.
-        while step < end and not stop.agreed():
-            if phase_of(step, config) != phase.number:
-                phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
-                shutdown(batches.loader_iterator)
-                position, batches = phase.train.state_dict(0, 0), _batches(phase, workers, rt)
-                rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
-            logged = (step + 1) % config.log_every == 0 or step + 1 == config.max_steps
-            losses: list[dict[str, torch.Tensor]] = []  # the logged step's micro-batch losses, still on the device
-            lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
-            for micro in range(config.grad_accum):
-                sent = next(batches)
-                epoch, k = sent.position
-                if audit:
-                    audit.write(step, micro, sent.host)
-                torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
-                if dynamic:
-                    mark_dynamic(sent.device)
-                out = engine(**sent.device)
-                engine.backward(out["loss"])
-                engine.step()
-                window_tokens += sent.tokens
+        end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
+        # the loader's workers shut down (they ignore SIGTERM; left to interpreter exit they would hang it) and
+        # --audit-rows' file closed however the loop ends, before a last checkpoint
+        with (RowAudit(config.output, rt.rank, rt.world_size) if config.audit_rows else contextlib.nullcontext()) as audit, \
+                device_batches(phase.train, workers, rt.device) as batches:
+            # NOTE: nothing in a step waits for the device (no .item(), no bool() of a device tensor): the host
+            # queues step s+1 while the device runs step s. The losses are read at logged steps only, the stop
+            # flag one step after its collective started (trainer/run/stopping.py), tokens come from the host batch.
+            while step < end and not stop.agreed():
+                if phase_of(step, config) != phase.number:
+                    phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
+                    position = phase.train.state_dict(0, 0)
+                    batches.switch(phase.train)
+                    rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
+                logged = (step + 1) % config.log_every == 0 or step + 1 == config.max_steps
+                losses: list[dict[str, torch.Tensor]] = []  # the logged step's micro-batch losses, still on the device
+                lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
+                for micro in range(config.grad_accum):
+                    sent = next(batches)
+                    epoch, k = sent.position
+                    if audit:
+                        audit.write(step, micro, sent.host)
+                    torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
+                    if dynamic:
+                        mark_dynamic(sent.device)
+                    out = engine(**sent.device)
+                    engine.backward(out["loss"])
+                    engine.step()
+                    window_tokens += sent.tokens
+                    if logged:
+                        losses.append({key: out[key].detach() for key in LOSSES if key in out})
+                    position = phase.train.state_dict(epoch, k + 1)
+                step += 1
                 if logged:
-                    losses.append({key: out[key].detach() for key in LOSSES if key in out})
-                position = phase.train.state_dict(epoch, k + 1)
-            step += 1
-            if logged:
-                stats = rt.all_reduce_mean(mean_losses(losses, config.grad_accum))  # the one read of the window
-                elapsed = time.time() - window_start  # after the read: the device has finished the window
-                tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
-                record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
-                          "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
-                log.write(record)
-                log.progress(record)
-                window_tokens, window_start = 0, time.time()
-            if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
-                last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
-                if last:
-                    log.write({"step": step, "split": "validation", **last})
-                    rt.log("eval " + describe(last))
-            if step % config.save_every == 0 or step == config.max_steps:
-                save()
-        stop.settle()
-    finally:
-        shutdown(batches.loader_iterator)  # its workers ignore SIGTERM; left to interpreter exit they would hang it
-        if audit:
-            audit.close()
-    if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
-        rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
-        save()
-    log.close()
-    if rt.rank == 0:
-        try:
-            plot = plot_curves(config.output)
-        except ImportError:  # matplotlib: metrics.jsonl holds the same figures
-            plot = None
-            rt.log("curves.png not drawn: matplotlib is not installed")
-        if plot:
-            rt.log(f"curves: {plot}")
+                    stats = rt.all_reduce_mean(mean_losses(losses, config.grad_accum))  # the one read of the window
+                    elapsed = time.time() - window_start  # after the read: the device has finished the window
+                    tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
+                    record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
+                              "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
+                    log.write(record)
+                    log.progress(record)
+                    window_tokens, window_start = 0, time.time()
+                if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
+                    last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
+                    if last:
+                        log.write({"step": step, "split": "validation", **last})
+                        rt.log("eval " + describe(last))
+                if step % config.save_every == 0 or step == config.max_steps:
+                    save()
+            stop.settle()
+        if step < config.max_steps and step % config.save_every:  # stopped early by a signal or --stop-after
+            rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
+            save()
     return last
 
 
 LOSSES = ("loss", "mlm_loss", "nsp_loss", "sbo_loss")
 """The model outputs a logged step records."""
-
-
-def _batches(phase, workers: int, rt: Runtime) -> DeviceBatches:
-    return DeviceBatches(iter(loader(phase.train, workers, pin_memory=pin_memory_for(rt.device))), rt.device)
-
-
-def mean_losses(losses: list[dict[str, torch.Tensor]], grad_accum: int) -> dict[str, float]:
-    """A step's losses averaged over its micro batches, read from the device in one transfer; the same sums in
-    the same order as a loop that read each micro batch's losses as it went."""
-    keys = [key for key in LOSSES if key in losses[0]]
-    values = torch.stack([m[key].float() for m in losses for key in keys]).tolist()  # (micro x keys,)
-    stats: dict[str, float] = {}
-    for i, value in enumerate(values):
-        key = keys[i % len(keys)]
-        stats[key] = stats.get(key, 0.0) + value / grad_accum
-    return stats
 
 
 def mark_dynamic(batch: dict[str, torch.Tensor]) -> None:

@@ -38,14 +38,15 @@ def _duration(seconds: float) -> str:
 
 
 class MetricsLog:
-    """Appends to RUN/metrics.jsonl from `start_step` on.
+    """Appends to RUN/metrics.jsonl from `start_step` on; as a context, it closes when the run ends, and rank 0's
+    draws RUN/curves.png after a run that did not fail.
 
     A run that resumes from a checkpoint at step S replays the steps after S, so records past S (logged
     before a crash, after the last checkpoint) are dropped first, and TensorBoard purges its events past S:
     every step then appears once, with the values of the trajectory that continues."""
 
-    def __init__(self, run_dir: str, max_steps: int, enabled: bool = True, start_step: int = 0):
-        self.run_dir, self.max_steps, self.enabled = run_dir, max_steps, enabled
+    def __init__(self, run_dir: str, max_steps: int, enabled: bool = True, start_step: int = 0, log=print):
+        self.run_dir, self.max_steps, self.enabled, self.log = run_dir, max_steps, enabled, log
         self.path = os.path.join(run_dir, "metrics.jsonl")
         self.started = time.time()
         self.first_step: int | None = None
@@ -101,6 +102,22 @@ class MetricsLog:
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
+
+    def __enter__(self) -> MetricsLog:
+        return self
+
+    def __exit__(self, error_type, *_) -> None:
+        """Close; after a run that ended without an error, the enabled log (rank 0's) draws RUN/curves.png."""
+        self.close()
+        if error_type is not None or not self.enabled:
+            return
+        try:
+            plot = plot_curves(self.run_dir)
+        except ImportError:  # matplotlib: metrics.jsonl holds the same figures
+            self.log("curves.png not drawn: matplotlib is not installed")
+            return
+        if plot:
+            self.log(f"curves: {plot}")
 
 
 def read_metrics(run_dir: str) -> list[dict[str, Any]]:

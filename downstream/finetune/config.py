@@ -6,7 +6,7 @@ import dataclasses
 
 from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
-from downstream.finetune.tasks import TASKS, Columns
+from downstream.finetune.tasks import KINDS, Columns
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
 from trainer.precision import PRECISIONS
@@ -21,7 +21,7 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported on the fly (the latest, or those of --checkpoints)."""
-    task: str | None = flag(None, choices=tuple(TASKS))
+    task: str | None = flag(None, choices=tuple(KINDS))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
     SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2)."""
     train: str | None = None

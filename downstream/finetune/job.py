@@ -167,7 +167,7 @@ class Job:
         return results
 
     def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: Place) -> list[ArmResult]:
-        """run_arms' results with each run computed on one rank (ranks.py): every rank gets every record and makes
+        """run_arms' results with each run computed on one rank (`spread`, below): every rank gets every record and makes
         the same choice; the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other
         ranks `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
         seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran

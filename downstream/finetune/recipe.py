@@ -344,6 +344,6 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
 
 
 def _rank0_value(value: float) -> float:
-    t = torch.tensor([value], dtype=torch.float64)  # a host tensor: gloo carries it (ranks.py's process group)
+    t = torch.tensor([value], dtype=torch.float64)  # a host tensor: gloo carries it (join_ranks' process group)
     dist.broadcast(t, 0)
     return float(t.item())

@@ -14,7 +14,8 @@ import torch
 
 from tests.helpers import HANG_S, ROOT
 from trainer.config import TrainConfig, TrainError
-from trainer.loop import LOSSES, mark_dynamic, mean_losses
+from trainer.loop import LOSSES, mark_dynamic
+from trainer.run.runtime import mean_losses
 
 
 def test_mean_losses_are_the_sums_of_reading_each_micro_batch():

@@ -15,7 +15,12 @@ import pytest
 import torch
 
 from trainer.checkpoint import integrity
-from trainer.checkpoint.safe_load import UntrustedCheckpoint, load, only_weights, refusal
+from trainer.checkpoint.safe_load import (
+    UntrustedCheckpoint,
+    load,
+    only_weights,
+    refusal,
+)
 from trainer.run import lock as run_lock
 
 

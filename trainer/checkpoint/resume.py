@@ -2,17 +2,16 @@
 
 In:  the TrainConfig of this invocation, the manifest of --data, the Runtime; RUN/train_config.json and
      RUN/checkpoints/ of earlier invocations.
-Out: `recorded`: RUN/train_config.json when RUN has a checkpoint to resume (None for a new run);
-     `prepare_run_dir`: a one-line TrainError when the checkpoint was saved under settings that trainer/config.py's
+Out: `prepare` and `load`, what a run's start-up calls (trainer/start/steps.py), made of the rest:
+     `recorded`: RUN/train_config.json when RUN has a checkpoint to resume (None for a new run);
+     in `prepare`, a one-line TrainError when the checkpoint was saved under settings that trainer/config.py's
      RESUME_RULES do not let change; otherwise (rank 0) RUN/vocab/ (a copy of the data's vocabulary, checked first)
      and RUN/train_config.json, the record the next resume is checked against;
-     `trained_seq_len`: the longest pair length the run has trained on so far, which every checkpoint records
-     (export writes it as the tokenizer's model_max_length);
      `resolve`: the TrainConfig this invocation trains with: the run's global batch and data partitions (fixed
      when it started, read back from RUN/train_config.json), its ZeRO stage (--zero-stage auto: the recorded one
      on a resume), this world size's micro batch and grad_accum; or a one-line TrainError when they cannot fit;
-     `universal_tag`: when the checkpoint to resume (store.resume_tag: verified, its files scanned for anything but
-     weights) holds ZeRO optimizer partitions of another world size, the tag of its DeepSpeed universal form
+     `universal_tag`: the checkpoint to resume (store.resume_tag: verified, its files scanned for anything but
+     weights), and when it holds ZeRO optimizer partitions of another world size, the tag of its DeepSpeed universal form
      (RUN/checkpoints/<tag>_universal/, converted once by rank 0 with deepspeed.checkpoint.ds_to_universal), which
      an engine built with "checkpoint": {"load_universal": true} loads on any world size; None when the checkpoint
      loads as it is (same world size, or ZeRO-0 fp32, whose optimizer state is not partitioned). `load_universal`
@@ -40,6 +39,7 @@ from trainer.data.partitions import plan
 from trainer.run.runtime import Runtime
 
 RECORD = run_layout.TRAIN_CONFIG
+UNIVERSAL_SUFFIX = "_universal"
 
 
 def recorded(run_dir: str) -> dict | None:
@@ -59,9 +59,13 @@ def record(config: TrainConfig, manifest: Manifest, rt: Runtime) -> dict[str, An
     return {**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}
 
 
-def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime, extra: dict[str, Any] | None = None) -> None:
-    """Refuse a resume the rules forbid; then (rank 0) RUN/vocab/ and RUN/train_config.json, with `extra` keys beside
-    the settings (an --init-from run's architecture: trainer/start/steps.py)."""
+def prepare(config: TrainConfig, manifest: Manifest, rt: Runtime, extra: dict[str, Any] | None = None
+            ) -> tuple[TrainConfig, str | None, str | None]:
+    """The run directory before training, in order: this invocation's batch (`resolve`); a resume the rules forbid
+    refused; then (rank 0) RUN/vocab/ (a copy of the data's vocabulary, checked first) and RUN/train_config.json
+    with `extra` keys beside the settings (an --init-from run's architecture: trainer/start/steps.py); then the
+    checkpoint to resume and its universal form (`universal_tag`)."""
+    config = resolve(config, rt)
     before = recorded(config.output)
     if before is not None and (refusal := resume_refusal(config.output, before, record(config, manifest, rt))):
         raise TrainError(refusal)
@@ -77,22 +81,17 @@ def prepare_run_dir(config: TrainConfig, manifest: Manifest, rt: Runtime, extra:
         with open(path + ".tmp", "w") as f:  # replaced whole: a reader never sees half of it
             json.dump({**record(config, manifest, rt), **(extra or {})}, f, indent=2)
         os.replace(path + ".tmp", path)
+    rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
+           f"{config.partitions} data partitions")
+    return (config, *universal_tag(config.output, rt))
 
 
-def trained_seq_len(config: TrainConfig, manifest: Manifest, phase: Any) -> int:
-    """The longest sequence length of the data trained on up to `phase` (trainer.builders.Phase): phase 1's pairs
-    (each --mix component's), then phase 2's once it has begun. Positions beyond it were never updated by
-    pretraining, whatever max_position_embeddings the architecture holds."""
-    lengths = []
-    if phase.number == 1 or config.phase2_begins > 0:  # phase 2 from step 0 means phase 1 never ran
-        components = getattr(phase.train, "components", None) if phase.number == 1 else None
-        lengths += [c.manifest.max_seq_len for c in components] if components else [manifest.max_seq_len]
-    if phase.number == 2:
-        lengths.append(phase.manifest.max_seq_len)
-    return max(lengths)
-
-
-UNIVERSAL_SUFFIX = "_universal"
+def load(engine, run_dir: str, tag: str | None, universal: str | None, rt: Runtime) -> dict | None:
+    """The checkpoint `prepare` chose, into the engine (its universal form, or as saved); its client state, None
+    for a new run."""
+    if universal:
+        return load_universal(engine, run_dir, universal, rt)
+    return store.load(engine, run_dir, tag)
 
 
 def resolve(config: TrainConfig, rt: Runtime) -> TrainConfig:
@@ -125,23 +124,25 @@ def partition_files(folder: str) -> list[str]:
     return sorted(f for f in os.listdir(folder) if "zero_pp_rank_" in f and f.endswith("optim_states.pt"))
 
 
-def universal_tag(run_dir: str, tag: str | None, rt: Runtime) -> str | None:
-    """The universal form's tag when checkpoint `tag`'s ZeRO partitions are of another world size."""
+def universal_tag(run_dir: str, rt: Runtime) -> tuple[str | None, str | None]:
+    """(the checkpoint to resume: the newest intact one, scanned for anything but weights, None for a new run;
+    its universal form's tag when its ZeRO partitions are of another world size, else None)."""
     import torch.distributed as dist
 
+    tag = store.resume_tag(run_dir)
     if tag is None:
-        return None
+        return None, None
     folder = os.path.join(store.checkpoint_dir(run_dir), tag)
     saved = len(partition_files(folder))
     if saved in (0, rt.world_size):
-        return None
+        return tag, None
     target = folder + UNIVERSAL_SUFFIX
     if rt.rank == 0 and not os.path.isdir(target):
         rt.log(f"{tag} holds ZeRO partitions of {saved} ranks, this run has {rt.world_size}: converting it to a universal checkpoint")
         convert(folder, target)
     if dist.is_initialized():
         dist.barrier()  # every rank loads the converted folder once rank 0 has renamed it into place
-    return tag + UNIVERSAL_SUFFIX
+    return tag, tag + UNIVERSAL_SUFFIX
 
 
 def convert(folder: str, target: str) -> None:

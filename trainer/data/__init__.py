@@ -4,7 +4,8 @@
     reader.py          ShardReader: one worker's shards, read whole (checked) ahead of their use
     collate.py         pairs → padded `[CLS] A [SEP] B [SEP]` batches, whole-batch numpy
     stream.py          ShardStream: layout + reader + collate + masking → batches; the DataLoader around it
-    device.py          DeviceBatches: the loader's batches sent to the device one ahead of use
+    device.py          DeviceBatches: the loader's batches sent to the device one ahead of use; LoaderBatches, their loader
+                       as a context (workers shut down at its end, switched to phase 2's stream)
     mixture_config.py  MixtureConfig: the components of a mixture and their weights
     choice.py          which component each step draws from, a pure function of (seed, step)
     source_stream.py   SourceStream: one named input of a prep run as a component
@@ -12,6 +13,13 @@
 """
 
 from trainer.data.device import DeviceBatches
-from trainer.data.stream import Cursor, ShardStream, default_workers, gather_segments, loader, shutdown
+from trainer.data.stream import (
+    Cursor,
+    ShardStream,
+    default_workers,
+    gather_segments,
+    loader,
+    shutdown,
+)
 
 __all__ = ["Cursor", "DeviceBatches", "ShardStream", "default_workers", "gather_segments", "loader", "shutdown"]

@@ -46,3 +46,9 @@ class RowAudit:
 
     def close(self) -> None:
         self.file.close()
+
+    def __enter__(self) -> RowAudit:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

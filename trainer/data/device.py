@@ -17,6 +17,8 @@ from collections.abc import Iterator
 
 import torch
 
+from trainer.data.stream import loader, shutdown
+
 __all__ = ["DeviceBatches", "Sent", "pin_memory_for", "to_device"]
 
 
@@ -84,3 +86,38 @@ class DeviceBatches:
     def loader_iterator(self) -> Iterator[dict[str, torch.Tensor]]:
         """The DataLoader iterator underneath (to shut its workers down)."""
         return self.batches
+
+
+class LoaderBatches:
+    """A training stream's batches through a DataLoader, each sent to the device one step ahead (DeviceBatches), as a
+    context: its workers are shut down when the block ends, however it ends (they ignore SIGTERM; left to interpreter
+    exit they would hang it). `switch` moves it to another stream (phase 2), shutting the first loader down."""
+
+    def __init__(self, stream, workers: int, device: torch.device):
+        self.workers, self.device = workers, device
+        self.batches = self._open(stream)
+
+    def _open(self, stream) -> DeviceBatches:
+        return DeviceBatches(iter(loader(stream, self.workers, pin_memory=pin_memory_for(self.device))), self.device)
+
+    def switch(self, stream) -> None:
+        shutdown(self.batches.loader_iterator)
+        self.batches = self._open(stream)
+
+    def __iter__(self) -> LoaderBatches:
+        return self
+
+    def __next__(self) -> Sent:
+        return next(self.batches)
+
+    def __enter__(self) -> LoaderBatches:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutdown(self.batches.loader_iterator)
+
+
+def device_batches(stream, workers: int, device: torch.device) -> LoaderBatches:
+    """A stream's batches through a DataLoader of `workers` processes (0: in this process), each sent to `device`
+    one step ahead; use it in a `with` block."""
+    return LoaderBatches(stream, workers, device)

@@ -118,3 +118,15 @@ def shutdown_runtime() -> None:
             dist.barrier()
         finally:
             dist.destroy_process_group()
+
+
+def mean_losses(losses: list[dict[str, torch.Tensor]], grad_accum: int) -> dict[str, float]:
+    """A step's losses averaged over its micro batches, read from the device in one transfer; the same sums in
+    the same order as a loop that read each micro batch's losses as it went (each dict's keys in the same order)."""
+    keys = list(losses[0])
+    values = torch.stack([m[key].float() for m in losses for key in keys]).tolist()  # (micro x keys,)
+    stats: dict[str, float] = {}
+    for i, value in enumerate(values):
+        key = keys[i % len(keys)]
+        stats[key] = stats.get(key, 0.0) + value / grad_accum
+    return stats

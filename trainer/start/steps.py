@@ -1,17 +1,18 @@
-"""A run's start-up, in the order trainer/loop.py's `train` calls it: where the run starts, what trains, what it reads.
+"""A run's start-up, in order: where the run starts, what trains, what it reads (`start`, which trainer/loop.py's
+`train` calls first).
 
   0. `settle(config, given)` (trainer/pretrain.py, in every process before any rank starts): a new run from random
      weights, a new run from `--init-from SOURCE` (its recipe defaults: trainer/start/recipe.py), or the resume of
      either; a --init-from on a run that has checkpoints is refused, since rerunning without it resumes.
-  1. `where_it_starts(config, rt)`: the data checked (trainer/start/preflight.py), the run's batch resolved for this
-     world size (trainer/checkpoint/resume.py), RUN/ prepared and its record written, the checkpoint to resume
-     (verified) or the source to start from.
-  2. `what_trains(start, rt)`: the model (the source's weights, or random) inside the DeepSpeed engine, with the
-     checkpoint's state loaded when the run resumes.
-  3. `what_it_reads(start, model, client, rt)`: the phase's data streams, at the saved position when resuming.
+  1. where it starts: the data checked (trainer/start/preflight.py), the source to start from (a new --init-from
+     run), the run's batch resolved for this world size, RUN/ prepared and its record written, and the checkpoint
+     to resume, verified (trainer/checkpoint/resume.py).
+  2. what trains: the model (the source's weights, or random) inside the DeepSpeed engine, with the checkpoint's
+     state loaded when the run resumes.
+  3. what it reads: the phase's data streams, at the saved position when resuming.
 
-In:  the TrainConfig of the flags, the flags the user gave, the Runtime. Out: a Start, then (model, engine, client
-     state), then the Phase and the step to start at.
+In:  the TrainConfig of the flags, the flags the user gave, the Runtime. Out: a `Started` run: its settled config
+     and data, the model and its engine, the phase and the step to start at.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import os
 from schemas import Manifest
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import resume, store
-from trainer.checkpoint.resume import prepare_run_dir, recorded
+from trainer.checkpoint.resume import recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.run.runtime import Runtime
 from trainer.start import preflight, recipe
-from trainer.start.sources import ARCHITECTURE, Source, open_source
+from trainer.start.sources import ARCHITECTURE, open_source
 
 ARCHITECTURE_KEY = "init_architecture"
 """The key of RUN/train_config.json holding an --init-from run's architecture, so its resume needs no source."""
@@ -56,25 +57,21 @@ def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]
 
 
 @dataclasses.dataclass
-class Start:
-    """Where a run starts: its settled config and data, and either a checkpoint to resume or a source to load."""
+class Started:
+    """A run ready for its first step: its settled config and data, the model in its engine, the phase it is in."""
 
     config: TrainConfig
     manifest: Manifest
-    tag: str | None
-    """The verified checkpoint to resume (None: a new run)."""
-    universal: str | None
-    """That checkpoint's universal form when it was saved on another world size."""
-    source: Source | None
-    """--init-from's source for a new run (None when resuming: the checkpoint has the weights)."""
-    architecture: dict | None
-    """The model's shape when it is not a preset's: the source's, or what a resumed --init-from run recorded."""
+    model: object
+    engine: object
+    phase: Phase
+    step: int
 
 
-def where_it_starts(config: TrainConfig, rt: Runtime) -> Start:
+def start(config: TrainConfig, rt: Runtime) -> Started:
+    # 1. where it starts: the data, a new run's source (or a resumed --init-from run's recorded architecture), RUN/
     preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
     manifest = Manifest.read(config.data)
-    config = resume.resolve(config, rt)  # the run's global batch and partitions; this world size's micro batches
     before = recorded(config.output)
     source, architecture = None, None
     if config.init_from and before is None:
@@ -82,31 +79,15 @@ def where_it_starts(config: TrainConfig, rt: Runtime) -> Start:
         architecture = {k: source.architecture[k] for k in ARCHITECTURE}
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
-    prepare_run_dir(config, manifest, rt, extra={ARCHITECTURE_KEY: architecture} if architecture else None)
-    rt.log(f"global batch {config.global_batch_size} = {rt.world_size} ranks x {config.grad_accum} x {config.batch_size} pairs, "
-           f"{config.partitions} data partitions")
-    tag = store.resume_tag(config.output)  # the newest intact checkpoint, scanned for anything but weights
-    universal = resume.universal_tag(config.output, tag, rt)  # its ZeRO partitions are of another world size
-    return Start(config, manifest, tag, universal, source, architecture)
-
-
-def what_trains(start: Start, rt: Runtime):
-    """(model, DeepSpeed engine, the resumed checkpoint's client state or None)."""
-    config = start.config
-    model = build_model(config, start.manifest, source=start.source, architecture=start.architecture, log=rt.log)
-    engine = build_engine(model, config, rt, load_universal=start.universal is not None)
-    if start.universal:
-        client = resume.load_universal(engine, config.output, start.universal, rt)
-    else:
-        client = store.load(engine, config.output, start.tag)
-    return model, engine, client
-
-
-def what_it_reads(start: Start, model, client: dict | None, rt: Runtime) -> tuple[Phase, int]:
-    """The data of the phase the run is in, at its saved position when resuming; and the step to start at."""
-    config = start.config
+    # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume
+    config, tag, universal = resume.prepare(config, manifest, rt, extra={ARCHITECTURE_KEY: architecture} if architecture else None)
+    # 2. what trains: the model (the source's weights, or random) in its DeepSpeed engine, a checkpoint loaded
+    model = build_model(config, manifest, source=source, architecture=architecture, log=rt.log)
+    engine = build_engine(model, config, rt, load_universal=universal is not None)
+    client = resume.load(engine, config.output, tag, universal, rt)
+    # 3. what it reads: the data of the phase the run is in, at its saved position when resuming
     step = client["step"] if client else 0
-    phase = open_phase(phase_of(step, config), config, rt, model, start.manifest.vocab["sha256"])
+    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
     if isinstance(phase.train, MixtureStream) and rt.rank == 0:
         with open(os.path.join(config.output, "mixture.json"), "w") as f:
             json.dump(phase.train.describe(), f, indent=2)
@@ -117,5 +98,5 @@ def what_it_reads(start: Start, model, client: dict | None, rt: Runtime) -> tupl
                              f"that saved it, this run has {rt.world_size}")
         phase.train.load_state_dict(client["data"])
     if client:
-        rt.log(f"resumed from {store.latest_tag(config.output)} at step {step} (phase {phase.number})")
-    return phase, step
+        rt.log(f"resumed from {tag} at step {step} (phase {phase.number})")
+    return Started(config, manifest, model, engine, phase, step)

@@ -80,7 +80,7 @@ class GlueTask:
     """(split, file) of the evaluation files."""
 
 
-TASKS = (
+GLUE_TASKS = (
     GlueTask(name="cola", folder="CoLA", header=False, text=3, label=1, parse=_int_label, metrics=("mcc",),
              selection="mcc", seeds=4),
     GlueTask(name="sst2", folder="SST-2", text="sentence", label="label", parse=_int_label, seeds=3),
@@ -137,12 +137,12 @@ def read_task_file(task: GlueTask, url: str) -> tuple[list[dict], dict[str, int]
 class Glue(Suite):
     name = "glue"
     description = "GLUE's eight scored tasks (WNLI left out), dev sets, MosaicBERT's seeds"
-    task_count = len(TASKS)
+    task_count = len(GLUE_TASKS)
 
     def load(self, root: str, options: SuiteOptions) -> list[SuiteTask]:
-        present = [t for t in TASKS if exists(join(root, t.folder))]
+        present = [t for t in GLUE_TASKS if exists(join(root, t.folder))]
         if not present:
-            raise SuiteError(f"{root}: no GLUE task folder ({', '.join(t.folder for t in TASKS)}); "
+            raise SuiteError(f"{root}: no GLUE task folder ({', '.join(t.folder for t in GLUE_TASKS)}); "
                              "point --data at the directory GLUE's download script writes")
         mnli = any(t.name == "mnli" for t in present)
         out = []

@@ -66,7 +66,8 @@ def test_leftovers_are_removed_and_listed(tmp_path):
     (tmp_path / "pairs").mkdir()
     (tmp_path / "pairs" / "train-00000-of-00010.arrow.tmp-5678").write_bytes(b"")
     (tmp_path / "pairs" / "train-00000-of-00010.arrow").write_bytes(b"kept")
-    with ownership.owned(str(tmp_path), SETTINGS, overwrite=True) as leftovers:
+    with ownership.owned(str(tmp_path), SETTINGS, overwrite=True) as claim:
+        leftovers = claim.leftovers
         assert leftovers.paths == (".tmp-0123abcd/", "pairs/train-00000-of-00010.arrow.tmp-5678")
         assert leftovers.bytes == 1000
     assert sorted(os.listdir(tmp_path)) == [".clozeforge-run.json", "pairs"]  # the lock file goes with its run

@@ -122,12 +122,16 @@ def read_range(run: RunInfo, lo: int, hi: int) -> Iterator[tuple[int, bytes, byt
 
 
 def merge_range(runs: Iterable[RunInfo], lo: int, hi: int) -> Iterator[tuple[int, bytes, bytes]]:
-    """Records with lo <= pos < hi from all `runs`, merged in (pos, key, payload) order (one block per run in memory).
+    """Records with lo <= pos < hi from all `runs` (each run file once), merged in (pos, key, payload) order (one
+    block per run in memory).
 
     NOTE: the payload breaks ties of (pos, key), as it does inside a run: merged by (pos, key) alone, equal records
     came out in the order of `runs`, which is the order the runner listed the spilled runs in, and that changes
-    with the bundles (a retried or split bundle, another worker count)."""
-    return heapq.merge(*(read_range(run, lo, hi) for run in runs))
+    with the bundles (a retried or split bundle, another worker count). A run listed twice is read once: Beam's
+    FnApiRunner hands a side input the elements of a stage that ran in several bundles (a split, a checkpoint)
+    once per later bundle (fn_runner.py's commit_side_inputs_to_state appends the whole buffer after each one)."""
+    unique = {run.path: run for run in runs}
+    return heapq.merge(*(read_range(run, lo, hi) for run in unique.values()))
 
 
 def range_bounds(index: int, count: int) -> tuple[int, int]:

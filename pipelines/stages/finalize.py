@@ -24,6 +24,7 @@ import fsspec
 
 from pipelines import config as prep_config
 from pipelines.documents.decontaminate import NGRAM
+from pipelines.errors import PrepError
 from pipelines.outputs.atomic import put_atomically
 from pipelines.outputs.attempts import commit_all
 from pipelines.outputs.ownership import Leftovers, sweep
@@ -41,6 +42,9 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     --overwrite) and the run's temporary directory."""
     out = config.output
     vocab_dir = posixpath.join(out, "vocab")
+    shards = one_each(shards, lambda s: s[0].path, "pair shards")
+    clean_shards = one_each(clean_shards, lambda s: s.final, "clean shards")
+    tallies, stats = one_each(tallies, lambda t: t[0], "tallies"), one_each(stats, lambda t: t[0], "pair statistics")
     commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards)])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
@@ -76,6 +80,24 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
                         "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())
     return report
+
+
+def one_each(items, key, what: str) -> list:
+    """`items` with one element per key (a shard's path, a tally's (file, key)), in their order.
+
+    NOTE: each of Finalize's side inputs holds one element per key, but a runner may hand one over twice: Beam's
+    FnApiRunner gives a side input the elements of a stage that ran in several bundles (a split, a checkpoint)
+    once per later bundle (fn_runner.py's commit_side_inputs_to_state appends the whole buffer after each one);
+    counted twice, a tally would unbalance the report, and a shard would be listed twice in the manifest. Equal
+    copies are one element; two different ones for a key (two committed attempts that differ) are an error."""
+    seen: dict = {}
+    for item in items:
+        k = key(item)
+        if k in seen and seen[k] != item:
+            raise PrepError(f"the runner committed two different {what} for {k}: {seen[k]} and {item}; its outputs "
+                            "cannot be trusted, run again")
+        seen.setdefault(k, item)
+    return list(seen.values())
 
 
 def _decontamination(eval_files) -> dict:

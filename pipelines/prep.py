@@ -8,6 +8,9 @@ Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + man
      DirectRunner's engine, minus the attempt to fetch the Prism binary).
 Order: flags, then the inputs (matched; an object store must answer) and --vocab, then --output, then the
 corpus: a user error is one line before any work. SIGINT / SIGTERM end the run in one line (exit 130 / 143).
+A job on a runner that is not local (pipelines/runners.py) goes on without this process: --output's run file
+records it from its submission until prep sees it end, a stop says so and how to cancel it, and a rerun waits
+for --ended-job (pipelines/outputs/ownership.py); --no_wait_until_finish is refused.
 """
 
 from __future__ import annotations

@@ -79,10 +79,10 @@ def test_a_dataflow_job_that_may_still_run_keeps_its_output_until_it_is_said_to_
     argv = ["--input", str(tmp_path / "a.jsonl"), "--output", str(out), "--overwrite", "--progress", "never"]
     assert prep.main(argv) == 2
     job_id = DATAFLOW_JOB["id"]
-    assert capsys.readouterr().err.strip().splitlines() == [
+    assert capsys.readouterr().err.strip().splitlines() == [(
         f"clozeforge prep: error: --output {out}: DataflowRunner job {job_id} (started 2026-11-28T11:14:15Z) may still "
         f"be writing there (a job goes on when its launcher stops); to stop it: gcloud dataflow jobs cancel {job_id} "
-        f"--project=my-project --region=europe-west4; once it has ended, rerun with --ended-job {job_id}"]
+        f"--project=my-project --region=europe-west4; once it has ended, rerun with --ended-job {job_id}")]
     assert (out / ".tmp-0123abcd" / "pairs" / "x.run").exists()
     with pytest.raises(PrepError, match=f"rerun with --ended-job {job_id}$"), \
             ownership.owned(str(out), SETTINGS, overwrite=True, ended_job="2026-11-27_00_00_00-1"):

@@ -6,6 +6,7 @@ path the job takes. A job there outlives its launcher, as a cloud job does."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,19 +43,22 @@ def job_server(tmp_path_factory):
         "worker-pool": [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
     }
     servers = {}
-    try:
-        for name, command in commands.items():  # a session each, so that the pool's workers go with it
-            servers[name] = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True,
-                                             stdout=open(logs / f"{name}.log", "wb"), stderr=subprocess.STDOUT)
-        for name, port in (("job-service", job_port), ("worker-pool", pool_port)):
-            assert poll_until(lambda: _listening(port) or servers[name].poll() is not None, timeout=120), name
-            assert servers[name].poll() is None, (logs / f"{name}.log").read_text()[-3000:]
-        yield [f"--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
-               f"--environment_config=localhost:{pool_port}"]
-    finally:
-        for server in servers.values():
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=60)
+    with contextlib.ExitStack() as files:
+        try:
+            for name, command in commands.items():  # a session each, so that the pool's workers go with it
+                log = files.enter_context(open(logs / f"{name}.log", "wb"))
+                servers[name] = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True, stdout=log,
+                                                 stderr=subprocess.STDOUT)
+            for name, port in (("job-service", job_port), ("worker-pool", pool_port)):
+                server = servers[name]
+                assert poll_until(lambda p=port, s=server: _listening(p) or s.poll() is not None, timeout=120), name
+                assert server.poll() is None, (logs / f"{name}.log").read_text()[-3000:]
+            yield ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
+                   f"--environment_config=localhost:{pool_port}"]
+        finally:
+            for server in servers.values():
+                os.killpg(server.pid, signal.SIGTERM)
+                server.wait(timeout=60)
 
 
 def run_file(out) -> dict:
@@ -109,19 +113,19 @@ def test_a_job_that_outlives_its_launcher_keeps_the_output_until_it_is_said_to_h
     launcher.send_signal(signal.SIGINT)
     _, stderr = launcher.communicate(timeout=HANG_S)
     endpoint = job_server[1].split("=", 1)[1]
-    assert launcher.returncode == 130 and stderr.strip().splitlines() == [
+    assert launcher.returncode == 130 and stderr.strip().splitlines() == [(
         f"clozeforge prep: stopped by SIGINT; PortableRunner job {job['id']} (started {job['started']}) goes on without "
         f"it and writes --output until it ends; to stop it: cancel it on its runner (Flink's or Spark's web UI or CLI; "
-        f"the Job API's Cancel at {endpoint}); once it has ended, rerun with --ended-job {job['id']}"], stderr[-3000:]
+        f"the Job API's Cancel at {endpoint}); once it has ended, rerun with --ended-job {job['id']}")], stderr[-3000:]
     assert run_file(out)["job"]["state"] == "RUNNING"
 
     refused = launch(*argv)
     _, stderr = refused.communicate(timeout=HANG_S)
-    assert refused.returncode == 2 and stderr.strip().splitlines() == [
+    assert refused.returncode == 2 and stderr.strip().splitlines() == [(
         f"clozeforge prep: error: --output {out}: PortableRunner job {job['id']} (started {job['started']}) may still be "
         f"writing there (a job goes on when its launcher stops); to stop it: cancel it on its runner (Flink's or "
         f"Spark's web UI or CLI; the Job API's Cancel at {endpoint}); once it has ended, rerun with --ended-job "
-        f"{job['id']}"], stderr[-3000:]
+        f"{job['id']}")], stderr[-3000:]
 
     # the job, untouched by the refused rerun, finishes on its own
     assert poll_until(lambda: job_state(endpoint, job["id"]) in ("DONE", "FAILED", "CANCELLED"), timeout=HANG_S)
@@ -130,6 +134,6 @@ def test_a_job_that_outlives_its_launcher_keeps_the_output_until_it_is_said_to_h
     again = launch(*argv)  # its launcher never saw it end: the user says so
     assert again.wait(timeout=HANG_S) == 2
     done = launch(*prep_argv(paragraphs_dir, out, "--ended-job", job["id"]))  # the default runner this time
-    stdout, stderr = done.communicate(timeout=HANG_S)
+    _, stderr = done.communicate(timeout=HANG_S)
     assert done.returncode == 0, stderr[-3000:]
     assert digest_tree(str(out)) == default_run[2] and "job" not in run_file(out)

@@ -30,6 +30,25 @@ def test_auto_uses_run_files_only_on_the_local_runners(runner, expected):
     assert shuffle_via_runner("files", options) is False and shuffle_via_runner("runner", options) is True
 
 
+@pytest.mark.parametrize(("argv", "kind", "outlives"), [
+    (["--runner=DataflowRunner"], "Dataflow", True),
+    (["--runner=FlinkRunner", "--flink_master=flink-jobmanager:8081"], "Flink", True),
+    (["--runner=FlinkRunner"], "Flink", False),  # [auto]: Flink itself runs in the job server under the launcher
+    (["--runner=SparkRunner", "--spark_master_url=spark://spark-master:7077"], "Spark", True),
+    (["--runner=SparkRunner"], "Spark", False),  # local[4]
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], "portable", True),
+    (["--runner=PortableRunner", "--job_endpoint=embed"], "portable", False),
+    (["--runner=FnApiRunner"], "local", False), (["--runner=BundleBasedDirectRunner"], "local", False),
+])
+def test_a_job_is_recorded_where_it_outlives_its_launcher(argv, kind, outlives):
+    from pipelines import runners
+
+    options = PipelineOptions(argv)
+    assert runners.kind_of(options).name == kind and runners.outlives_launcher(options) is outlives
+    record = {"runner": argv[0].split("=")[1], "id": "j1", **runners.kind_of(options).place(options)}
+    assert (runners.cancel_hint(record) != "") is (kind != "local")
+
+
 TIED = [("s", pos, f"value {i}".encode() * (i % 3 + 1), 1) for i, pos in enumerate([7 << 60] * 6 + [1 << 62] * 3 + [3 << 61])]
 """Records of one stream (stream, pos, value, size), nine of them on two positions: ties for the pair shuffle."""
 

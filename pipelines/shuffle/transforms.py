@@ -2,7 +2,8 @@
 
 GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order); the
                     keys' hashes cut into ceil(records / rows_per_partition) ranges, one reader each.
-GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order]) for every
+GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order, equal positions in
+                    the order of the values' encoded bytes]) for every
                     index of range(count), empty ones included, where `count` comes from the stream's
                     totals: ranges(stream, rows, sum of sizes, *side inputs). A value lands in range
                     keys.bucket(pos, count), so a uniform 64-bit pos gives a uniform random split, and the

@@ -3,6 +3,7 @@
     prep.py      the `clozeforge prep` entry point: flags → PrepConfig → the Beam pipeline → summary
     config.py    PrepConfig, every setting of a run
     graph.py     which stage feeds which
+    runners.py   the kinds of Beam runner: local or not, whether a job outlives its launcher, how to cancel it
     stages/      the Beam PTransforms, one a module, in graph order      (needs Beam)
     shuffle/     prep's shuffles through run files                      (needs Beam; runs.py does not)
     documents/   what happens to one document: read, clean, split, hash (no Beam)

@@ -97,6 +97,10 @@ class PrepConfig(Config):
     overwrite: bool = False
     """Replace the outputs of another run in --output (files the new run does not write are removed);
     without it, such a directory is refused. A rerun with the same settings needs no --overwrite."""
+    ended_job: str | None = flag(None, metavar="JOB_ID")
+    """The job on a remote runner (Dataflow, a Flink or Spark job server) that --output's run file records as still
+    running has ended: you cancelled it, or saw it finish or fail. Without this, prep refuses such a directory, since
+    the job would go on writing there (its launcher's Ctrl-C or lost terminal does not stop it)."""
     verbose: bool = False
     """Show Apache Beam's own log lines (warnings, start-up messages) on stderr; without it only errors pass."""
 
@@ -135,8 +139,9 @@ class PrepConfig(Config):
 
     def settings(self) -> dict[str, Any]:
         """What the outputs depend on, as JSON would give it back: not where they go, how they were shuffled,
-        --overwrite, --progress or --verbose."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("output", "overwrite", "progress", "shuffle", "verbose")}
+        --overwrite, --ended-job, --progress or --verbose."""
+        body = {k: v for k, v in self.to_dict().items()
+                if k not in ("output", "overwrite", "ended_job", "progress", "shuffle", "verbose")}
         return json.loads(json.dumps(body))
 
 

@@ -4,12 +4,17 @@
                                                                └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ ...
     ... ─ MakeNspPairs ─ WriteShards ─ Finalize
 
-Decontaminate runs only with --decontaminate. Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
-until then, and every shuffle of documents, word counts or pairs goes, on the local runners, through run
-files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with
-the corpus. On a runner with a disk-backed shuffle (Dataflow, Flink, Spark) the same transforms use Beam's
-GroupByKey instead (--shuffle; pipelines/shuffle/README.md). Every drop
-of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
+Decontaminate runs only with --decontaminate. Tokenize reads the documents back from the clean shards once the
+vocabulary exists, rather than Beam holding them until then, and every shuffle of documents, word counts or
+pairs goes, on the local runners, through run files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each
+is read: a run's memory does not grow with the corpus. On any other runner (Dataflow, Flink, Spark, the
+portable Job API) the same transforms use Beam's GroupByKey instead (--shuffle; pipelines/shuffle/README.md).
+Every drop of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
+
+Nothing under clean/, vocab/ or pairs/ is written before Finalize: the shard and vocabulary writers write each
+attempt's files under DIR/.tmp-<id>/ and pass on their Staged records, and Finalize, which sees only the
+committed attempts' records, renames those files into place (pipelines/outputs/attempts.py). A runner that
+retries, duplicates or splits a bundle, or recomputes a stage, leaves the same outputs.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     """Add prep's stages to `p`; `leftovers` (what the start of the run removed) goes into report.json, and
     with `progress` (a local directory) the stages report their counts there (pipelines/outputs/progress.py)."""
     out = config.output
-    temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")
+    temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")  # the run's: run files, and the attempts' staged files
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
     read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read, output=config.output)
     cleaned = read["docs"] | "CleanDocuments" >> CleanDocuments(
@@ -64,12 +69,12 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
 
     vocab_dir = posixpath.join(out, "vocab")
     if config.vocab:
-        vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir)
+        vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir, staging=scratch.sub("vocab").directory)
     else:
         vocab = (
             docs
             | "CountWords" >> CountWords(config.wordpiece.lowercase, config.vocab_max_words, scratch.sub("words"))
-            | "LearnWordPiece" >> LearnWordPiece(config.wordpiece, vocab_dir)
+            | "LearnWordPiece" >> LearnWordPiece(config.wordpiece, vocab_dir, staging=scratch.sub("vocab").directory)
         )
 
     tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)

@@ -8,6 +8,9 @@ Out: DIR/clean/*.parquet, DIR/vocab/ (schemas/vocab.py), DIR/pairs/*.arrow + man
      DirectRunner's engine, minus the attempt to fetch the Prism binary).
 Order: flags, then the inputs (matched; an object store must answer) and --vocab, then --output, then the
 corpus: a user error is one line before any work. SIGINT / SIGTERM end the run in one line (exit 130 / 143).
+A job on a runner that is not local (pipelines/runners.py) goes on without this process: --output's run file
+records it from its submission until prep sees it end, a stop says so and how to cancel it, and a rerun waits
+for --ended-job (pipelines/outputs/ownership.py); --no_wait_until_finish is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipelines import arguments
+from pipelines import arguments, runners
 from pipelines import config as prep_config
 from pipelines.documents.decontaminate import match_files
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
@@ -75,11 +78,6 @@ def parse(argv: list[str] | None = None) -> tuple[prep_config.PrepConfig, list[s
     return prep_config.from_args(args), beam_args
 
 
-LOCAL_RUNNERS = ("fnapirunner", "directrunner", "direct", "bundlebaseddirectrunner", "switchingdirectrunner", "prismrunner",
-                 "prism")
-"""Runners whose workers run on this machine, so that their progress files can be read here (lower case)."""
-
-
 def input_bytes(config: prep_config.PrepConfig) -> int | None:
     """The inputs' total size, when it measures their text (plain text and JSON lines); else None (no ETA)."""
     total = 0
@@ -105,10 +103,19 @@ def beam_logs(verbose: bool) -> Iterator[None]:
         beam_logger.setLevel(level)
 
 
-def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftovers: ownership.Leftovers) -> None:
+def pipeline_options(beam_args: list[str]) -> PipelineOptions:
+    """Beam's options for prep (FnApiRunner unless --runner says otherwise); a PrepError for one prep cannot honour."""
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=FnApiRunner", *beam_args]
     options = PipelineOptions(beam_args, save_main_session=False)
+    if options.view_as(StandardOptions).no_wait_until_finish:
+        raise PrepError("--no_wait_until_finish: prep waits for its job to end, to record in --output that the job no "
+                        "longer writes there and to print its report; to leave it running unattended, start prep in the "
+                        "background (nohup, tmux, a scheduler)")
+    return options
+
+
+def _run_pipeline(config: prep_config.PrepConfig, options: PipelineOptions, claim: ownership.Claim) -> None:
     # NOTE: Beam's SDK harness prints a failed bundle's traceback straight to stderr (sdk_worker.py), from
     # a subprocess under multi_processing; a logger level cannot quiet that, so fd 2 is held for those modes.
     direct = options.view_as(DirectOptions)
@@ -116,16 +123,14 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
     if (direct.direct_num_workers or 1) != 1 and not multi_worker:  # said here in one line, Beam's warning hidden
         print(f"clozeforge prep: note: --direct_num_workers {direct.direct_num_workers} has no effect without "
               "--direct_running_mode multi_threading or multi_processing", file=sys.stderr)
-    runner = (options.view_as(StandardOptions).runner or "").rsplit(".", 1)[-1].lower()
     show = config.progress == "always" or (config.progress == "auto" and sys.stderr.isatty())
-    progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runner in LOCAL_RUNNERS else None
+    progress_dir = tempfile.mkdtemp(prefix="clozeforge-progress-") if show and runners.kind_of(options).local else None
     try:
         # the reporter writes to the terminal's stderr as it was before quiet_workers holds fd 2
         reporter = progress.Reporter(progress_dir, input_bytes(config)) if progress_dir else contextlib.nullcontext()
         with reporter, quiet_workers(hold_stderr=multi_worker), beam_logs(config.verbose):
             try:
-                with beam.Pipeline(options=options) as p:
-                    build(p, config, leftovers, progress_dir)
+                _run_job(config, options, claim, progress_dir)
             except Exception as e:
                 message = prep_error_in(e) or os_error_in(e, config.output)
                 if message is None:
@@ -134,6 +139,24 @@ def _run_pipeline(config: prep_config.PrepConfig, beam_args: list[str], leftover
     finally:
         if progress_dir:
             shutil.rmtree(progress_dir, ignore_errors=True)
+
+
+def _run_job(config: prep_config.PrepConfig, options: PipelineOptions, claim: ownership.Claim, progress_dir: str | None) -> None:
+    """Build, submit and wait for the job; a remote job is recorded in --output's run file from its submission to
+    the moment this process sees it end (pipelines/outputs/ownership.py)."""
+    p = beam.Pipeline(options=options)
+    build(p, config, claim.leftovers, progress_dir)
+    result = p.run()
+    claim.job_submitted(runners.job_record(result, options))
+    try:
+        state = result.wait_until_finish()
+    finally:
+        if claim.job is not None:  # a failure, or an interrupt: record the end only if the job has ended
+            with contextlib.suppress(Exception):  # the runner may not answer: then the job may still run
+                if runners.ended(result.state):
+                    claim.job_ended(str(result.state))
+    if str(state) != "DONE":
+        raise PrepError(f"the job ended in state {state}, not DONE: --output {config.output} holds no complete run")
 
 
 def check_inputs(config: prep_config.PrepConfig) -> None:
@@ -154,10 +177,11 @@ def check_inputs(config: prep_config.PrepConfig) -> None:
 def run(argv: list[str] | None = None) -> dict:
     """Run prep; returns the report. Raises PrepError for user errors."""
     config, beam_args = parse(argv)
+    options = pipeline_options(beam_args)
     check_inputs(config)
     check_output(config.output)
-    with ownership.owned(config.output, config.settings(), overwrite=config.overwrite) as leftovers:
-        _run_pipeline(config, beam_args, leftovers)
+    with ownership.owned(config.output, config.settings(), overwrite=config.overwrite, ended_job=config.ended_job) as claim:
+        _run_pipeline(config, options, claim)
     with fsspec.open(posixpath.join(config.output, "report.json"), "r") as f:
         return json.load(f)
 
@@ -215,6 +239,17 @@ def stop_signals() -> Iterator[list[int]]:
             signal.signal(sig, handler)
 
 
+def _after_stop(argv: list[str] | None) -> str:
+    """What a stopped launcher leaves: nothing running, or a remote job that goes on and how to stop it."""
+    with contextlib.suppress(Exception):  # stopped before --output was checked: there is no job
+        job = ownership.running_job(parse(argv)[0].output)
+        if job is not None:
+            hint = runners.cancel_hint(job)
+            return (f"{runners.describe(job)} goes on without it and writes --output until it ends"
+                    f"{'; to stop it: ' + hint if hint else ''}; once it has ended, rerun with --ended-job {job['id']}")
+    return "no output is complete until report.json is written: rerun the same command to start again"
+
+
 def main(argv: list[str] | None = None) -> int:
     with stop_signals() as received:
         try:
@@ -226,10 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             if not received:
                 raise
             # NOTE: nothing is final before report.json: the rerun finds this run's settings in its run file,
-            # removes its temporaries (.tmp-*) and writes every output again.
+            # removes its temporaries (.tmp-*) and writes every output again. A remote job, though, goes on.
             name = signal.Signals(received[0]).name
-            print(f"clozeforge prep: stopped by {name}; no output is complete until report.json is written: rerun "
-                  "the same command to start again", file=sys.stderr)
+            print(f"clozeforge prep: stopped by {name}; {_after_stop(argv)}", file=sys.stderr)
             return 128 + received[0]  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports them
     output = parse(argv)[0].output
     print(summarize(report, output))

@@ -19,7 +19,7 @@ import fsspec
 from pipelines.errors import write_failed
 
 
-class _Sink:
+class Sink:
     """A binary file being written under a temporary name, hashed and measured as it goes."""
 
     def __init__(self, f, url: str):
@@ -45,7 +45,7 @@ class _Sink:
 
 @contextlib.contextmanager
 def open_atomically(url: str):
-    """Yields a _Sink for writing `url`; the file appears under its name only once it is complete."""
+    """Yields a Sink for writing `url`; the file appears under its name only once it is complete."""
     fs, path = fsspec.core.url_to_fs(url)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -54,7 +54,7 @@ def open_atomically(url: str):
     except OSError as e:
         raise write_failed(url, e) from None
     try:
-        yield _Sink(f, url)  # the caller's own errors (reading its input, say) pass through as they are
+        yield Sink(f, url)  # the caller's own errors (reading its input, say) pass through as they are
     except BaseException:
         with contextlib.suppress(OSError):  # a failed write leaves no half file under either name
             f.close()

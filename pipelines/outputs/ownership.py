@@ -2,14 +2,21 @@
 
 In:  the --output URL, the run's settings (PrepConfig.to_dict() without where it goes) and --overwrite.
 Out: `owned(...)`, held for the whole run: a lock (a second prep into the same directory stops in one line),
-     a refusal of a directory that holds another run's outputs unless --overwrite, the leftovers of dead
-     runs (`.tmp-*` directories, `*.tmp-*` files) removed and listed; and, at the end of a run,
-     `sweep(...)`, which removes every file under clean/, vocab/ and pairs/ that this run did not write.
+     a refusal of a directory that holds another run's outputs unless --overwrite, or that a remote job may
+     still write, the leftovers of dead runs (`.tmp-*` directories, `*.tmp-*` files) removed and listed; it
+     yields a Claim, which records the run's remote job. At the end of a run, `sweep(...)` removes every file
+     under clean/, vocab/ and pairs/ that this run did not write.
      Nothing outside clean/, vocab/, pairs/, report.json and the two dot files below is ever touched.
 
 Whose outputs a directory holds is recorded in RUN_FILE (the settings of the run that last wrote there),
 written once the directory is ours: a rerun with the same settings (say after kill -9) carries on, one
 with other settings is refused without --overwrite, as is a directory with outputs and no RUN_FILE.
+
+A job on a runner that is not local (pipelines/runners.py: Dataflow, a portable job server) goes on when its
+launcher stops, and goes on writing --output. So once it is submitted, RUN_FILE records it (runner, id, where it
+runs, state RUNNING) and, once the launcher sees it end, its final state. A run that finds a job recorded as
+RUNNING is refused in one line, whatever its settings and --overwrite, unless --ended-job names that job: a rerun
+would remove the job's temporaries, and the job's final sweep the rerun's outputs.
 
 The lock is schemas/lock.py's, the one the trainer's run directory uses: LOCK_FILE created exclusively,
 naming its owner, kept fresh by a heartbeat, taken over once its owner is gone (kill -9 on this host) or its
@@ -63,17 +70,47 @@ def _relative(root: str, path: str) -> str:
     return posixpath.relpath(path, root) if root else path
 
 
-def _check_owner(output: str, settings: dict, overwrite: bool) -> None:
+def _read_run_file(fs, root: str) -> tuple[dict | None, dict | None]:
+    """(the recorded settings, the recorded job) of RUN_FILE; (None, None) when there is none or it is unreadable."""
+    try:
+        body = json.loads(fs.cat_file(posixpath.join(root, RUN_FILE)))
+    except (FileNotFoundError, ValueError):
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    if "settings" not in body:  # the settings alone: a prep from before jobs were recorded
+        return body, None
+    return body.get("settings"), body.get("job")
+
+
+def running_job(output: str) -> dict | None:
+    """The remote job RUN_FILE records as possibly still writing `output`, if any."""
     fs, root = fsspec.core.url_to_fs(output)
-    run_file = posixpath.join(root, RUN_FILE)
+    _, job = _read_run_file(fs, root)
+    return job if job and job.get("state") == "RUNNING" else None
+
+
+def _check_job(output: str, job: dict | None, ended_job: str | None) -> None:
+    if job is None or job.get("state") != "RUNNING":
+        return
+    if ended_job is not None and ended_job == job.get("id"):
+        return
+    from pipelines.runners import cancel_hint, describe
+
+    hint = cancel_hint(job)
+    raise PrepError(f"--output {output}: {describe(job)} may still be writing there (a job goes on when its launcher "
+                    f"stops){'; to stop it: ' + hint if hint else ''}; once it has ended, rerun with --ended-job "
+                    f"{job.get('id')}")
+
+
+def _check_owner(output: str, settings: dict, overwrite: bool, ended_job: str | None = None) -> None:
+    fs, root = fsspec.core.url_to_fs(output)
+    previous, job = _read_run_file(fs, root)
+    _check_job(output, job, ended_job)
     found = [name for name in (*AREAS, REPORT_FILE) if fs.exists(posixpath.join(root, name))]
     if not found or overwrite:  # nothing of a run's outputs here (a run that failed at once leaves only RUN_FILE)
         return
-    if fs.exists(run_file):
-        try:
-            previous = json.loads(fs.cat_file(run_file))
-        except ValueError:
-            previous = None
+    if fs.exists(posixpath.join(root, RUN_FILE)):
         if previous == settings:
             return
         differ = sorted(k for k in set(settings) | set(previous or {}) if (previous or {}).get(k) != settings.get(k))
@@ -117,20 +154,48 @@ def remove_leftovers(output: str) -> Leftovers:
     return Leftovers(paths=tuple(shown), bytes=sum(found[rel] for rel in leftovers))
 
 
+@dataclasses.dataclass
+class Claim:
+    """A run's hold on --output (owned's): what its start removed, and the record of its remote job."""
+
+    output: str
+    settings: dict
+    leftovers: Leftovers = dataclasses.field(default_factory=Leftovers)
+    job: dict | None = None
+
+    def write(self) -> None:
+        fs, root = fsspec.core.url_to_fs(self.output)
+        body = {"settings": self.settings, **({"job": self.job} if self.job else {})}
+        fs.pipe_file(posixpath.join(root, RUN_FILE), json.dumps(body, sort_keys=True).encode())
+
+    def job_submitted(self, job: dict | None) -> None:
+        """Record a submitted job that can outlive this process (pipelines/runners.job_record; None: a local run)."""
+        if job is not None:
+            self.job = job
+            self.write()
+
+    def job_ended(self, state: str) -> None:
+        """Record that the job stopped for good, in Beam's PipelineState `state`: --output is free again."""
+        if self.job is not None and self.job.get("state") != state:
+            self.job = {**self.job, "state": state}
+            self.write()
+
+
 @contextlib.contextmanager
-def owned(output: str, settings: dict, *, overwrite: bool) -> Iterator[Leftovers]:
-    """Hold `output` for one run: lock it, check whose outputs it holds, remove leftovers, record the run."""
+def owned(output: str, settings: dict, *, overwrite: bool, ended_job: str | None = None) -> Iterator[Claim]:
+    """Hold `output` for one run: lock it, check whose outputs it holds and that no remote job may still write
+    there (unless `ended_job` names it), remove leftovers, record the run."""
     with _lock(output):
-        _check_owner(output, settings, overwrite)
-        leftovers = remove_leftovers(output)
-        fs, root = fsspec.core.url_to_fs(output)
-        fs.pipe_file(posixpath.join(root, RUN_FILE), json.dumps(settings, sort_keys=True).encode())
-        yield leftovers
+        _check_owner(output, settings, overwrite, ended_job)
+        claim = Claim(output, settings, remove_leftovers(output))
+        claim.write()
+        yield claim
 
 
 def sweep(output: str, written: Iterable[str]) -> list[str]:
     """Remove every file under clean/, vocab/ and pairs/ except `written` (paths relative to `output`, as
-    the manifest lists them) and the vocabulary's own files; returns what was removed, relative to `output`."""
+    the manifest lists them), the vocabulary's own files and temporaries (`*.tmp-*`); returns what was removed,
+    relative to `output`."""
     fs, root = fsspec.core.url_to_fs(output)
     keep = set(written) | {posixpath.join("vocab", name) for name in vocab_files.FILES}
     removed = []
@@ -139,7 +204,8 @@ def sweep(output: str, written: Iterable[str]) -> list[str]:
             continue
         for path in sorted(fs.find(posixpath.join(root, area))):
             rel = _relative(root, path)
-            if rel not in keep:
+            # another attempt of the final step may be writing a temporary: the next run removes a dead one's
+            if rel not in keep and not is_leftover(rel):
                 fs.rm(path)
                 removed.append(rel)
     return removed

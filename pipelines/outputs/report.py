@@ -69,6 +69,6 @@ def build_report(
         "files": per_file,
         "unbalanced": [path for path, entry in per_file.items() if not is_balanced(entry)],
         "pairs": pair_stats,
-        "vocab": {k: v for k, v in vocab.items() if k != "directory"},
+        "vocab": {k: v for k, v in vocab.items() if k not in ("directory", "staged")},  # where it was staged is not what it is
         "config": config,
     }

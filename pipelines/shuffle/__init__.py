@@ -1,5 +1,5 @@
 """Prep's shuffles: through sorted run files on the output's storage on the local runners (whose GroupByKey
-is held in memory), through the runner's own GroupByKey where that is disk-backed (README.md: why, costs).
+is held in memory), through the runner's own GroupByKey everywhere else (README.md: why, costs).
 
     runs.py        run files (no Beam): sorted, zstd blocks, read back by position range
     transforms.py  GroupByKeyViaFiles and GroupIntoRanges, the Beam transforms built on them (or on GroupByKey)
@@ -7,20 +7,16 @@ is held in memory), through the runner's own GroupByKey where that is disk-backe
 
 from pipelines.shuffle.transforms import GroupByKeyViaFiles, GroupIntoRanges, Scratch, scratch_or_local
 
-DISK_BACKED_RUNNERS = ("dataflow", "flink", "spark")
-"""Runners (by name, any case, prefix or suffix: DataflowRunner, FlinkRunner, SparkRunner, TestDataflowRunner)
-whose shuffle spills to disk or to a shuffle service, so that Beam's GroupByKey does not grow a worker's memory."""
-
 
 def shuffle_via_runner(mode: str, options) -> bool:
-    """--shuffle MODE with the pipeline's options → whether the shuffles use Beam's GroupByKey."""
+    """--shuffle MODE with the pipeline's options → whether the shuffles use Beam's GroupByKey. `auto` does on every
+    runner that is not a local one (pipelines/runners.py): Dataflow, and PortableRunner, FlinkRunner or SparkRunner,
+    which recompute a lost stage and would then look for run files already removed."""
     if mode != "auto":
         return mode == "runner"
-    from apache_beam.options.pipeline_options import StandardOptions
+    from pipelines.runners import kind_of
 
-    runner = options.view_as(StandardOptions).runner
-    name = (runner if isinstance(runner, str) else type(runner).__name__ if runner else "").lower()
-    return any(kind in name for kind in DISK_BACKED_RUNNERS)
+    return not kind_of(options).local
 
 
-__all__ = ["DISK_BACKED_RUNNERS", "GroupByKeyViaFiles", "GroupIntoRanges", "Scratch", "scratch_or_local", "shuffle_via_runner"]
+__all__ = ["GroupByKeyViaFiles", "GroupIntoRanges", "Scratch", "scratch_or_local", "shuffle_via_runner"]

@@ -5,7 +5,8 @@ In:  records (pos, key, payload): `pos` a uniform 64-bit int that orders and pla
      (pipelines/shuffle/payload.py: msgpack of known record types, never pickle).
 Out: run files under a temporary directory (local or any fsspec URL), each sorted by (pos, key) and cut
      into zstd blocks, described by a RunInfo (path, rows, and the pos range and byte range of every
-     block); and, back from a set of runs, the records whose pos lies in [lo, hi), merged in order.
+     block); and, back from a set of runs, the records whose pos lies in [lo, hi), merged in (pos, key,
+     payload) order, whichever runs they came in.
 
 NOTE: Beam's local FnApiRunner holds every GroupByKey's data and every PCollection that waits for a side
 input in its own memory, so a prep run whose stages meet through Beam's shuffle needs memory in proportion
@@ -121,8 +122,16 @@ def read_range(run: RunInfo, lo: int, hi: int) -> Iterator[tuple[int, bytes, byt
 
 
 def merge_range(runs: Iterable[RunInfo], lo: int, hi: int) -> Iterator[tuple[int, bytes, bytes]]:
-    """Records with lo <= pos < hi from all `runs`, merged in (pos, key) order (one block per run in memory)."""
-    return heapq.merge(*(read_range(run, lo, hi) for run in runs), key=lambda r: (r[0], r[1]))
+    """Records with lo <= pos < hi from all `runs` (each run file once), merged in (pos, key, payload) order (one
+    block per run in memory).
+
+    NOTE: the payload breaks ties of (pos, key), as it does inside a run: merged by (pos, key) alone, equal records
+    came out in the order of `runs`, which is the order the runner listed the spilled runs in, and that changes
+    with the bundles (a retried or split bundle, another worker count). A run listed twice is read once: Beam's
+    FnApiRunner hands a side input the elements of a stage that ran in several bundles (a split, a checkpoint)
+    once per later bundle (fn_runner.py's commit_side_inputs_to_state appends the whole buffer after each one)."""
+    unique = {run.path: run for run in runs}
+    return heapq.merge(*(read_range(run, lo, hi) for run in unique.values()))
 
 
 def range_bounds(index: int, count: int) -> tuple[int, int]:

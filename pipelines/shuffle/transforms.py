@@ -2,7 +2,8 @@
 
 GroupByKeyViaFiles: (key, value) → (key, [values]), as beam.GroupByKey (values in no particular order); the
                     keys' hashes cut into ceil(records / rows_per_partition) ranges, one reader each.
-GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order]) for every
+GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [values in pos order, equal positions in
+                    the order of the values' encoded bytes]) for every
                     index of range(count), empty ones included, where `count` comes from the stream's
                     totals: ranges(stream, rows, sum of sizes, *side inputs). A value lands in range
                     keys.bucket(pos, count), so a uniform 64-bit pos gives a uniform random split, and the
@@ -19,8 +20,9 @@ GroupIntoRanges:    (stream, pos, value, size) → ((stream, index, count), [val
 With Scratch.via_runner both are Beam's GroupByKey instead (for Dataflow, Flink, Spark; README.md), with
 the same outputs. Otherwise both are _SpilledRanges: spill the input to sorted runs (SpillFn, memory: `spill_bytes` a bundle), pass only
 the RunInfos through Beam (a side input), read each range back from every run (one block per run in
-memory), and remove the runs once every reader is done. Outputs do not depend on bundles or workers:
-readers merge by (pos, key), and every consumer here sorts a group before using it.
+memory), and remove the runs once every reader is done. Outputs do not depend on bundles, attempts or workers:
+readers merge by (pos, key, payload), _GroupedRanges sorts by (pos, encoded value) the same way, and every
+consumer here sorts a group before using it.
 """
 
 from __future__ import annotations
@@ -152,10 +154,39 @@ class _SpilledRanges(beam.PTransform):
         _ = (
             records.pipeline
             | "CleanupTrigger" >> beam.Create([None])
-            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(read.done),
+            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(own_step(read.done, "Done")),
                                     beam.pvalue.AsList(spilled))
         )
-        return {"main": read.out, **{tag: read[tag] for tag in self.tags}} if self.tags else read.out
+        out = own_step(read.out, "Out")
+        return {"main": out, **{tag: read[tag] for tag in self.tags}} if self.tags else out
+
+
+def own_step(outputs, label: str):
+    """One output of a multi-output ParDo, passed through a step of its own, for a side input to read.
+
+    NOTE: Beam's BundleBasedDirectRunner (the local runner that retries failed bundles) fills a side input read
+    from one output of a multi-output ParDo with the elements of all its outputs, or of none: its
+    EvaluationContext._update_side_inputs_container looks at the first output bundle's PCollection only
+    (Beam 2.77). Finalize then saw no shard (files mode) and swept the shards away. A single-output step in
+    between gives the side input that output alone; it costs a call per element, fused into the step before."""
+    return outputs | label >> beam.Map(lambda x: x)
+
+
+def _in_order(placed) -> list:
+    """(pos, value) pairs → the values in pos order, equal positions in the order of their encoded bytes: the order
+    the run files give (runs.merge_range), whatever order GroupByKey delivered them in.
+
+    NOTE: positions are 64-bit hashes, so ties are rare (a collision, or one document id read twice), but GroupByKey's
+    order differs between attempts of a stage: a shard written from a tie in arrival order was not the same bytes
+    twice, and an attempt that renamed last left a shard whose sha256 was not the manifest's."""
+    ordered = sorted(placed, key=lambda pv: pv[0])
+    values = []
+    for _, tied in itertools.groupby(ordered, key=lambda pv: pv[0]):
+        group = [value for _, value in tied]
+        if len(group) > 1:
+            group.sort(key=payload.encode)
+        values.extend(group)
+    return values
 
 
 def _with_pos(element):
@@ -242,8 +273,7 @@ class _GroupedRanges(beam.PTransform):
 
         def consume(element, *sides):
             work, placed = element
-            values = sorted((pv for pv in placed if pv is not None), key=lambda pv: pv[0])
-            return values_to(work, (value for _, value in values), *sides)
+            return values_to(work, _in_order(pv for pv in placed if pv is not None), *sides)
 
         placed = records | "Place" >> beam.Map(place, beam.pvalue.AsDict(counts)).with_output_types(typing.Any)
         every_range = counts | "EveryRange" >> beam.FlatMap(lambda kv: [((kv[0], i, kv[1]), None) for i in range(kv[1])])
@@ -253,4 +283,6 @@ class _GroupedRanges(beam.PTransform):
             | "GroupByRange" >> beam.GroupByKey()
             | "Consume" >> beam.FlatMap(consume, *self.side_inputs).with_outputs(*self.tags, main="main")
         )
-        return {"main": consumed.main, **{tag: consumed[tag] for tag in self.tags}} if self.tags else consumed.main
+        if not self.tags:
+            return consumed.main
+        return {"main": own_step(consumed.main, "Out"), **{tag: consumed[tag] for tag in self.tags}}

@@ -3,7 +3,17 @@
 In:  Drops (from ReadCorpus, CleanDocuments, Deduplicate), kept Docs and ReadCorpus' (path, key) tally keys.
 Out: ((path, key), count) sums, key 'read', 'kept', 'dropped:<reason>' or 'event:<kind>', which prep adds up
      per file into report.json (pipelines/outputs/report.py); the `dropped_<reason>` and `records_kept`
-     counters are bumped here and nowhere else, so Beam's counters equal the report's totals.
+     counters are bumped here and nowhere else.
+
+What each counts. report.json counts through the data: a tally is an element, and a runner passes on the
+elements of the attempt of a bundle it committed only, so the report counts every record once on any runner,
+whatever it retries. The counters count what workers did: every attempt of a bundle that got as far as a
+record, failed and duplicate attempts included, under `attempted`; `committed`, where a runner reports it,
+is meant to leave failed attempts out, but not every runner keeps to that: Beam's BundleBasedDirectRunner keeps
+a failed attempt's counts in its retry's (tests/pipelines/test_runners.py shows both above the report). So the
+counters equal the report's totals when no bundle was retried or run twice (tests/pipelines/test_prep.py checks
+it on the FnApiRunner), and may exceed them otherwise: they are progress to watch in a runner's console, and
+report.json is the figure.
 
 Each tally step counts its bundle's records in a dict and emits one sum per distinct key when the bundle
 ends: what crosses from stage to stage is a few sums per file, not an element per record (Beam's local
@@ -54,8 +64,8 @@ def _kept_key(doc) -> tuple[str, str]:
 
 
 def count_drops(label_prefix: str):
-    """Drops → their ((path, 'dropped:<reason>'), count) sums; bumps `dropped_<reason>`. The only place a drop
-    is counted, so the counters equal report.json's totals."""
+    """Drops → their ((path, 'dropped:<reason>'), count) sums; bumps `dropped_<reason>`, once per record an attempt
+    handled (the module docstring says when that is more than report.json's count)."""
     return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(_drop_key))
 
 

@@ -29,6 +29,7 @@ from apache_beam.transforms.window import GlobalWindows
 from pipelines import wordpiece
 from pipelines.documents.records import Doc
 from pipelines.shuffle import Scratch, runs
+from pipelines.shuffle.transforms import own_step
 from pipelines.wordpiece.prune import word_bound
 
 _BYTES_PER_COUNTED_WORD = 128  # a Counter entry of a short str: key, int, hash slot (measured order of magnitude)
@@ -192,6 +193,7 @@ class CountWords(beam.PTransform):
         _ = (
             docs.pipeline
             | "CleanupTrigger" >> beam.Create([None])
-            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(kept.done), spilled_list)
+            | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(own_step(kept.done, "Done")),
+                                    spilled_list)
         )
         return {"counts": kept.counts, "bound": bound}

@@ -1,12 +1,17 @@
-"""Finalize: the last step of prep, once every shard is written: token counts, the manifest, the report.
+"""Finalize: the last step of prep, once every shard is written: commit, token counts, the manifest, the report.
 
-In:  the ShardInfo of every pair shard, the clean/ shards' URLs, the vocabulary summary, the accounting
-     tallies, the pair statistics and the summed token counts (all side inputs), the run's PrepConfig and
-     the leftovers its start removed (pipelines/outputs/ownership.py).
-Out: (run once, on one worker) vocab/token_counts.txt, pairs/manifest.json (written last among the pair files: its
-     presence marks pairs/ complete) and report.json (with the --decontaminate files and their sha256); the
-     shuffles' temporary directory is removed, and so is every file under clean/, vocab/ and pairs/ that this
-     run did not write.
+In:  the (ShardInfo, Staged) of every pair shard, the Staged clean/ shards, the vocabulary summary (with its
+     Staged files), the accounting tallies, the pair statistics and the summed token counts (all side inputs),
+     the run's PrepConfig and the leftovers its start removed (pipelines/outputs/ownership.py).
+Out: (run once, on one worker) the committed attempts' files renamed into vocab/, clean/ and pairs/
+     (pipelines/outputs/attempts.py), vocab/token_counts.txt, pairs/manifest.json (written last among the pair
+     files: its presence marks pairs/ complete) and report.json (with the --decontaminate files and their
+     sha256); every file under clean/, vocab/ and pairs/ that this run did not write is removed, and so is the
+     run's temporary directory (run files, staged files of failed or duplicate attempts).
+
+A runner may retry this step, or run it twice at once: every write here goes through a temporary name of the
+attempt's own (outputs/atomic.py), a rename done by an earlier try is found in place and skipped, and the sweep
+leaves other attempts' temporaries alone.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import fsspec
 
 from pipelines import config as prep_config
 from pipelines.documents.decontaminate import NGRAM
+from pipelines.errors import PrepError
 from pipelines.outputs.atomic import put_atomically
+from pipelines.outputs.attempts import commit_all
 from pipelines.outputs.ownership import Leftovers, sweep
 from pipelines.outputs.report import build_report
 from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
@@ -30,17 +37,18 @@ from schemas.manifest import MANIFEST_NAME
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
              token_counts, clean_shards, eval_files=()) -> dict:
-    """Write token counts, the manifest (last: its presence marks pairs/ complete) and the report; remove
-    the shuffles' temporary directory (its run files are gone already, directories may remain) and every
-    file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under --overwrite)."""
+    """Commit the staged files, write token counts, the manifest (last: its presence marks pairs/ complete) and the
+    report; remove every file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under
+    --overwrite) and the run's temporary directory."""
     out = config.output
-    fs, temp_path = fsspec.core.url_to_fs(temp)
-    if fs.exists(temp_path):
-        fs.rm(temp_path, recursive=True)
     vocab_dir = posixpath.join(out, "vocab")
+    shards = one_each(shards, lambda s: s[0].path, "pair shards")
+    clean_shards = one_each(clean_shards, lambda s: s.final, "clean shards")
+    tallies, stats = one_each(tallies, lambda t: t[0], "tallies"), one_each(stats, lambda t: t[0], "pair statistics")
+    commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards)])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
-    shards = sorted(shards, key=lambda s: s.path)
+    shards = sorted((info for info, _ in shards), key=lambda s: s.path)
     manifest = Manifest(
         vocab={
             "file": f"../vocab/{vocab_files.VOCAB_FILE}",
@@ -56,10 +64,14 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
         config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )
-    manifest.write(posixpath.join(out, "pairs"))
+    # NOTE: not Manifest.write, whose temporary name (manifest.json.tmp) two attempts of this step would share
+    put_atomically(posixpath.join(out, "pairs", MANIFEST_NAME), manifest.to_json().encode())
     written = [posixpath.join("pairs", MANIFEST_NAME), *(posixpath.join("pairs", s.path) for s in shards),
-               *(posixpath.join("clean", posixpath.basename(url)) for url in clean_shards)]
+               *(posixpath.join("clean", posixpath.basename(staged.final)) for staged in clean_shards)]
     replaced = sweep(out, written)
+    fs, temp_path = fsspec.core.url_to_fs(temp)
+    if fs.exists(temp_path):
+        fs.rm(temp_path, recursive=True)
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
@@ -70,6 +82,24 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     return report
 
 
+def one_each(items, key, what: str) -> list:
+    """`items` with one element per key (a shard's path, a tally's (file, key)), in their order.
+
+    NOTE: each of Finalize's side inputs holds one element per key, but a runner may hand one over twice: Beam's
+    FnApiRunner gives a side input the elements of a stage that ran in several bundles (a split, a checkpoint)
+    once per later bundle (fn_runner.py's commit_side_inputs_to_state appends the whole buffer after each one);
+    counted twice, a tally would unbalance the report, and a shard would be listed twice in the manifest. Equal
+    copies are one element; two different ones for a key (two committed attempts that differ) are an error."""
+    seen: dict = {}
+    for item in items:
+        k = key(item)
+        if k in seen and seen[k] != item:
+            raise PrepError(f"the runner committed two different {what} for {k}: {seen[k]} and {item}; its outputs "
+                            "cannot be trusted, run again")
+        seen.setdefault(k, item)
+    return list(seen.values())
+
+
 def _decontamination(eval_files) -> dict:
     """What finetune compares with the files it scores on (by sha256): were they kept out of this corpus?"""
     files = [{"url": f.url, "sha256": f.sha256, "long_texts": f.long_texts} for f in eval_files]
@@ -77,7 +107,7 @@ def _decontamination(eval_files) -> dict:
 
 
 class Finalize(beam.PTransform):
-    """PBegin → the report (a singleton), once every input below is complete."""
+    """PBegin → the report (a singleton), once every input below is complete; the step that commits the run."""
 
     def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
                  token_counts, clean_shards, eval_files=()):

@@ -1,6 +1,7 @@
-"""Tokenize: clean/ shard URLs → TokenizedDoc (word-piece ids per sentence), and the corpus's token counts.
+"""Tokenize: clean/ shards (WriteCleanDocs' Staged files) → TokenizedDoc (word-piece ids per sentence), and the
+corpus's token counts.
 
-The documents are read back from clean/ once the vocabulary exists (rather than waiting in the runner's
+The documents are read back from the staged clean shards once the vocabulary exists (rather than waiting in the runner's
 memory), and every sentence is encoded with the vocabulary the same pipeline learned: a side input, so the
 encoder loads once per worker on first use. Ids are tallied per bundle for the unigram table the trainer's
 random-token sampling reads (vocab/token_counts.txt).
@@ -76,7 +77,7 @@ def sum_token_counts(arrays) -> np.ndarray:
 
 
 class Tokenize(beam.PTransform):
-    """clean/ shard URLs → {"docs": TokenizedDoc, "token_counts": summed id counts}; `vocab` is the singleton summary."""
+    """Staged clean shards → {"docs": TokenizedDoc, "token_counts": summed id counts}; `vocab` is the singleton summary."""
 
     def __init__(self, vocab, cache_size: int = wordpiece.DEFAULT_CACHE_SIZE):
         super().__init__()
@@ -85,7 +86,7 @@ class Tokenize(beam.PTransform):
     def expand(self, clean_shards):
         encoded = (
             clean_shards
-            | "ReadCleanDocs" >> beam.FlatMap(read_clean_shard)
+            | "ReadCleanDocs" >> beam.FlatMap(lambda staged: read_clean_shard(staged.attempt))
             | "Encode" >> beam.ParDo(TokenizeFn(self.cache_size), beam.pvalue.AsSingleton(self.vocab)).with_outputs("token_counts", main="docs")
         )
         counts = encoded.token_counts | "SumTokenCounts" >> beam.CombineGlobally(sum_token_counts)

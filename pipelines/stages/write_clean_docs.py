@@ -1,7 +1,9 @@
-"""WriteCleanDocs: Doc → Parquet shards of the CLEAN_DOC schema under clean/ (rows in a seeded random order).
+"""WriteCleanDocs: Doc → Parquet shards of the CLEAN_DOC schema, staged for clean/ (rows in a seeded random order).
 
-Output: the URL of every shard written; Tokenize reads them back (pipelines/outputs/shards.read_clean_shard)
-once the vocabulary exists, so the documents wait on disk, not in the runner's memory.
+Output: a Staged record (pipelines/outputs/attempts.py) per shard: each attempt writes its own file under the
+scratch directory's staged/, Tokenize reads the committed attempt's file back (pipelines/outputs/shards.
+read_clean_shard) once the vocabulary exists, so the documents wait on disk, not in the runner's memory, and
+Finalize renames it to clean/<name>.
 """
 
 from __future__ import annotations
@@ -14,28 +16,28 @@ import apache_beam as beam
 
 from pipelines.documents import keys
 from pipelines.documents.records import Doc
-from pipelines.outputs.atomic import open_atomically
+from pipelines.outputs.attempts import Staged, open_attempt
 from pipelines.outputs.shards import shard_count_by_rows, shard_name, write_clean_docs
-from pipelines.shuffle import GroupIntoRanges, Scratch
+from pipelines.shuffle import GroupIntoRanges, Scratch, scratch_or_local
 
 
-def _write_clean_shard(work: tuple[str, int, int], docs: Iterable[Doc], *, directory: str) -> Iterator[str]:
-    """GroupIntoRanges' consumer: one clean/ shard, a row group at a time, in shuffle-key order → its URL."""
+def _write_clean_shard(work: tuple[str, int, int], docs: Iterable[Doc], *, directory: str, staging: str) -> Iterator[Staged]:
+    """GroupIntoRanges' consumer: one clean/ shard, a row group at a time, in shuffle-key order → its Staged file."""
     _, index, count = work
-    url = posixpath.join(directory, shard_name("clean", index, count, "parquet"))
-    with open_atomically(url) as sink:
+    with open_attempt(staging, posixpath.join(directory, shard_name("clean", index, count, "parquet"))) as sink:
         write_clean_docs(sink, docs)
-    yield url
+    yield sink.staged()
 
 
 class WriteCleanDocs(beam.PTransform):
-    """Doc → Parquet shards of the CLEAN_DOC schema under `directory` (rows in a seeded random order); outputs their URLs."""
+    """Doc → Parquet shards of the CLEAN_DOC schema for `directory` (rows in a seeded random order); outputs their
+    Staged records."""
 
     def __init__(self, directory: str, docs_per_shard: int = 50_000, scratch: Scratch | None = None):
         super().__init__()
         self.directory = directory
         self.docs_per_shard = docs_per_shard
-        self.scratch = scratch
+        self.scratch = scratch_or_local(scratch)  # the run files, and staged/ for the attempts' shard files
 
     def expand(self, docs):
         per_shard = self.docs_per_shard
@@ -46,6 +48,7 @@ class WriteCleanDocs(beam.PTransform):
             >> GroupIntoRanges(
                 self.scratch,
                 lambda _, docs, __: shard_count_by_rows(docs, per_shard),
-                consume=functools.partial(_write_clean_shard, directory=self.directory),
+                consume=functools.partial(_write_clean_shard, directory=self.directory,
+                                          staging=posixpath.join(self.scratch.directory, "staged")),
             )
         )

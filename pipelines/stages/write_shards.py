@@ -1,13 +1,16 @@
-"""WriteShards (with the global shuffle): pair rows → Arrow IPC shards (zstd) under pairs/ + their ShardInfo.
+"""WriteShards (with the global shuffle): pair rows → Arrow IPC shards (zstd), staged for pairs/, + their ShardInfo.
 
 In:  rows placed by MakeNspPairs: (split, shuffle_key, row tuple in the pair schema's column order, tokens).
 Every row carries a seeded 64-bit shuffle key. The number of shards per split is ceil(rows /
 rows_per_shard), or ceil(token bytes / bytes_per_shard) with --bytes-per-shard (uncompressed ids, 2 or 4
 bytes each), known only once the rows are counted: the rows wait in sorted run files for it
 (pipelines/shuffle: GroupIntoRanges), not in memory. A row goes to shard floor(key * n / 2^64), and
-inside a shard rows are sorted by key. That is a global uniform shuffle whose result is the same for any
-runner or worker count. Every shard index is written, also one that drew no row, so `-of-N` names never
-lie. Files appear whole or not at all (pipelines/outputs/atomic.py).
+inside a shard rows are sorted by key (equal keys by their bytes). That is a global uniform shuffle whose
+result is the same for any runner, worker count, bundle split or attempt. Every shard index is written, also
+one that drew no row, so `-of-N` names never lie.
+Out: (ShardInfo, Staged) per shard. Each attempt writes its own file under the scratch directory's staged/
+(pipelines/outputs/attempts.py); Finalize renames the committed attempt's file to pairs/<name>, so the
+ShardInfo's size and sha256 are those of the file that ends up there.
 """
 
 from __future__ import annotations
@@ -18,24 +21,27 @@ from collections.abc import Iterable
 
 import apache_beam as beam
 
-from pipelines.outputs.atomic import open_atomically
+from pipelines.outputs.attempts import open_attempt
 from pipelines.outputs.shards import shard_count, shard_name, write_pairs
-from pipelines.shuffle import GroupIntoRanges, Scratch
+from pipelines.shuffle import GroupIntoRanges, Scratch, scratch_or_local
 from schemas import ShardInfo
 
 
-def write_shard(work: tuple[str, int, int], rows: Iterable[tuple], vocab: dict, *, directory: str, batch_rows: int):
-    """GroupIntoRanges' consumer: one pairs shard, streamed from its rows in shuffle-key order → its ShardInfo."""
+def write_shard(work: tuple[str, int, int], rows: Iterable[tuple], vocab: dict, *, directory: str, staging: str,
+                batch_rows: int):
+    """GroupIntoRanges' consumer: one pairs shard, streamed from its rows in shuffle-key order into this attempt's
+    file → (its ShardInfo, the Staged file)."""
     split, index, count = work
     name = shard_name(split, index, count)
-    with open_atomically(posixpath.join(directory, name)) as sink:
+    with open_attempt(staging, posixpath.join(directory, name)) as sink:
         written, sources = write_pairs(sink, rows, vocab["size"], batch_rows)
-    yield ShardInfo(path=name, split=split, rows=written, bytes=sink.bytes, sha256=sink.sha256.hexdigest(),
-                    source_rows=sources)
+    staged = sink.staged()
+    yield (ShardInfo(path=name, split=split, rows=written, bytes=staged.bytes, sha256=staged.sha256, source_rows=sources),
+           staged)
 
 
 class WriteShards(beam.PTransform):
-    """Placed pair rows (split, shuffle_key, row, tokens) → ShardInfo per written shard (GlobalShuffle included)."""
+    """Placed pair rows (split, shuffle_key, row, tokens) → (ShardInfo, Staged) per shard (GlobalShuffle included)."""
 
     def __init__(self, directory: str, *, rows_per_shard: int, batch_rows: int, vocab, bytes_per_shard: int | None = None,
                  scratch: Scratch | None = None):
@@ -45,7 +51,7 @@ class WriteShards(beam.PTransform):
         self.bytes_per_shard = bytes_per_shard
         self.batch_rows = batch_rows
         self.vocab = vocab  # singleton PCollection of the vocabulary summary
-        self.scratch = scratch
+        self.scratch = scratch_or_local(scratch)  # the run files, and staged/ for the attempts' shard files
 
     def expand(self, rows):
         per_rows, per_bytes = self.rows_per_shard, self.bytes_per_shard
@@ -53,10 +59,9 @@ class WriteShards(beam.PTransform):
         def shards(split, rows, tokens, vocab):
             return shard_count(rows, tokens, vocab["size"], rows_per_shard=per_rows, bytes_per_shard=per_bytes)
 
-        consume = functools.partial(write_shard, directory=self.directory, batch_rows=self.batch_rows)
+        consume = functools.partial(write_shard, directory=self.directory, batch_rows=self.batch_rows,
+                                    staging=posixpath.join(self.scratch.directory, "staged"))
         return (
             rows
             | "GlobalShuffle" >> GroupIntoRanges(self.scratch, shards, beam.pvalue.AsSingleton(self.vocab), consume=consume)
         )
-
-

@@ -22,6 +22,7 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that
 
 from pipelines.documents.records import TokenizedDoc
+from pipelines.outputs.attempts import Staged, commit
 from pipelines.stages.accounting import NAMESPACE
 from pipelines.stages.make_nsp_pairs import MakeNspPairs
 from pipelines.stages.write_shards import WriteShards
@@ -52,7 +53,8 @@ def run_stages(directory: str, *, dupe_factor: int) -> tuple[dict[str, pa.Table]
     made = p | beam.Create(synthetic_docs()) | MakeNspPairs(
         max_seq_len=MAX_SEQ_LEN, short_seq_prob=SHORT_SEQ_PROB, dupe_factor=dupe_factor, bucket_docs=300,
         validation_fraction=0.05, seed=11, vocab=vocab)
-    _ = made["pairs"] | WriteShards(directory, rows_per_shard=5000, batch_rows=512, vocab=vocab)
+    shards = made["pairs"] | WriteShards(directory, rows_per_shard=5000, batch_rows=512, vocab=vocab)
+    _ = shards | "Commit" >> beam.Map(lambda shard: commit(shard[1]))  # Finalize's part: the staged files into place
     result = p.run()
     result.wait_until_finish()
     counters = {c.key.metric.name: c.committed for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]}
@@ -127,14 +129,17 @@ def test_shard_infos_describe_the_files(tmp_path):
     made = p | beam.Create(docs) | MakeNspPairs(max_seq_len=MAX_SEQ_LEN, short_seq_prob=SHORT_SEQ_PROB, dupe_factor=1,
                                                  bucket_docs=100, validation_fraction=0.0, seed=1, vocab=vocab)
     infos = made["pairs"] | WriteShards(str(tmp_path), rows_per_shard=400, batch_rows=64, vocab=vocab)
-    def check(shards: list[ShardInfo]):
+    def check(written: list[tuple[ShardInfo, Staged]]):
+        shards = [info for info, _ in written]
         assert sorted(s.path for s in shards) == [f"train-{i:05d}-of-{len(shards):05d}.arrow" for i in range(len(shards))]
-        for s in shards:
-            data = (tmp_path / s.path).read_bytes()
+        assert not list(tmp_path.iterdir())  # nothing under the final names before the final step commits
+        for s, staged in written:
+            assert staged.final == str(tmp_path / s.path) and (staged.bytes, staged.sha256) == (s.bytes, s.sha256)
+            with open(staged.attempt, "rb") as f:
+                data = f.read()
             table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
             assert table.num_rows == s.rows and len(data) == s.bytes and hashlib.sha256(data).hexdigest() == s.sha256
             assert s.source_rows == dict(sorted(zip(*np.unique(table.column("source").to_pylist(), return_counts=True))))
-        assert not list(tmp_path.glob("*.tmp-*"))
 
     assert_that(infos | beam.combiners.ToList(), lambda lists: check(lists[0]))
 

@@ -60,13 +60,58 @@ def test_other_settings_or_unknown_outputs_are_refused_without_overwrite(tmp_pat
         pass
 
 
+DATAFLOW_JOB = {"runner": "DataflowRunner", "id": "2026-11-28_03_14_15-1234567890", "started": "2026-11-28T11:14:15Z",
+                "project": "my-project", "region": "europe-west4", "state": "RUNNING"}
+"""What prep records in the run file of a Dataflow job it submitted (pipelines/runners.job_record)."""
+
+
+def test_a_dataflow_job_that_may_still_run_keeps_its_output_until_it_is_said_to_have_ended(tmp_path, capsys):
+    """Fault 3: a rerun into the --output of a Dataflow job whose launcher was stopped removed the running job's
+    temporaries (and the job's sweep would then remove the rerun's outputs). Now it is refused in one line, with
+    the gcloud command that cancels the job, whatever the settings and --overwrite, until --ended-job names it."""
+    from pipelines import prep
+
+    out = tmp_path / "out"
+    (out / ".tmp-0123abcd" / "pairs").mkdir(parents=True)  # the running job's run files
+    (out / ".tmp-0123abcd" / "pairs" / "x.run").write_bytes(b"r")
+    (out / ownership.RUN_FILE).write_text(json.dumps({"settings": SETTINGS, "job": DATAFLOW_JOB}))
+    (tmp_path / "a.jsonl").write_text('{"text": "The river ran under the stone bridge. It was cold."}\n')
+    argv = ["--input", str(tmp_path / "a.jsonl"), "--output", str(out), "--overwrite", "--progress", "never"]
+    assert prep.main(argv) == 2
+    job_id = DATAFLOW_JOB["id"]
+    assert capsys.readouterr().err.strip().splitlines() == [(
+        f"clozeforge prep: error: --output {out}: DataflowRunner job {job_id} (started 2026-11-28T11:14:15Z) may still "
+        f"be writing there (a job goes on when its launcher stops); to stop it: gcloud dataflow jobs cancel {job_id} "
+        f"--project=my-project --region=europe-west4; once it has ended, rerun with --ended-job {job_id}")]
+    assert (out / ".tmp-0123abcd" / "pairs" / "x.run").exists()
+    with pytest.raises(PrepError, match=f"rerun with --ended-job {job_id}$"), \
+            ownership.owned(str(out), SETTINGS, overwrite=True, ended_job="2026-11-27_00_00_00-1"):
+        pass
+    with ownership.owned(str(out), SETTINGS, overwrite=False, ended_job=job_id) as claim:
+        assert claim.leftovers.paths == (".tmp-0123abcd/",)
+    assert json.loads((out / ownership.RUN_FILE).read_text()) == {"settings": SETTINGS}  # no job of its own: a local run
+    with ownership.owned(str(out), SETTINGS, overwrite=False):  # free again
+        pass
+
+
+def test_a_run_file_of_an_older_prep_holds_the_settings_alone(tmp_path):
+    (tmp_path / ownership.RUN_FILE).write_text(json.dumps(SETTINGS))
+    (tmp_path / "pairs").mkdir()
+    with ownership.owned(str(tmp_path), SETTINGS, overwrite=False):  # the same settings: a rerun
+        pass
+    (tmp_path / ownership.RUN_FILE).write_text(json.dumps({**SETTINGS, "seed": 2}))
+    with pytest.raises(PrepError, match=r"other settings \(seed\)"), ownership.owned(str(tmp_path), SETTINGS, overwrite=False):
+        pass
+
+
 def test_leftovers_are_removed_and_listed(tmp_path):
     (tmp_path / ".tmp-0123abcd" / "pairs").mkdir(parents=True)
     (tmp_path / ".tmp-0123abcd" / "pairs" / "x.run").write_bytes(b"r" * 1000)
     (tmp_path / "pairs").mkdir()
     (tmp_path / "pairs" / "train-00000-of-00010.arrow.tmp-5678").write_bytes(b"")
     (tmp_path / "pairs" / "train-00000-of-00010.arrow").write_bytes(b"kept")
-    with ownership.owned(str(tmp_path), SETTINGS, overwrite=True) as leftovers:
+    with ownership.owned(str(tmp_path), SETTINGS, overwrite=True) as claim:
+        leftovers = claim.leftovers
         assert leftovers.paths == (".tmp-0123abcd/", "pairs/train-00000-of-00010.arrow.tmp-5678")
         assert leftovers.bytes == 1000
     assert sorted(os.listdir(tmp_path)) == [".clozeforge-run.json", "pairs"]  # the lock file goes with its run
@@ -75,12 +120,14 @@ def test_leftovers_are_removed_and_listed(tmp_path):
 
 def test_sweep_touches_only_the_run_areas(tmp_path):
     for rel in ("pairs/manifest.json", "pairs/old.arrow", "clean/a.parquet", "vocab/vocab.txt", "vocab/extra.txt",
-                "notes.txt"):
+                "notes.txt", "pairs/manifest.json.tmp-5678"):
         (tmp_path / rel).parent.mkdir(exist_ok=True)
         (tmp_path / rel).write_text("x")
     removed = ownership.sweep(str(tmp_path), ["pairs/manifest.json", "clean/a.parquet"])
     assert sorted(removed) == ["pairs/old.arrow", "vocab/extra.txt"]
     assert (tmp_path / "notes.txt").exists() and (tmp_path / "vocab" / "vocab.txt").exists()
+    # another attempt of the final step may be writing it (the next run removes a dead one's)
+    assert (tmp_path / "pairs" / "manifest.json.tmp-5678").exists()
 
 
 def prep_args(corpus: str, out, *extra: str) -> list[str]:

@@ -94,6 +94,8 @@ def test_a_rerun_into_its_own_glob_reads_none_of_its_outputs_and_every_file_is_r
         ("duplicates", [], "tokens must be distinct, found again: ['river']"),
         ("no_specials", [], "vocabulary lacks special tokens"),
         (None, ["--encoding", "utf-16"], "--encoding utf-16: not an ASCII-compatible codec"),
+        # issue 48: prep read a report.json that did not exist yet, and never recorded the job's end
+        (None, ["--no_wait_until_finish"], "--no_wait_until_finish: prep waits for its job to end"),
     ],
 )
 def test_flags_and_the_vocab_directory_are_checked_before_anything_is_read_or_written(tmp_path, capsys, make, flags, message):

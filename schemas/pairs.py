@@ -120,7 +120,7 @@ def validate_pairs_schema(found: pa.Schema, where: str, kind: str = NSP_PAIRS.ki
     if tag not in ROW_FORMATS:
         raise ContractError(f"{where}: not a clozeforge pair shard (schema tag {tag!r}, expected {kind!r})")
     if tag != kind:
-        raise ContractError(f"{where}: a {tag!r} shard (format {version}), expected {kind!r} as the manifest says")
+        raise ContractError(f"{where}: a {tag!r} shard (pair format {version}), expected {kind!r}")
     if version != str(expected_format.version):
         raise ContractError(f"{where}: pair format version {version!r}, this clozeforge reads version {expected_format.version}")
     ids_type = found.field(expected_format.id_columns[0]).type if expected_format.id_columns[0] in found.names else None

@@ -17,7 +17,7 @@ from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
 from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
-from schemas.pairs import PACKINGS
+from schemas.pairs import NSP_PAIRS, PACKINGS
 
 DEDUP_MODES = ("none", "exact", "near")
 SHUFFLE_MODES = ("auto", "files", "runner")
@@ -115,7 +115,7 @@ class PrepConfig(Config):
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),
             (0.0 <= self.short_seq_prob <= 1.0, f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}"),
             (self.dupe_factor >= 1, f"--dupe-factor must be >= 1, got {self.dupe_factor}"),
-            (self.dupe_factor == 1 or self.packing == "nsp", f"--dupe-factor is for --packing nsp (whose cuts are random); "
+            (self.dupe_factor == 1 or PACKINGS[self.packing].row_format == NSP_PAIRS, f"--dupe-factor is for --packing nsp (whose cuts are random); "
              f"--packing {self.packing} packs a document one way, so its copies would be the same rows"),
             (self.bucket_docs >= 2, f"--bucket-docs must be >= 2, got {self.bucket_docs}"),
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),

@@ -4,9 +4,10 @@ In:  accounting tallies ((path, key), count) where key is 'file' (the file was m
      'dropped:<reason>' or 'event:<kind>', plus the pair statistics, the vocabulary summary and the shard list.
 Out: the report.json body; per split of "pairs", beside the counts, `tokens_per_row` (the mean num_tokens:
      a row's ids with the special tokens the trainer adds) and `padding_fraction` (the mean share of a
-     max_seq_len-long row that is padding), for every --packing (`row_figures`). `read` is counted where records are read and `kept` where they leave
-     deduplication, independently, so `read == kept + sum(dropped)` is a real check: a mismatch is
-     reported under "unbalanced" (and fails the run in the CLI) instead of being made true by arithmetic.
+     max_seq_len-long row that is padding), for every --packing (`row_figures`). `read` is counted where
+     records are read and `kept` where they leave deduplication, independently, so `read == kept + sum(dropped)`
+     is a real check: a mismatch is reported under "unbalanced" (and fails the run in the CLI) instead of being
+     made true by arithmetic.
 """
 
 from __future__ import annotations

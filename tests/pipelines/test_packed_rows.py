@@ -51,12 +51,13 @@ def tiny(tmp_path_factory):
     (root / "zen.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ZEN))
     vocab = learned_vocab_dir(root / "vocab", ZEN)
     outs = {}
-    for packing in ("full-sentences", "doc-sentences"):
+    for packing in ("full-sentences", "doc-sentences", "nsp"):
         out = str(root / packing)
         report = prep.run(["--input", f"zen={root}/zen.jsonl", "--output", out, "--vocab", vocab, "--max-seq-len", "16",
                            "--validation-fraction", "0", "--packing", packing, "--seed", "34"])
         tokens = (root / packing / "vocab" / "vocab.txt").read_text().splitlines()
-        rows = [(" ".join(tokens[i] for i in row["tokens"]), row["num_tokens"], row["doc_id"]) for row in shard_rows(os.path.join(out, "pairs"))]
+        rows = [(" ".join(tokens[i] for i in row.get("tokens", [])), row["num_tokens"], row["doc_id"])
+                for row in shard_rows(os.path.join(out, "pairs"))]
         outs[packing] = report, rows, out
     return outs
 
@@ -117,7 +118,20 @@ def test_the_report_counts_the_rows_and_their_padding(tiny):
     assert "document_separators" not in doc["pairs"]["train"] and "separator" not in doc["packing"]
 
 
-def test_inspect_shows_the_format_and_the_padding(tiny, tmp_path_factory):
+@pytest.mark.parametrize("packing", ["full-sentences", "doc-sentences", "nsp"])
+def test_the_padding_and_tokens_a_row_are_the_shards_for_every_packing(tiny, packing):
+    report, rows, out = tiny[packing]
+    lengths = [n for _, n, _ in rows]
+    train = report["pairs"]["train"]
+    assert train["rows"] == len(lengths) > 0 and train["row_tokens"] == sum(lengths)
+    assert train["tokens_per_row"] == round(sum(lengths) / len(lengths), 3)
+    assert train["padding_fraction"] == round(sum((16 - n) / 16 for n in lengths) / len(lengths), 5)
+    label = "pairs:   train" if packing == "nsp" else "rows:    train"
+    line = next(line for line in prep.summarize(report, out).splitlines() if line.startswith(label))
+    assert line.endswith(f"{train['tokens_per_row']:.1f} tokens a row, padding {train['padding_fraction']:.3f}")
+
+
+def test_inspect_shows_the_format_and_the_padding(tiny):
     pairs = os.path.join(tiny["full-sentences"][2], "pairs")
     result = run_cli("inspect", pairs)
     assert result.returncode == 0, result.stderr

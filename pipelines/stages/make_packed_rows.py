@@ -16,13 +16,15 @@ records it (`packing.separator`). NOTE: stored in the row, rather than as docume
 fill in, because then a row *is* the ids the model reads between its two special tokens, as RoBERTa's rows are
 (fairseq's: `</s>` between documents; transformers' RoBERTa pair: `<s> A </s></s> B </s>`): the collator adds
 two tokens and pads, with no per-row list to expand, and any reader (inspect, a user's script) sees the text
-as trained. The price: a reader that wants document boundaries looks for the separator id (the trainer keeps
-it out of masking as it keeps [CLS]/[SEP]: it is special).
+as trained. The price: a reader that wants document boundaries looks for the separator id, and the trainer
+must keep that id out of masking as it keeps its own [CLS]/[SEP] (Manifest.separator_id names it).
 
+In:  TokenizedDoc (Tokenize's), the vocabulary summary (a side input: its size fixes the id type, its directory
+     holds the separator) and the corpus' document count (for the validation share).
 Out: rows placed for WriteShards' global shuffle, (split, shuffle_key, row, ids) with `row` in the
-packed_rows schema's column order (schemas/pairs.py; ids as packed bytes of the id type) and `ids` its
-stored ids, and ((split, stat), count) sums on `stats`: docs, sentences, rows, row_tokens (Σ num_tokens, the
-two special tokens included), document_separators, long_sentences, long_sentence_pieces.
+     packed_rows schema's column order (schemas/pairs.py; ids as packed bytes of the id type) and `ids` its
+     stored ids, and ((split, stat), count) sums on `stats`: docs, sentences, rows, row_tokens (Σ num_tokens,
+     the two special tokens included), document_separators, long_sentences, long_sentence_pieces.
 """
 
 from __future__ import annotations

@@ -241,7 +241,8 @@ def test_a_separator_joins_a_document_to_the_next_of_its_split_source_and_bucket
 
 @pytest.fixture(scope="module")
 def worker_runs(corpus_dir, tmp_path_factory):
-    """prep of the docstring corpus with each packing, on one worker and on two worker processes."""
+    """prep of the docstring corpus with each packing, on one worker and on two worker processes; and
+    full-sentences with Beam's GroupByKey as its shuffle (--shuffle runner, as on Dataflow)."""
     outs = {}
     common = ["--input", f"docs={corpus_dir}/part-*.jsonl", "--vocab-size", "800", "--validation-fraction", "0.1",
               "--rows-per-shard", "300", "--batch-rows", "50", "--bucket-docs", "40"]
@@ -251,6 +252,8 @@ def worker_runs(corpus_dir, tmp_path_factory):
             extra = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"] if workers == 2 else []
             prep.run([*common, "--packing", packing, "--output", out, *extra])
             outs[packing, workers] = out
+    outs["full-sentences", "runner"] = str(tmp_path_factory.mktemp("full-sentences-runner"))
+    prep.run([*common, "--packing", "full-sentences", "--output", outs["full-sentences", "runner"], "--shuffle", "runner"])
     return outs
 
 
@@ -259,6 +262,8 @@ def test_one_worker_and_two_give_identical_bytes(worker_runs, packing):
     one, two = digest_tree(worker_runs[packing, 1]), digest_tree(worker_runs[packing, 2])
     assert len([k for k in one if k.startswith("pairs/") and k.endswith(".arrow")]) > 2
     assert one == two
+    if packing == "full-sentences":
+        assert digest_tree(worker_runs[packing, "runner"]) == one
 
 
 @pytest.mark.parametrize("packing", ["full-sentences", "doc-sentences"])

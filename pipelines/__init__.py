@@ -1,4 +1,4 @@
-"""clozeforge prep: Apache Beam pipelines from raw text to NSP pair shards (never imports torch).
+"""clozeforge prep: Apache Beam pipelines from raw text to NSP pair or packed-row shards (never imports torch).
 
     prep.py      the `clozeforge prep` entry point: flags → PrepConfig → the Beam pipeline → summary
     config.py    PrepConfig, every setting of a run
@@ -6,7 +6,7 @@
     runners.py   the kinds of Beam runner: local or not, whether a job outlives its launcher, how to cancel it
     stages/      the Beam PTransforms, one a module, in graph order      (needs Beam)
     shuffle/     prep's shuffles through run files                      (needs Beam; runs.py does not)
-    documents/   what happens to one document: read, clean, split, hash (no Beam)
+    documents/   one document: read, clean, split; NSP pairs, packing    (no Beam)
     filters/     quality filters, one rule family a module              (no Beam)
     wordpiece/   BERT's basic tokenizer, the learner, the encoder       (no Beam)
     outputs/     atomic files, shard encodings, the report              (no Beam)

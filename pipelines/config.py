@@ -17,6 +17,7 @@ from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
 from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
+from schemas.pairs import NSP_PAIRS, PACKINGS
 
 DEDUP_MODES = ("none", "exact", "near")
 SHUFFLE_MODES = ("auto", "files", "runner")
@@ -57,10 +58,15 @@ class PrepConfig(Config):
     """Most distinct words the vocabulary learner gets: the rarest are pruned by count (every word of a kept
     count is kept), so its one worker's memory is bounded whatever the corpus; report.json says how many were
     pruned. Ordinary corpora have fewer distinct words, and their vocabulary is unchanged."""
+    packing: str = flag("nsp", choices=tuple(PACKINGS))
+    """What a row holds: nsp (BERT's sentence pairs with a next-sentence label), full-sentences (RoBERTa: whole
+    sentences packed up to --max-seq-len, crossing into the next document after a separator token) or
+    doc-sentences (the same, never crossing a document). The last two write single-segment rows
+    (pipelines/stages/make_packed_rows.py)."""
     max_seq_len: int = 128
-    """Longest pair, [CLS] and two [SEP] included."""
+    """Longest row, its special tokens included ([CLS] and two [SEP] for a pair; two for a packed row)."""
     short_seq_prob: float = 0.1
-    """Probability of a shorter random target length for a pair (BERT's short_seq_prob)."""
+    """Probability of a shorter random target length for a pair (BERT's short_seq_prob; --packing nsp only)."""
     dupe_factor: int = 1
     """How many times each document is turned into pairs (with different cuts); 1 since masking is online."""
     bucket_docs: int = 1000
@@ -113,6 +119,8 @@ class PrepConfig(Config):
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),
             (0.0 <= self.short_seq_prob <= 1.0, f"--short-seq-prob must be in [0, 1], got {self.short_seq_prob}"),
             (self.dupe_factor >= 1, f"--dupe-factor must be >= 1, got {self.dupe_factor}"),
+            (self.dupe_factor == 1 or PACKINGS[self.packing].row_format == NSP_PAIRS, f"--dupe-factor is for --packing nsp (whose cuts are random); "
+             f"--packing {self.packing} packs a document one way, so its copies would be the same rows"),
             (self.bucket_docs >= 2, f"--bucket-docs must be >= 2, got {self.bucket_docs}"),
             (0.0 <= self.validation_fraction < 1.0, f"--validation-fraction must be in [0, 1), got {self.validation_fraction}"),
             (self.validation_min_docs >= 0, f"--validation-min-docs must be >= 0, got {self.validation_min_docs}"),

@@ -2,7 +2,7 @@
 
     ReadCorpus ─ CleanDocuments ─ Deduplicate ─ Decontaminate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
                                                                └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ ...
-    ... ─ MakeNspPairs ─ WriteShards ─ Finalize
+    ... ─ MakeNspPairs (--packing nsp) | MakePackedRows (full-sentences, doc-sentences) ─ WriteShards ─ Finalize
 
 Decontaminate runs only with --decontaminate. Tokenize reads the documents back from the clean shards once the
 vocabulary exists, rather than Beam holding them until then, and every shuffle of documents, word counts or
@@ -40,10 +40,12 @@ from pipelines.stages.deduplicate import Deduplicate
 from pipelines.stages.finalize import Finalize
 from pipelines.stages.learn_wordpiece import LearnWordPiece, ReuseVocab
 from pipelines.stages.make_nsp_pairs import MakeNspPairs
+from pipelines.stages.make_packed_rows import MakePackedRows
 from pipelines.stages.read_corpus import ReadCorpus
 from pipelines.stages.tokenize import Tokenize
 from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_shards import WriteShards
+from schemas.pairs import NSP_PAIRS, PACKINGS
 
 
 def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None, progress: str | None = None) -> None:
@@ -78,18 +80,15 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         )
 
     tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)
-    made = tokenized["docs"] | "MakeNspPairs" >> MakeNspPairs(
-        max_seq_len=config.max_seq_len,
-        short_seq_prob=config.short_seq_prob,
-        dupe_factor=config.dupe_factor,
-        bucket_docs=config.bucket_docs,
-        validation_fraction=config.validation_fraction,
-        validation_min_docs=config.validation_min_docs,
-        doc_count=docs | "CountDocs" >> beam.combiners.Count.Globally(),
-        seed=config.seed,
-        vocab=vocab,
-        scratch=scratch.sub("buckets"),
-    )
+    packing = PACKINGS[config.packing]
+    common = dict(max_seq_len=config.max_seq_len, bucket_docs=config.bucket_docs, validation_fraction=config.validation_fraction,
+                  validation_min_docs=config.validation_min_docs, doc_count=docs | "CountDocs" >> beam.combiners.Count.Globally(),
+                  seed=config.seed, vocab=vocab, scratch=scratch.sub("buckets"))
+    if packing.row_format == NSP_PAIRS:
+        made = tokenized["docs"] | "MakeNspPairs" >> MakeNspPairs(
+            short_seq_prob=config.short_seq_prob, dupe_factor=config.dupe_factor, **common)
+    else:
+        made = tokenized["docs"] | "MakePackedRows" >> MakePackedRows(packing, **common)
     shards = made["pairs"] | "WriteShards" >> WriteShards(
         posixpath.join(out, "pairs"),
         rows_per_shard=config.rows_per_shard,
@@ -97,6 +96,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         batch_rows=config.batch_rows,
         vocab=vocab,
         scratch=scratch.sub("pairs"),
+        row_format=packing.row_format,
     )
 
     tallies = (

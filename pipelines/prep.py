@@ -44,13 +44,15 @@ from pipelines.graph import build
 from pipelines.outputs import ownership, progress
 from pipelines.stages.learn_wordpiece import check_vocab
 from pipelines.stages.read_corpus import expand_inputs, matched_files
+from schemas.pairs import NSP_PAIRS, PACKINGS
 
 
 def parser() -> argparse.ArgumentParser:
     ap = arguments.PrepArgumentParser(
         prog="clozeforge prep",
         allow_abbrev=False,  # a prefix of a flag is not that flag: it could be a Beam option's
-        description="Clean, deduplicate and split corpora, learn a WordPiece vocabulary and write NSP pair shards. "
+        description="Clean, deduplicate and split corpora, learn a WordPiece vocabulary and write NSP pair shards "
+        "(or RoBERTa's packed rows: --packing). "
         "Apache Beam's pipeline options are accepted too (e.g. --runner, --direct_num_workers, Dataflow's "
         "--project); any other argument is an error.",
     )
@@ -193,10 +195,13 @@ def summarize(report: dict, output: str) -> str:
         f"records: read {t['read']}, kept {t['kept']}, dropped {sum(t['dropped'].values())} ({dropped})",
         f"vocab:   {report['vocab'].get('size')} tokens -> {posixpath.join(output, 'vocab')}",
     ]
+    nsp = PACKINGS[report.get("packing", {}).get("mode", "nsp")].row_format == NSP_PAIRS
     for split, stats in report["pairs"].items():
         rows = stats.get("rows", 0)
-        rnd = stats.get("random_next", 0)
-        lines.append(f"pairs:   {split}: {rows} in {stats.get('shards', 0)} shards, random-next {rnd / max(rows, 1):.3f}")
+        rnd = f", random-next {stats.get('random_next', 0) / max(rows, 1):.3f}" if nsp else ""
+        figures = f", {stats['tokens_per_row']:.1f} tokens a row, padding {stats['padding_fraction']:.3f}" if rows else ""
+        label = "pairs:" if nsp else "rows:"
+        lines.append(f"{label:<9}{split}: {rows} in {stats.get('shards', 0)} shards{rnd}{figures}")
     if t["events"]:
         lines.append("events:  " + ", ".join(f"{k} {v}" for k, v in sorted(t["events"].items(), key=lambda kv: -kv[1])))
     housekeeping = report.get("output", {})

@@ -10,8 +10,10 @@ tables.py (a user's tables, every record counted: finetune's and embed's reader)
 Change log
   pairs v1   tokens_a, tokens_b (uint16 when the vocabulary fits, else uint32), is_random_next,
              num_tokens, source, doc_id.
+  pairs v2   packed_rows added beside them (prep --packing full-sentences | doc-sentences): tokens,
+             num_tokens, source, doc_id; see schemas/pairs.py.
   clean v1   doc_id, source, path, sentences.
-  manifest 1 see schemas/manifest.py.
+  manifest 2 `packing` added (1 still reads); see schemas/manifest.py.
 """
 
 from schemas.clean import CLEAN_DOC_SCHEMA, clean_doc_schema

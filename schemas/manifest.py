@@ -4,15 +4,23 @@ Prep writes it last (after every shard is renamed into place), so a directory wi
 The trainer reads nothing else to find its data: shard names, row counts, byte sizes, sha256 checksums,
 the vocabulary's fingerprint and the special-token ids all come from here.
 
-Format version 1 fields
-  format_version   int, 1
+Format version 2 fields
+  format_version   int, 2
   vocab            {"file": "vocab.txt" (relative to the manifest), "sha256", "size", "lowercase"}
   special_tokens   {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": .., "[MASK]": ..}
   max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
   sources          {name: rows}, over all splits
+  packing          {"mode": "nsp" | "full-sentences" | "doc-sentences", "row_format": the shards' kind, "format_version":
+                   theirs (schemas/pairs.py), "separator": {"token", "id"} of the document separator inside a
+                   full-sentences row (absent for the others, whose rows hold one document each)}
   seed, config     what produced the data (free-form, for the record)
+
+Change log
+  1  the fields above but `packing`.
+  2  `packing` added. A version-1 manifest still reads, as packing nsp (the only rows version 1 knew).
+`mixing_conflict` says whether two manifests' rows can go into one training run.
 
 A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
 naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
@@ -33,10 +41,14 @@ from typing import Any
 from schemas import vocab as vocab_files
 from schemas.errors import ContractError
 from schemas.jsonl import file_object
+from schemas.pairs import PACKINGS, ROW_FORMATS, RowFormat
 from schemas.vocab import SPECIAL_TOKENS
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT_VERSION = 1
+MANIFEST_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+NSP_PACKING = {"mode": "nsp", "row_format": PACKINGS["nsp"].row_format.kind, "format_version": PACKINGS["nsp"].row_format.version}
+"""The packing of a manifest that records none (version 1)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +72,8 @@ class Manifest:
     shards: tuple[ShardInfo, ...]
     seed: int = 0
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    packing: dict[str, Any] = dataclasses.field(default_factory=lambda: dict(NSP_PACKING))
+    """How the rows were made (the module docstring); `row_format` and `separator_id` read it."""
     format_version: int = MANIFEST_FORMAT_VERSION
     url: str = dataclasses.field(default="", compare=False)
     """Where this manifest was read from (empty when built in memory)."""
@@ -90,6 +104,17 @@ class Manifest:
             for name, rows in s.source_rows.items():
                 out[name] = out.get(name, 0) + rows
         return dict(sorted(out.items()))
+
+    @property
+    def row_format(self) -> RowFormat:
+        """The format of this manifest's shards (validate_pairs_schema(schema, where, manifest.row_format.kind))."""
+        return ROW_FORMATS[self.packing["row_format"]]
+
+    @property
+    def separator_id(self) -> int | None:
+        """The id that separates two documents inside a packed row (None for NSP pairs)."""
+        separator = self.packing.get("separator")
+        return separator["id"] if separator else None
 
     @property
     def directory(self) -> str:
@@ -139,6 +164,7 @@ class Manifest:
             "shards": [dataclasses.asdict(s) for s in self.shards],
             "seed": self.seed,
             "config": self.config,
+            "packing": self.packing,
         }
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
@@ -173,8 +199,8 @@ class Manifest:
     def from_dict(cls, body: dict[str, Any], url: str = "") -> Manifest:
         where = url or "manifest"
         version = body.get("format_version") if isinstance(body, dict) else None
-        if version != MANIFEST_FORMAT_VERSION:
-            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {MANIFEST_FORMAT_VERSION}")
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
+            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {' and '.join(map(str, READABLE_VERSIONS))}")
         check_body(body, where)
         try:
             shards = tuple(ShardInfo(**s) for s in body["shards"])
@@ -185,6 +211,7 @@ class Manifest:
                 shards=shards,
                 seed=body.get("seed", 0),
                 config=body.get("config", {}),
+                packing=dict(body.get("packing", NSP_PACKING)),
                 url=url,
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -245,6 +272,54 @@ def check_body(body: Any, where: str) -> None:
     need(isinstance(splits, dict) and all(_is_int(v) for v in splits.values()), "splits", "an object of row counts", splits)
     need(_is_int(body.get("seed", 0)), "seed", "a non-negative integer", body.get("seed"))
     need(isinstance(body.get("config", {}), dict), "config", "an object", body.get("config"))
+    if "packing" in body:
+        check_packing(body["packing"], vocab["size"], where)
+
+
+def check_packing(packing: Any, vocab_size: int, where: str) -> None:
+    """A manifest's `packing` names a known mode with the row format (kind and version) that mode writes, and a
+    packed row format a separator id inside the vocabulary; a ContractError naming the field and what it must be."""
+    def need(ok: bool, field: str, what: str, value: Any) -> None:
+        if not ok:
+            raise ContractError(f"{where}: packing{field} must be {what}, got {json.dumps(value)[:80]}")
+
+    need(isinstance(packing, dict), "", "an object", packing)
+    need(packing.get("mode") in PACKINGS, ".mode", f"one of {', '.join(PACKINGS)}", packing.get("mode"))
+    row_format = PACKINGS[packing["mode"]].row_format
+    need(packing.get("row_format") == row_format.kind, ".row_format", f"{row_format.kind!r} for --packing {packing['mode']}",
+         packing.get("row_format"))
+    need(packing.get("format_version") == row_format.version, ".format_version", f"{row_format.version} (the {row_format.kind} "
+         "format this clozeforge reads)", packing.get("format_version"))
+    separator = packing.get("separator")
+    if not PACKINGS[packing["mode"]].crosses_documents:
+        need(separator is None, ".separator", f"absent for --packing {packing['mode']} (a row holds one document)", separator)
+        return
+    need(isinstance(separator, dict) and isinstance(separator.get("token"), str) and _is_int(separator.get("id"))
+         and separator["id"] < vocab_size, ".separator", f'{{"token": ..., "id": an id below the vocabulary size {vocab_size}}}',
+         separator)
+
+
+def _describe(manifest: Manifest) -> str:
+    kind = "NSP pairs" if manifest.row_format.kind == "nsp_pairs" else "packed rows"
+    return f"{kind} (--packing {manifest.packing['mode']}, {manifest.row_format.kind} v{manifest.row_format.version})"
+
+
+def mixing_conflict(first: Manifest, second: Manifest) -> str | None:
+    """None when the rows of `first` and `second` can go into one training run; else why not, in one line.
+
+    Rows mix when they have one row format (kind and version): NSP pairs (two segments and a label, for an NSP
+    head) never mix with packed rows (one segment, no label). FULL-SENTENCES and DOC-SENTENCES rows mix (the same
+    format; only where a row may end differs), as two FULL-SENTENCES runs do if they separate documents with the
+    same token. That both use the
+    same vocabulary is the caller's check (trainer/data/mixture.py makes it)."""
+    a, b = first.packing, second.packing
+    if (a["row_format"], a["format_version"]) != (b["row_format"], b["format_version"]):
+        return (f"{second.url or 'the second manifest'} holds {_describe(second)}, {first.url or 'the first'} holds "
+                f"{_describe(first)}: one training run reads one row format")
+    if a.get("separator") and b.get("separator") and a["separator"] != b["separator"]:
+        return (f"{second.url or 'the second manifest'} separates documents with {b.get('separator')}, {first.url or 'the first'} "
+                f"with {a.get('separator')}")
+    return None
 
 
 def missing_shards(manifest: Manifest, shards: tuple[ShardInfo, ...] | None = None) -> list[str]:

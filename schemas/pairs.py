@@ -1,19 +1,37 @@
-"""Arrow schema of the NSP pair shards (prep writes them, the trainer streams them).
+"""Arrow schemas of the pair shards under pairs/ (prep writes them, the trainer streams them), one row format a packing.
 
-One row is one BERT pre-training instance *before* masking: masking is online in the trainer, so the
-shards hold only the two segments and the next-sentence label. Token ids are stored as uint16 when the
-vocabulary has at most 65,536 entries (BERT's 30,522 fits), which halves the shard size against uint32.
+A row is one pre-training instance *before* masking: masking is online in the trainer, so the shards hold only
+token ids and what the objective needs besides. Token ids are stored as uint16 when the vocabulary has at most
+65,536 entries (BERT's 30,522 fits), which halves the shard size against uint32; as uint32 otherwise (XLM-R's
+250,002). Two row formats, each declared once here (`ROW_FORMATS`), and tagged in every shard's schema metadata:
+
+  nsp_pairs    BERT's NSP instances: two segments and the next-sentence label; the trainer adds
+               [CLS] A [SEP] B [SEP] (3 special tokens).
+  packed_rows  one segment of whole sentences packed up to the length (RoBERTa's FULL-SENTENCES and
+               DOC-SENTENCES, Liu et al. 2019 §4.2); the trainer adds the two special tokens around it
+               (<s> ... </s>, or [CLS] ... [SEP]). A document boundary inside a row is the vocabulary's
+               separator id, stored in the row; the manifest's `packing.separator` names it (schemas/manifest.py).
+
+`PACKINGS` says which row format each `prep --packing` writes; `schemas.manifest.mixing_conflict` refuses to
+put rows of two formats into one training run.
+
+Format versions (one counter for the pair shards; a kind keeps the version it was introduced or last changed in)
+  1  nsp_pairs: tokens_a, tokens_b, is_random_next, num_tokens (len(a) + len(b) + 3), source, doc_id.
+  2  packed_rows added (nsp_pairs unchanged, still version 1): tokens, num_tokens (len(tokens) + 2), source,
+     doc_id (the document the row starts in).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
 
 import pyarrow as pa
 
 from schemas.errors import ContractError
 
-PAIRS_FORMAT_VERSION = 1
-SCHEMA_KIND = "nsp_pairs"
 _UINT16_MAX_VOCAB = 1 << 16
+KIND_KEY, VERSION_KEY = b"clozeforge.schema", b"clozeforge.format_version"
 
 
 def token_type(vocab_size: int) -> pa.DataType:
@@ -23,41 +41,94 @@ def token_type(vocab_size: int) -> pa.DataType:
     return pa.uint16() if vocab_size <= _UINT16_MAX_VOCAB else pa.uint32()
 
 
+def _nsp_fields(ids: pa.DataType) -> list[pa.Field]:
+    return [
+        pa.field("tokens_a", ids, nullable=False),  # segment A word pieces, no [CLS]/[SEP]
+        pa.field("tokens_b", ids, nullable=False),  # segment B word pieces
+        pa.field("is_random_next", pa.bool_(), nullable=False),  # NSP label: B drawn from another doc
+        pa.field("num_tokens", pa.uint16(), nullable=False),  # len(a) + len(b) + 3 special tokens
+        pa.field("source", pa.string(), nullable=False),  # name of the --input this pair came from
+        pa.field("doc_id", pa.string(), nullable=False),  # document of segment A
+    ]
+
+
+def _packed_fields(ids: pa.DataType) -> list[pa.Field]:
+    return [
+        pa.field("tokens", ids, nullable=False),  # whole sentences; a separator id where two documents meet
+        pa.field("num_tokens", pa.uint16(), nullable=False),  # len(tokens) + 2 special tokens
+        pa.field("source", pa.string(), nullable=False),  # name of the --input (a row never mixes two)
+        pa.field("doc_id", pa.string(), nullable=False),  # the document the row starts in
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class RowFormat:
+    """One kind of pair shard: its tag, version, columns and the special tokens the trainer adds to a row."""
+
+    kind: str
+    version: int
+    id_columns: tuple[str, ...]
+    """The list-of-ids columns (uint16 or uint32 by the vocabulary's size)."""
+    special_tokens: int
+    """Tokens the trainer adds around a row's ids: `num_tokens` counts them, `max_seq_len` bounds the total."""
+    fields: Callable[[pa.DataType], list[pa.Field]] = dataclasses.field(repr=False, compare=False)
+
+    def schema(self, vocab_size: int) -> pa.Schema:
+        """This format's schema for a vocabulary of `vocab_size`, tagged with its kind and version."""
+        return pa.schema(self.fields(pa.list_(token_type(vocab_size))),
+                         metadata={KIND_KEY: self.kind.encode(), VERSION_KEY: str(self.version).encode()})
+
+
+NSP_PAIRS = RowFormat("nsp_pairs", 1, ("tokens_a", "tokens_b"), 3, _nsp_fields)
+PACKED_ROWS = RowFormat("packed_rows", 2, ("tokens",), 2, _packed_fields)
+ROW_FORMATS = {f.kind: f for f in (NSP_PAIRS, PACKED_ROWS)}
+"""Every row format this clozeforge reads and writes, by kind."""
+PAIRS_FORMAT_VERSION = max(f.version for f in ROW_FORMATS.values())
+"""The newest pair-shard format version (the change log above)."""
+SCHEMA_KIND = NSP_PAIRS.kind  # what every reader expected before packed rows existed
+
+
+@dataclasses.dataclass(frozen=True)
+class Packing:
+    """What `prep --packing NAME` writes."""
+
+    name: str
+    row_format: RowFormat
+    crosses_documents: bool
+    """Whether a row may hold sentences of two documents (with the separator between them)."""
+
+
+PACKINGS = {p.name: p for p in (
+    Packing("nsp", NSP_PAIRS, crosses_documents=False),  # segment B may come from another document, as NSP's negative
+    Packing("full-sentences", PACKED_ROWS, crosses_documents=True),
+    Packing("doc-sentences", PACKED_ROWS, crosses_documents=False),
+)}
+
+
 def pairs_schema(vocab_size: int) -> pa.Schema:
-    """The pair schema for a vocabulary of `vocab_size`, with the format version in its metadata."""
-    ids = pa.list_(token_type(vocab_size))
-    return pa.schema(
-        [
-            pa.field("tokens_a", ids, nullable=False),  # segment A word pieces, no [CLS]/[SEP]
-            pa.field("tokens_b", ids, nullable=False),  # segment B word pieces
-            pa.field("is_random_next", pa.bool_(), nullable=False),  # NSP label: B drawn from another doc
-            pa.field("num_tokens", pa.uint16(), nullable=False),  # len(a) + len(b) + 3 special tokens
-            pa.field("source", pa.string(), nullable=False),  # name of the --input this pair came from
-            pa.field("doc_id", pa.string(), nullable=False),  # document of segment A
-        ],
-        metadata={
-            b"clozeforge.schema": SCHEMA_KIND.encode(),
-            b"clozeforge.format_version": str(PAIRS_FORMAT_VERSION).encode(),
-        },
-    )
+    """The NSP pair schema for a vocabulary of `vocab_size` (NSP_PAIRS.schema)."""
+    return NSP_PAIRS.schema(vocab_size)
 
 
-def validate_pairs_schema(found: pa.Schema, where: str) -> None:
-    """Raise ContractError naming `where` unless `found` is a pair schema this version can read."""
+def validate_pairs_schema(found: pa.Schema, where: str, kind: str = NSP_PAIRS.kind) -> RowFormat:
+    """The RowFormat of `found`, which must be a shard of `kind` (the manifest's `packing.row_format`) at the
+    version this clozeforge reads; else a ContractError naming `where`, what was expected and what was found."""
+    expected_format = ROW_FORMATS[kind]
     meta = found.metadata or {}
-    kind = meta.get(b"clozeforge.schema", b"").decode()
-    version = meta.get(b"clozeforge.format_version", b"").decode()
-    if kind != SCHEMA_KIND:
-        raise ContractError(f"{where}: not a clozeforge pair shard (schema tag {kind!r}, expected {SCHEMA_KIND!r})")
-    if version != str(PAIRS_FORMAT_VERSION):
-        raise ContractError(
-            f"{where}: pair format version {version!r}, this clozeforge reads version {PAIRS_FORMAT_VERSION}"
-        )
-    ids_type = found.field("tokens_a").type if "tokens_a" in found.names else None
+    tag = meta.get(KIND_KEY, b"").decode(errors="replace")
+    version = meta.get(VERSION_KEY, b"").decode(errors="replace")
+    if tag not in ROW_FORMATS:
+        raise ContractError(f"{where}: not a clozeforge pair shard (schema tag {tag!r}, expected {kind!r})")
+    if tag != kind:
+        raise ContractError(f"{where}: a {tag!r} shard (pair format {version}), expected {kind!r}")
+    if version != str(expected_format.version):
+        raise ContractError(f"{where}: pair format version {version!r}, this clozeforge reads version {expected_format.version}")
+    ids_type = found.field(expected_format.id_columns[0]).type if expected_format.id_columns[0] in found.names else None
     vocab_size = _UINT16_MAX_VOCAB if ids_type == pa.list_(pa.uint16()) else _UINT16_MAX_VOCAB + 1
-    expected = pairs_schema(vocab_size)
+    expected = expected_format.schema(vocab_size)
     if not found.remove_metadata().equals(expected.remove_metadata()):
         raise ContractError(f"{where}: pair schema mismatch\n  expected: {_fields(expected)}\n  found:    {_fields(found)}")
+    return expected_format
 
 
 def _fields(schema: pa.Schema) -> str:

@@ -1,9 +1,10 @@
 """`clozeforge inspect DIR/pairs`: what a pairs directory holds, and whether every shard is intact.
 
 In:  a pairs/ directory or its manifest.json (any fsspec URL).
-Out: on stdout, the manifest summary (vocabulary, special tokens, splits, sources) and, per split, the
-     pair count, random-next fraction, token count and a length histogram; each shard's sha256 and row
-     count are checked against the manifest. Exit status 1 if any shard fails, 2 for a user error.
+Out: on stdout, the manifest summary (vocabulary, special tokens, the rows' format and packing, sources) and,
+     per split, the row count, the random-next fraction (NSP pairs), the tokens (a row's mean num_tokens, special
+     tokens included), the padding fraction (the mean share of a max_seq_len-long row that is padding) and a
+     length histogram; each shard's sha256, schema and row count are checked against the manifest. Exit status 1 if any shard fails, 2 for a user error.
 Reads with pyarrow only: no Beam, no torch.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import ContractError, Manifest, validate_pairs_schema
+from schemas.pairs import NSP_PAIRS
 
 
 def shard_stats(manifest: Manifest, split: str) -> tuple[dict, list[str]]:
@@ -38,7 +40,7 @@ def shard_stats(manifest: Manifest, split: str) -> tuple[dict, list[str]]:
             continue
         try:  # the sha256 matched, so the manifest itself names this file: still, it may not be a shard at all
             reader = pa.ipc.open_file(pa.BufferReader(data))
-            validate_pairs_schema(reader.schema, shard.path)
+            validate_pairs_schema(reader.schema, shard.path, manifest.row_format.kind)
             table = reader.read_all()
         except ContractError as e:
             problems.append(str(e))
@@ -49,7 +51,8 @@ def shard_stats(manifest: Manifest, split: str) -> tuple[dict, list[str]]:
         if table.num_rows != shard.rows:
             problems.append(f"{shard.path}: {table.num_rows} rows, manifest says {shard.rows}")
         lengths.append(table.column("num_tokens").to_numpy())
-        random_next += int(np.count_nonzero(table.column("is_random_next").to_numpy(zero_copy_only=False)))
+        if "is_random_next" in table.column_names:  # NSP pairs
+            random_next += int(np.count_nonzero(table.column("is_random_next").to_numpy(zero_copy_only=False)))
     n = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
     return {"pairs": int(n.size), "random_next": random_next, "tokens": int(n.sum()), "lengths": n}, problems
 
@@ -86,15 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"vocab     {v['size']} tokens, {'uncased' if v['lowercase'] else 'cased'}, sha256 {v['sha256'][:16]}")
     print(f"specials  {' '.join(f'{t}={i}' for t, i in manifest.special_tokens.items())}")
     print(f"max_seq   {manifest.max_seq_len}")
+    separator = manifest.packing.get("separator")
+    between = f", documents separated by {separator['token']}={separator['id']}" if separator else ""
+    print(f"format    {manifest.row_format.kind} v{manifest.row_format.version} (--packing {manifest.packing['mode']}{between})")
     print(f"sources   {' '.join(f'{k}={n}' for k, n in manifest.sources.items())}")
     failed = []
     for split in sorted(manifest.splits):
         stats, problems = shard_stats(manifest, split)
         failed += problems
         pairs = max(stats["pairs"], 1)
+        nsp = manifest.row_format == NSP_PAIRS
+        padding = 1.0 - stats["tokens"] / (pairs * manifest.max_seq_len)
         print(
-            f"{split + ' ':<10}{len(manifest.split_shards(split)):>2} shards, {stats['pairs']} pairs, "
-            f"random-next {stats['random_next'] / pairs:.3f}, {stats['tokens']} tokens (mean {stats['tokens'] / pairs:.1f})"
+            f"{split + ' ':<10}{len(manifest.split_shards(split)):>2} shards, {stats['pairs']} {'pairs' if nsp else 'rows'}, "
+            + (f"random-next {stats['random_next'] / pairs:.3f}, " if nsp else "")
+            + f"{stats['tokens']} tokens (mean {stats['tokens'] / pairs:.1f} a row), padding {padding:.3f}"
         )
         print("\n".join(histogram(stats["lengths"], manifest.max_seq_len)))
     for problem in failed:

@@ -2,9 +2,12 @@
 
 In:  accounting tallies ((path, key), count) where key is 'file' (the file was matched), 'read', 'kept',
      'dropped:<reason>' or 'event:<kind>', plus the pair statistics, the vocabulary summary and the shard list.
-Out: the report.json body. `read` is counted where records are read and `kept` where they leave
-     deduplication, independently, so `read == kept + sum(dropped)` is a real check: a mismatch is
-     reported under "unbalanced" (and fails the run in the CLI) instead of being made true by arithmetic.
+Out: the report.json body; per split of "pairs", beside the counts, `tokens_per_row` (the mean num_tokens:
+     a row's ids with the special tokens the trainer adds) and `padding_fraction` (the mean share of a
+     max_seq_len-long row that is padding), for every --packing (`row_figures`). `read` is counted where
+     records are read and `kept` where they leave deduplication, independently, so `read == kept + sum(dropped)`
+     is a real check: a mismatch is reported under "unbalanced" (and fails the run in the CLI) instead of being
+     made true by arithmetic.
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ def is_balanced(entry: dict[str, Any]) -> bool:
     return entry["read"] == entry["kept"] + sum(entry["dropped"].values())
 
 
+def row_figures(stats: dict[str, int], max_seq_len: int) -> dict[str, float]:
+    """tokens_per_row and padding_fraction of a split, from its `rows` and `row_tokens` (Σ num_tokens); a row
+    of n tokens is (max_seq_len - n) / max_seq_len padding, so their mean is 1 - row_tokens / (rows * max_seq_len)."""
+    rows, tokens = stats.get("rows", 0), stats.get("row_tokens", 0)
+    if not rows:
+        return {}
+    return {"tokens_per_row": round(tokens / rows, 3), "padding_fraction": round(1.0 - tokens / (rows * max_seq_len), 5)}
+
+
 def build_report(
     tallies: list[tuple[tuple[str, str], int]],
     *,
@@ -64,6 +76,8 @@ def build_report(
         rows.setdefault(shard.split, Counter())["rows"] += shard.rows
         rows[shard.split]["shards"] += 1
     pair_stats = {split: {**stats, **rows.get(split, {})} for split, stats in pairs.items()}
+    for stats in pair_stats.values():
+        stats.update(row_figures(stats, config["max_seq_len"]))
     return {
         "total": totals,
         "files": per_file,

@@ -1,6 +1,6 @@
 """Shard files, no Beam: names, how many per split, and the encoding of pair (Arrow IPC) and clean (Parquet) shards.
 
-In:  pair rows (tuples of the pair schema's columns in order, ids packed as bytes of the schema's id type) or Docs.
+In:  pair rows (tuples of a row format's columns in order, schemas/pairs.py, ids packed as bytes of the schema's id type) or Docs.
 Out: `write_pairs` streams rows into an Arrow IPC file of record batches (zstd); `write_clean_docs` streams
      documents into a Parquet file of the CLEAN_DOC schema; `read_clean_shard` reads one back a row group
      at a time. Shard names are deterministic: `train-00003-of-00008.arrow`.
@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.documents.records import Doc
-from schemas import clean_doc_schema, pairs_schema, token_type
+from schemas import clean_doc_schema, token_type
+from schemas.pairs import NSP_PAIRS, RowFormat
 
 CLEAN_ROW_GROUP = 1000
 """Documents per Parquet row group in clean/ shards: the unit Tokenize reads back."""
@@ -52,20 +53,21 @@ def _ids_column(packed: list[bytes], id_type: pa.DataType) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.Array.from_buffers(id_type, int(offsets[-1]), [None, values]))
 
 
-def write_pairs(sink, rows: Iterable[tuple], vocab_size: int, batch_rows: int) -> tuple[int, dict[str, int]]:
-    """Write `rows` to `sink` as an Arrow IPC file (zstd-compressed buffers) in record batches of `batch_rows`,
-    holding one batch at a time; returns the row count and the rows per source.
+def write_pairs(sink, rows: Iterable[tuple], vocab_size: int, batch_rows: int,
+                row_format: RowFormat = NSP_PAIRS) -> tuple[int, dict[str, int]]:
+    """Write `rows` to `sink` as an Arrow IPC file (zstd-compressed buffers) of `row_format`, in record batches
+    of `batch_rows`, holding one batch at a time; returns the row count and the rows per source.
 
-    A row is a tuple of the schema's columns in order; its tokens_a / tokens_b are its ids packed as bytes of
-    the schema's id type (see BucketPairs in stages/make_nsp_pairs.py)."""
-    schema = pairs_schema(vocab_size)
+    A row is a tuple of the schema's columns in order; its id columns (tokens_a / tokens_b, or tokens) are its
+    ids packed as bytes of the schema's id type (see BucketPairs in stages/make_nsp_pairs.py)."""
+    schema = row_format.schema(vocab_size)
     id_type = token_type(vocab_size)
     count, sources = 0, Counter()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), schema, options=options) as writer:
         for chunk in _batched(rows, batch_rows):
             columns = dict(zip(schema.names, map(list, zip(*chunk))))
-            for name in ("tokens_a", "tokens_b"):
+            for name in row_format.id_columns:
                 columns[name] = _ids_column(columns[name], id_type)
             writer.write_batch(pa.record_batch(columns, schema=schema))
             count += len(chunk)

@@ -30,6 +30,7 @@ from pipelines.outputs.attempts import commit_all
 from pipelines.outputs.ownership import Leftovers, sweep
 from pipelines.outputs.report import build_report
 from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
+from pipelines.stages.make_packed_rows import packing_record
 from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
@@ -61,6 +62,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
+        packing=packing_record(config.packing, vocab["directory"]),
         # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
         config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )
@@ -76,6 +78,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
     report["decontamination"] = _decontamination(eval_files)
+    report["packing"] = manifest.packing
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
                         "replaced_files_removed": replaced}
     put_atomically(posixpath.join(out, "report.json"), (json.dumps(report, indent=2) + "\n").encode())

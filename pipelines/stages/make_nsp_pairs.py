@@ -14,7 +14,8 @@ The pairs are made as the bucket is read back (BucketPairs, GroupIntoRanges' con
 travels as one Beam element. Its pair rows come out placed for WriteShards' global shuffle: (split,
 shuffle_key, row, tokens), where `row` is a tuple of the pair schema's columns in order (token ids as packed
 bytes of the schema's id type), `shuffle_key` a seeded 64-bit int and `tokens` the row's word pieces
-(len(A) + len(B)). The counts of what happened are summed per bucket and sent on `stats`.
+(len(A) + len(B)). The counts of what happened are summed per bucket and sent on `stats` (with row_tokens,
+Σ num_tokens, for the padding figures of report.json).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class BucketPairs:
                 pairs, made = nsp.make_pairs(doc.sentences, partners, max_seq_len=self.max_seq_len,
                                              short_seq_prob=self.short_seq_prob, rng=rng, all_sentences_non_empty=True)
                 stats.update(made)
+                stats["row_tokens"] += sum(pair.num_tokens for pair in pairs)  # for report.json's padding figures
                 for i, pair in enumerate(pairs):
                     # NOTE: ids travel as packed bytes of the shard's id type: 2 bytes a token through the
                     # shuffle and in WriteShards' memory, against ~36 for a list of Python ints

@@ -56,7 +56,7 @@ def test_object_store_paths_resolve_without_dot_dot():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda b: b.update(format_version=2), "manifest format_version 2, this clozeforge reads 1"),
+    (lambda b: b.update(format_version=3), "manifest format_version 3, this clozeforge reads 1 and 2"),
     (lambda b: b["special_tokens"].pop("[MASK]"), r"special_tokens lacks \['\[MASK\]'\]"),
     (lambda b: b["splits"].update(train=11), "split 'train' says 11 rows, its shards hold 10"),
     (lambda b: b.pop("shards"), "malformed manifest: no 'shards' field"),

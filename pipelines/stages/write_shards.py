@@ -62,8 +62,8 @@ class WriteShards(beam.PTransform):
         def shards(split, rows, tokens, vocab):
             return shard_count(rows, tokens, vocab["size"], rows_per_shard=per_rows, bytes_per_shard=per_bytes)
 
-        self.scratch = scratch_or_local(scratch)  # the run files, and staged/ for the attempts' shard files
-        self.row_format = row_format  # the rows' format (schemas/pairs.py): NSP pairs or packed rows
+        consume = functools.partial(write_shard, directory=self.directory, batch_rows=self.batch_rows,
+                                    staging=posixpath.join(self.scratch.directory, "staged"), row_format=self.row_format)
         return (
             rows
             | "GlobalShuffle" >> GroupIntoRanges(self.scratch, shards, beam.pvalue.AsSingleton(self.vocab), consume=consume)

@@ -1,13 +1,16 @@
-"""BertForPretraining: a BERT encoder with MLM, NSP and (optionally) SpanBERT SBO heads.
+"""BertForPretraining: a BERT-family encoder with MLM, NSP (BERT's) and (optionally) SpanBERT SBO heads.
 
 In: a `ModelConfig` and padded batches of token ids, segment ids and an attention mask, plus the masker's
 targets (masked positions and their labels, next-sentence labels, span boundaries). Out: a dict of logits,
 losses and correct/total counts.
 
-Parameter names are those of transformers' `BertForPreTraining` state dict, one to one: this model's
+The family (ModelConfig.family, schemas/families.py) decides what the network has besides BERT's encoder: the
+pooler and NSP head (BERT), one token type and position ids from padding_idx + 1 (RoBERTa, XLM-R). Parameter names are
+those of transformers' `BertForPreTraining` state dict, one to one, in every family: this model's
 `state_dict()` has exactly the same keys (the tied `cls.predictions.decoder.weight` / `.decoder.bias` entries
 included, as transformers lists them), plus `bert.encoder.LayerNorm.*` when `pre_layernorm` and `sbo.*` when
-`use_sbo` (both project-only). So `trainer.export` only drops those and the tied duplicates; it renames nothing.
+`use_sbo` (both project-only). Export drops those and the tied duplicates and spells the rest as the family's
+transformers class does (trainer/model/families/: RoBERTa's `roberta.` and `lm_head.`).
 
 MLM logits are computed at the masked positions only ("sparse prediction"): the hidden states are gathered to
 (batch, P, hidden) before the transform and the vocabulary-sized decoder. With 15% masking that is ~1/7 of
@@ -86,8 +89,12 @@ class _Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.dropout = _Dropout(cfg.hidden_dropout)
 
+        self.position_offset = cfg.position_offset  # 0 for BERT; padding_idx + 1 for RoBERTa's (fairseq's count)
+
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (seq,)
+        # NOTE: RoBERTa numbers a padded position padding_idx (transformers' create_position_ids_from_input_ids),
+        # here it goes on counting: the same ids at every real token, and a padded position is attended by none.
+        positions = torch.arange(self.position_offset, self.position_offset + input_ids.shape[1], device=input_ids.device)  # (seq,)
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(positions)  # broadcast over batch
         return self.dropout(self.LayerNorm(x))  # (batch, seq, hidden)
@@ -188,7 +195,7 @@ class _Bert(nn.Module):
         super().__init__()
         self.embeddings = _Embeddings(cfg)
         self.encoder = _Encoder(cfg)
-        self.pooler = _Pooler(cfg)
+        self.pooler = _Pooler(cfg) if cfg.row.nsp else None  # what the NSP head reads; RoBERTa's masked LM has none
 
 
 class _Transform(nn.Module):
@@ -218,7 +225,7 @@ class _PreTrainingHeads(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.predictions = _LMPredictionHead(cfg)
-        self.seq_relationship = nn.Linear(cfg.hidden_size, 2)
+        self.seq_relationship = nn.Linear(cfg.hidden_size, 2) if cfg.row.nsp else None
 
 
 class SpanBoundaryHead(nn.Module):
@@ -348,7 +355,7 @@ class BertForPretraining(nn.Module):
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
                output_hidden_states: bool = False):
-        """(sequence_output (batch, seq, hidden), pooled (batch, hidden), hidden states or None).
+        """(sequence_output (batch, seq, hidden), pooled (batch, hidden; None without a pooler), hidden states or None).
 
         `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. The hidden
         states, when asked for, are the embedding output then each layer's output (num_layers + 1 tensors),
@@ -366,7 +373,8 @@ class BertForPretraining(nn.Module):
             x = self.bert.encoder.LayerNorm(x)
             if states is not None:
                 states[-1] = x
-        return x, self.bert.pooler(x), None if states is None else tuple(states)
+        pooled = self.bert.pooler(x) if self.bert.pooler is not None else None
+        return x, pooled, None if states is None else tuple(states)
 
     def dense_mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """MLM logits at every position, (batch, seq, vocab): what transformers' prediction_logits holds."""
@@ -387,7 +395,7 @@ class BertForPretraining(nn.Module):
         sbo_rel_pos: (batch, P) 0-based offset of the target inside its span; sbo_labels: (batch, P), defaulting
             to mlm_labels (SpanBERT predicts every span token with both objectives).
 
-        Returns "nsp_logits" (batch, 2) always; "mlm_logits" (batch, P, vocab) with mlm_positions and no
+        Returns "nsp_logits" (batch, 2) always in a family with NSP (none in RoBERTa's); "mlm_logits" (batch, P, vocab) with mlm_positions and no
         mlm_labels; "sbo_logits" (batch, P, vocab) with the SBO inputs, `use_sbo` and no labels (with labels
         the loss computes in the logits' storage, the step's largest tensor, so they are not returned); per
         objective with labels,
@@ -397,7 +405,7 @@ class BertForPretraining(nn.Module):
         """
         cfg = self.config
         sequence_output, pooled, _ = self.encode(input_ids, token_type_ids, attention_mask)
-        out: dict[str, torch.Tensor] = {"nsp_logits": self.cls.seq_relationship(pooled)}
+        out: dict[str, torch.Tensor] = {} if pooled is None else {"nsp_logits": self.cls.seq_relationship(pooled)}
         weighted: list[torch.Tensor] = []
         if mlm_positions is not None:
             # 2-D logits (batch * P, vocab), the decoder's own output and no view of it, which the loss spends
@@ -407,7 +415,7 @@ class BertForPretraining(nn.Module):
             else:
                 out.update(_classification(logits, mlm_labels, "mlm"))
                 weighted.append(cfg.mlm_weight * out["mlm_loss"])
-        if next_sentence_label is not None:
+        if next_sentence_label is not None and "nsp_logits" in out:
             out.update(_classification(out["nsp_logits"].clone(), next_sentence_label, "nsp"))
             weighted.append(cfg.nsp_weight * out["nsp_loss"])
         if self.sbo is not None and sbo_left is not None and sbo_right is not None and sbo_rel_pos is not None:

@@ -1,8 +1,9 @@
-"""ModelConfig: the shape of a clozeforge BERT and the weights of its pre-training losses.
+"""ModelConfig: the family and shape of a clozeforge encoder and the weights of its pre-training losses.
 
 In: a preset name and a vocabulary size (or every field by keyword). Out: a frozen, validated config that
 `trainer.model.BertForPretraining` is built from, that `to_dict`/`from_dict` round-trip through checkpoint
-metadata, and that `to_hf_config` turns into the `config.json` of a transformers `BertForPreTraining`.
+metadata, and that `to_hf_config` turns into the `config.json` of the family's transformers class
+(trainer/model/families/: BertForPreTraining, RobertaForMaskedLM, XLMRobertaForMaskedLM).
 
 Presets (parameter counts measured with `BertForPretraining(...).num_parameters()`, NSP heads included,
 tied decoder counted once, vocabulary 30,522):
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from schemas import families
 from schemas.config import Config
 
 _PRESETS: dict[str, dict[str, int]] = {
@@ -34,6 +36,9 @@ PRESET_NAMES = tuple(_PRESETS)
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig(Config):
     vocab_size: int
+    family: str = "bert"
+    """The member of the BERT family (schemas/families.py): what the network has besides BERT's encoder (NSP head and
+    pooler, token types, where position ids start) and the transformers class it exports to."""
     """Rows of the word-embedding table (and of the tied MLM decoder). At least the tokenizer's vocabulary;
     it may be larger (e.g. rounded up to a multiple of 64 for tensor cores), the extra ids are never produced."""
     hidden_size: int = 768
@@ -95,6 +100,11 @@ class ModelConfig(Config):
         for name in ("mlm_weight", "nsp_weight", "sbo_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
+        families.family(self.family)  # a ContractError (a ValueError) naming the families otherwise
+        if not self.row.token_types and self.type_vocab_size != 1:
+            raise ValueError(f"ModelConfig: a {self.family} model has one token type, got type_vocab_size {self.type_vocab_size}")
+        if not self.row.nsp and self.nsp_weight:
+            raise ValueError(f"ModelConfig: a {self.family} model has no NSP head; nsp_weight must be 0, got {self.nsp_weight}")
         if self.mlm_weight == 0 and self.nsp_weight == 0 and not (self.use_sbo and self.sbo_weight > 0):
             raise ValueError("ModelConfig: every loss weight is zero, nothing would be trained")
 
@@ -105,14 +115,25 @@ class ModelConfig(Config):
             raise ValueError(f"unknown model preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
         return cls.from_dict({**_PRESETS[name], **overrides, "vocab_size": vocab_size})
 
+    @property
+    def row(self):
+        """The family's row (schemas/families.py)."""
+        return families.family(self.family)
+
+    @property
+    def position_offset(self) -> int:
+        """The position id of a sequence's first token: 0, or padding_idx + 1 for RoBERTa's (fairseq's count)."""
+        return self.pad_token_id + 1 if self.row.position_offset == "after-pad" else 0
+
     def to_hf_config(self) -> dict[str, Any]:
-        """The body of the `config.json` that transformers' `BertConfig` reads for this model."""
+        """The body of the `config.json` that the family's transformers config class reads for this model."""
         if self.pre_layernorm:
-            raise ValueError("a pre-LayerNorm model has no transformers BERT equivalent; train with "
+            raise ValueError("a pre-LayerNorm model has no transformers BERT-family equivalent; train with "
                              "pre_layernorm=False to export")
+        row = self.row
         return {
-            "architectures": ["BertForPreTraining"],
-            "model_type": "bert",
+            "architectures": [row.hf_pretraining_class],
+            "model_type": row.hf_model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,

@@ -1,15 +1,16 @@
-"""The one table between clozeforge's BertForPretraining tensors and a transformers BERT's, used both ways.
+"""The one table between clozeforge's BertForPretraining tensors and a transformers checkpoint's, used both ways.
 
-In:  our state dict and ModelConfig (export), or the tensors of a transformers BERT checkpoint and the ModelConfig
-     its config.json describes (`--init-from`).
-Out: `to_transformers`: the tensors model.safetensors holds (transformers' `BertForPreTraining` names, the tied
-     and project-only entries left out); `from_transformers`: our state dict, the parts the checkpoint lacks
+In:  our state dict and ModelConfig (export), or the tensors of a transformers checkpoint of the family and the
+     ModelConfig its config.json describes (`--init-from`).
+Out: `to_transformers`: the tensors model.safetensors holds (the family's transformers names, the tied and
+     project-only entries left out); `from_transformers`: our state dict, the parts the checkpoint lacks
      (initialised fresh by the caller) and what it held that we drop, or a one-line WeightsError naming the
      tensor that is missing, misshapen or unknown.
 
-Our parameter names are transformers' `BertForPreTraining` names (trainer/model/bert.py), so the table is
-mostly which names belong to which part, and the few ways a published checkpoint spells them otherwise:
-a bare `BertModel` has no `bert.` prefix, a checkpoint converted from TensorFlow names LayerNorm's weight and bias
+Our parameter names are transformers' `BertForPreTraining` names in every family (trainer/model/bert.py), so the table
+is which names belong to which part, the family's spelling of them (trainer/model/families/: RoBERTa's `roberta.` and
+`lm_head.`), and the few ways a published checkpoint spells them otherwise: a bare encoder (`BertModel`,
+`RobertaModel`) has no base-model prefix, a checkpoint converted from TensorFlow names LayerNorm's weight and bias
 `gamma` and `beta`, and older ones store buffers (`position_ids`) beside the weights.
 """
 
@@ -19,9 +20,8 @@ import torch
 
 from trainer.model.bert import BertForPretraining
 from trainer.model.config import ModelConfig
+from trainer.model.families import NETWORKS, Network, network_of
 
-BASE_PREFIX = "bert."
-"""transformers' `base_model_prefix` for BERT: a bare BertModel saves `embeddings.…`, the others `bert.embeddings.…`."""
 PARTS: dict[str, tuple[str, ...]] = {
     "encoder": ("bert.embeddings.", "bert.encoder."),
     "pooler": ("bert.pooler.",),
@@ -53,8 +53,9 @@ def part_of(name: str) -> str | None:
 
 
 def exported_keys(model_config: ModelConfig) -> list[str]:
-    """The tensor names model.safetensors holds for `model_config`, in transformers' order."""
-    return [k for k in _shapes(model_config) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
+    """The tensor names model.safetensors holds for `model_config`, in transformers' order (the family's spelling)."""
+    network = network_of(model_config)
+    return [network.theirs(k) for k in _shapes(model_config) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
 
 
 def _shapes(model_config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -64,26 +65,26 @@ def _shapes(model_config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def to_transformers(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
-    """Our state dict as transformers' tensors (fp32, contiguous, owning their memory); WeightsError when it does
-    not match `model_config`."""
-    wanted = exported_keys(ModelConfig.from_dict({**model_config.to_dict(), "use_sbo": False}))
+    """Our state dict as transformers' tensors under the family's names (fp32, contiguous, owning their memory);
+    WeightsError when it does not match `model_config`."""
+    without_sbo = ModelConfig.from_dict({**model_config.to_dict(), "use_sbo": False})
+    wanted = [k for k in _shapes(without_sbo) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
     kept = {k for k in state_dict if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)}
     missing, unexpected = sorted(set(wanted) - kept), sorted(kept - set(wanted))
     if missing or unexpected:
         raise WeightsError(f"state dict does not match ModelConfig: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
                            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+    network = network_of(model_config)
     # clone: a DeepSpeed-consolidated tensor may be a view into a flat buffer, which safetensors refuses
-    return {key: state_dict[key].detach().to("cpu", torch.float32).contiguous().clone() for key in wanted}
+    return {network.theirs(key): state_dict[key].detach().to("cpu", torch.float32).contiguous().clone() for key in wanted}
 
 
-def our_name(name: str) -> str:
-    """The name of a transformers BERT tensor in our state dict (the inverse of what export writes)."""
+def our_name(name: str, network: Network = NETWORKS["bert"]) -> str:
+    """The name of a transformers tensor of `network`'s in our state dict (the inverse of what export writes)."""
     for old, new in LEGACY_SUFFIXES.items():
         if name.endswith(old) and "LayerNorm" in name:
             name = name[: -len(old)] + new
-    if name.startswith(("embeddings.", "encoder.", "pooler.")):  # a bare BertModel
-        name = BASE_PREFIX + name
-    return name
+    return network.ours(network.bare(name))
 
 
 def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_config: ModelConfig,
@@ -96,13 +97,14 @@ def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_
     expected = _shapes(model_config)
     ours: dict[str, torch.Tensor | tuple[int, ...]] = {}
     dropped = []
+    network = network_of(model_config)
     for name, value in tensors.items():
-        key = our_name(name)
-        if key in TIED_KEYS or key in BUFFERS:
+        key = our_name(name, network)
+        if key in TIED_KEYS or key in BUFFERS or network.bare(name).startswith(network.dropped):
             dropped.append(name)
             continue
         if key not in expected:
-            raise WeightsError(f"{where}: {name} is not a tensor of a BERT encoder or its pre-training heads")
+            raise WeightsError(f"{where}: {name} is not a tensor of a {model_config.family} encoder or its pre-training heads")
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else tuple(value)
         if shape != expected[key]:
             raise WeightsError(f"{where}: {name} has shape {shape}, the config says {expected[key]}")
@@ -117,6 +119,7 @@ def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_
             first = next(k for k in names if k not in ours)
             raise WeightsError(f"{where}: lacks {first} ({len(names) - len(held)} of the {part}'s {len(names)} tensors missing)")
     if "encoder" in lacking:
-        raise WeightsError(f"{where}: holds no BERT encoder tensors (bert.embeddings.*, bert.encoder.*)")
+        prefix = network.base_prefix
+        raise WeightsError(f"{where}: holds no {model_config.family} encoder tensors ({prefix}embeddings.*, {prefix}encoder.*)")
     state = {k: v.detach().to("cpu", torch.float32) for k, v in ours.items() if isinstance(v, torch.Tensor)}
     return state, lacking, dropped

@@ -1,0 +1,110 @@
+"""The BERT family, one row a member: what prep, the trainer, export and the downstream commands read about each.
+
+In:  a family name (`train --family`), or what a prep run's manifest says of its data (tokenizer and packing), or
+     a transformers config.json's `model_type` (`--init-from`, and the exports `embed`, `finetune` read).
+Out: the `Family` row: its tokenizer and packings, its objectives, how its network differs from BERT's (token
+     types, where position ids start), the transformers classes it exports to and loads as, and continued
+     pretraining's and language sampling's defaults. The weight-name map of each family is the trainer's
+     (trainer/model/families/), keyed by `Family.network`; everything else asks this table, never a family's name.
+
+    family       tokenizer  packing                        objectives  export class            tokenizer class
+    bert         wordpiece  nsp (or packed, without NSP)   mlm + nsp   BertForPreTraining      BertTokenizerFast
+    roberta      bpe        full-sentences, doc-sentences  mlm         RobertaForMaskedLM      RobertaTokenizerFast
+    xlm-roberta  unigram    full-sentences, doc-sentences  mlm         XLMRobertaForMaskedLM   XLMRobertaTokenizerFast
+
+RoBERTa (Liu et al. 2019): BERT's network without NSP and token types, position ids from padding_idx + 1 (as
+fairseq counts them: position 0 and 1 are never a token's), byte-level BPE, packed full sentences, dynamic masking
+(clozeforge masks online for every family). XLM-R (Conneau et al. 2020): RoBERTa's recipe with a SentencePiece
+Unigram vocabulary over many languages, sampled with temperature alpha = 0.3. Standard library only: prep reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from schemas.errors import ContractError
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    name: str
+    """`--family`, and what a run, an export's card and the manifest record."""
+    tokenizer: str
+    """The `prep --tokenizer` kind its vocabulary is: wordpiece, bpe or unigram."""
+    packings: tuple[str, ...]
+    """The `prep --packing` modes it trains on, the first its default; NSP pairs carry a second segment and a label
+    that only a family with NSP reads (BERT on packed rows trains without NSP: RoBERTa's ablation of BERT)."""
+    objectives: tuple[str, ...]
+    """Its pre-training losses: "mlm", and "nsp" for BERT."""
+    network: str
+    """The trainer's module of its network and weight names (trainer/model/families/): bert or roberta."""
+    token_types: bool
+    """Segment ids feed the model (BERT's A/B); RoBERTa's has one type, all zeros."""
+    position_offset: str
+    """Where position ids start: "zero", or "after-pad" (padding_idx + 1, RoBERTa's)."""
+    hf_model_type: str
+    """config.json's model_type."""
+    hf_pretraining_class: str
+    """What export writes as `architectures`, and transformers loads with the pre-training heads."""
+    hf_masked_lm_class: str
+    """transformers' masked-LM class (fill-mask, and the MLM logits export is checked against)."""
+    hf_tokenizer_class: str
+    """What AutoTokenizer loads the vocabulary as."""
+    mix_alpha: float | None = None
+    """Temperature of `--mix` language sampling when the flag is not given (XLM-R: 0.3)."""
+
+    @property
+    def nsp(self) -> bool:
+        return "nsp" in self.objectives
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    Family(name="bert", tokenizer="wordpiece", packings=("nsp", "full-sentences", "doc-sentences"), objectives=("mlm", "nsp"), network="bert",
+           token_types=True, position_offset="zero", hf_model_type="bert", hf_pretraining_class="BertForPreTraining",
+           hf_masked_lm_class="BertForMaskedLM", hf_tokenizer_class="BertTokenizerFast"),
+    Family(name="roberta", tokenizer="bpe", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
+           network="roberta", token_types=False, position_offset="after-pad", hf_model_type="roberta",
+           hf_pretraining_class="RobertaForMaskedLM", hf_masked_lm_class="RobertaForMaskedLM",
+           hf_tokenizer_class="RobertaTokenizerFast"),
+    Family(name="xlm-roberta", tokenizer="unigram", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
+           network="roberta", token_types=False, position_offset="after-pad", hf_model_type="xlm-roberta",
+           hf_pretraining_class="XLMRobertaForMaskedLM", hf_masked_lm_class="XLMRobertaForMaskedLM",
+           hf_tokenizer_class="XLMRobertaTokenizerFast", mix_alpha=0.3),
+)}
+"""Every family by its --family name."""
+
+
+def family(name: str) -> Family:
+    """The row of `name`; a ContractError listing the families otherwise."""
+    if name not in FAMILIES:
+        raise ContractError(f"unknown family {name!r}; families: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def of_data(tokenizer: str, packing: str) -> Family:
+    """The family a prep run's data is for: the first whose tokenizer it is and which trains on its packing."""
+    found = [f for f in FAMILIES.values() if f.tokenizer == tokenizer and packing in f.packings]
+    if not found:
+        rows = "; ".join(f"{f.name}: {f.tokenizer}, {'/'.join(f.packings)}" for f in FAMILIES.values())
+        raise ContractError(f"no family trains on a {tokenizer} vocabulary with {packing} rows ({rows})")
+    return found[0]
+
+
+def of_model_type(model_type: str, where: str) -> Family:
+    """The family of a transformers config.json's model_type (an export, a checkpoint to --init-from)."""
+    for f in FAMILIES.values():
+        if f.hf_model_type == model_type:
+            return f
+    known = ", ".join(f.hf_model_type for f in FAMILIES.values())
+    raise ContractError(f"{where}: model_type {model_type!r} is not a family clozeforge trains ({known})")
+
+
+def refusal(chosen: Family, tokenizer: str, packing: str) -> str | None:
+    """Why `chosen` cannot train on data of this tokenizer and packing (one line), or None."""
+    if packing not in chosen.packings:
+        return (f"--family {chosen.name} trains on {' or '.join(chosen.packings)} rows; this data is {packing} "
+                f"(prep --packing {chosen.packings[0]})")
+    if tokenizer != chosen.tokenizer:
+        return (f"--family {chosen.name} uses a {chosen.tokenizer} vocabulary; this data's is {tokenizer} "
+                f"(prep --tokenizer {chosen.tokenizer})")
+    return None

@@ -1,0 +1,6 @@
+"""BERT (Devlin et al. 2019) as transformers' BertForPreTraining names it: exactly our names (trainer/model/bert.py
+was written to them), so nothing is renamed."""
+
+from trainer.model.families.network import Network
+
+NETWORK = Network(name="bert", base_prefix="bert.")

@@ -4,10 +4,13 @@ Prep writes it last (after every shard is renamed into place), so a directory wi
 The trainer reads nothing else to find its data: shard names, row counts, byte sizes, sha256 checksums,
 the vocabulary's fingerprint and the special-token ids all come from here.
 
-Format version 1 fields
-  format_version   int, 1
+Format version 2 fields
+  format_version   int, 2
+  tokenizer        "wordpiece", "bpe" or "unigram" (schemas/tokenizer_formats.py): the kind of the vocabulary
   vocab            {"file": "vocab.txt" (relative to the manifest), "sha256", "size", "lowercase"}
-  special_tokens   {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": .., "[MASK]": ..}
+  special_tokens   that tokenizer's special tokens and their ids: {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": ..,
+                   "[MASK]": ..} for wordpiece, {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": ..} for bpe
+                   and unigram; `Manifest.special_id("mask_token")` asks by transformers' role, whatever the kind
   max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
@@ -17,7 +20,11 @@ Format version 1 fields
 A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
 naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
 directory, the vocabulary files inside the prep output around it (pairs/../vocab/); no absolute path, no
-URL, no `..` beyond that. `missing_shards` checks that the shards are there with their sizes (one listing
+URL, no `..` beyond that.
+
+Change log
+  1  the fields above but `tokenizer`; special_tokens always BERT's five. Still read: as tokenizer "wordpiece".
+  2  `tokenizer` (issue 43: byte-level BPE and Unigram vocabularies beside WordPiece). `missing_shards` checks that the shards are there with their sizes (one listing
 of the directory, also on gs:// and s3://).
 """
 
@@ -32,10 +39,12 @@ from typing import Any
 
 from schemas import vocab as vocab_files
 from schemas.errors import ContractError
-from schemas.vocab import SPECIAL_TOKENS
+from schemas.tokenizer_formats import FORMATS, format_named
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT_VERSION = 1
+MANIFEST_FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions this clozeforge reads (change log in the module docstring); it writes MANIFEST_FORMAT_VERSION."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +68,15 @@ class Manifest:
     shards: tuple[ShardInfo, ...]
     seed: int = 0
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tokenizer: str = "wordpiece"
+    """The vocabulary's kind (schemas/tokenizer_formats.py): which special tokens and word marks it has."""
     format_version: int = MANIFEST_FORMAT_VERSION
     url: str = dataclasses.field(default="", compare=False)
     """Where this manifest was read from (empty when built in memory)."""
 
     def __post_init__(self) -> None:
-        missing = [t for t in SPECIAL_TOKENS if t not in self.special_tokens]
+        missing = [t for t in format_named(self.tokenizer, f"{self.url or 'manifest'}: tokenizer").special_tokens
+                   if t not in self.special_tokens]
         if missing:
             raise ContractError(f"{self.url or 'manifest'}: special_tokens lacks {missing}")
         for key in ("file", "sha256", "size", "lowercase"):
@@ -72,6 +84,13 @@ class Manifest:
                 raise ContractError(f"{self.url or 'manifest'}: vocab lacks {key!r}")
 
     # -- derived views -------------------------------------------------------------------------
+    def special_id(self, role: str) -> int:
+        """The id of the special token transformers calls `role` ("pad_token", "mask_token", "cls_token", ...)."""
+        roles = FORMATS[self.tokenizer].roles
+        if role not in roles:
+            raise ContractError(f"{self.url or 'manifest'}: a {self.tokenizer} vocabulary has no {role} (it has {', '.join(roles)})")
+        return self.special_tokens[roles[role]]
+
     def split_shards(self, split: str) -> tuple[ShardInfo, ...]:
         return tuple(s for s in self.shards if s.split == split)
 
@@ -130,6 +149,7 @@ class Manifest:
     def to_json(self) -> str:
         body = {
             "format_version": self.format_version,
+            "tokenizer": self.tokenizer,
             "vocab": self.vocab,
             "special_tokens": self.special_tokens,
             "max_seq_len": self.max_seq_len,
@@ -174,8 +194,9 @@ class Manifest:
     def from_dict(cls, body: dict[str, Any], url: str = "") -> Manifest:
         where = url or "manifest"
         version = body.get("format_version") if isinstance(body, dict) else None
-        if version != MANIFEST_FORMAT_VERSION:
-            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {MANIFEST_FORMAT_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads "
+                                f"{', '.join(map(str, READABLE_VERSIONS))}")
         check_body(body, where)
         try:
             shards = tuple(ShardInfo(**s) for s in body["shards"])
@@ -186,6 +207,8 @@ class Manifest:
                 shards=shards,
                 seed=body.get("seed", 0),
                 config=body.get("config", {}),
+                tokenizer=body.get("tokenizer", "wordpiece"),
+                format_version=version,
                 url=url,
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -232,6 +255,10 @@ def check_body(body: Any, where: str) -> None:
     need(isinstance(tokens, dict) and all(_is_int(v) for v in tokens.values()), "special_tokens", "an object of token ids", tokens)
     need(_is_int(body["max_seq_len"], 4), "max_seq_len", "an integer >= 4", body["max_seq_len"])
     need(isinstance(body["shards"], list) and body["shards"], "shards", "a non-empty list", body["shards"])
+    if body.get("format_version") == 1:
+        need("tokenizer" not in body, "tokenizer", "absent from a version-1 manifest (WordPiece)", body.get("tokenizer"))
+    else:
+        need(body.get("tokenizer") in FORMATS, "tokenizer", f"one of {', '.join(FORMATS)}", body.get("tokenizer"))
     for i, shard in enumerate(body["shards"]):
         field = f"shards[{i}]"
         need(isinstance(shard, dict), field, "an object", shard)

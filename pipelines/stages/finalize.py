@@ -26,6 +26,7 @@ from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
+from schemas.tokenizer_formats import FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
@@ -40,6 +41,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     vocab_dir = posixpath.join(out, "vocab")
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
+    kind = FORMATS[vocab.get("tokenizer", "wordpiece")]
     shards = sorted(shards, key=lambda s: s.path)
     manifest = Manifest(
         vocab={
@@ -49,7 +51,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
             "lowercase": vocab["lowercase"],
             "token_counts": "../vocab/token_counts.txt",
         },
-        special_tokens=vocab_files.special_token_ids(tokens),
+        special_tokens=kind.special_ids(tokens),
+        tokenizer=kind.name,
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,

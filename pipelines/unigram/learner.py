@@ -17,7 +17,7 @@ The steps are SentencePiece's (unigram_model_trainer.cc), on words instead of se
   4. after every `sub_iterations` EM steps, pruning: a piece whose own Viterbi cut is split never wins and goes; for
      the others the loss of likelihood if its count moved to its second-best cut, weighted by the share of words
      using it, and the `shrinking_factor` share with the largest losses stays (pieces with no second-best cut stay);
-     until 1.1 x vocab_size pieces remain;
+     until 1.1 x vocab_size pieces remain, or none can go;
   5. the required characters (any the EM dropped comes back just below the lowest score, the rarer lower), then
      the best-scoring pieces up to vocab_size.
 Words are sorted by (length, word) and the EM runs in float64 in one process, so the same counts give the same bytes.
@@ -188,7 +188,10 @@ def learn_unigram(word_counts: Iterable[tuple[str, int]], char_counts: Mapping[s
             model = _em_step(model, batches)
         if len(model.pieces) <= desired:
             break
-        model = _prune(model, batches, desired, config.shrinking_factor)
+        pruned = _prune(model, batches, desired, config.shrinking_factor)
+        if len(pruned.pieces) == len(model.pieces):  # what remains has no second-best cut (the characters, mostly)
+            break
+        model = pruned
     return _finalize(model, required, room)
 
 

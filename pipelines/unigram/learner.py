@@ -107,7 +107,8 @@ def _em_step(model: _Model, batches: list[Batch]) -> _Model:
 
 def _alternatives(model: _Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(removable, owner, alternative): pieces whose own best cut is split; and for each piece whose best cut is itself
-    (longer than one character), the pieces of its second-best cut (none when that cut needs an unknown character)."""
+    (longer than one character), the pieces of its second-best cut (-1 for a character no piece covers: the unknown
+    piece, as SentencePiece's lattice has it)."""
     n = len(model.pieces)
     whole = Batch(model.pieces, np.ones(n))
     word, piece = viterbi(whole, model.edges(whole), model.scores, model.unknown)
@@ -120,31 +121,31 @@ def _alternatives(model: _Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start, length, ids = model.edges(second)
     partial = length < second.ends[second.word[start]] - second.starts[second.word[start]]  # not the piece itself
     word, piece = viterbi(second, (start[partial], length[partial], ids[partial]), model.scores, model.unknown)
-    unknown = np.zeros(len(asked), dtype=bool)
-    unknown[word[piece < 0]] = True
-    keep = ~unknown[word]
-    return removable, asked[word[keep]], piece[keep]
+    return removable, asked[word], piece
 
 
 def _prune(model: _Model, batches: list[Batch], desired: int, shrinking: float) -> _Model:
     n = len(model.pieces)
     removable, owner, alternative = _alternatives(model)
-    freq, users, total_count = np.zeros(n), np.zeros(n), 0.0
+    # the unknown piece is number n here: what an uncovered character's count goes to
+    freq, users, total_count = np.zeros(n + 1), np.zeros(n + 1), 0.0
+    alternative = np.where(alternative < 0, n, alternative)
     for batch in batches:
         word, piece = viterbi(batch, model.edges(batch), model.scores, model.unknown)
-        known = piece >= 0
-        word, piece = word[known], piece[known]
-        freq += np.bincount(piece, weights=batch.counts[word], minlength=n)
-        pairs = np.unique(word * n + piece)  # each word counted once per piece it uses
-        users += np.bincount(pairs % n, weights=batch.counts[pairs // n], minlength=n)
+        piece = np.where(piece < 0, n, piece)
+        freq += np.bincount(piece, weights=batch.counts[word], minlength=n + 1)
+        pairs = np.unique(word * (n + 1) + piece)  # each word counted once per piece it uses
+        users += np.bincount(pairs % (n + 1), weights=batch.counts[pairs // (n + 1)], minlength=n + 1)
         total_count += float(batch.counts.sum())
     total = freq.sum()
+    freq, users = freq[:n], users[:n]
     alt_count = np.bincount(owner, minlength=n)
     has_alternatives = alt_count > 0
     alive = (freq > 0) & ~removable
     with np.errstate(divide="ignore", invalid="ignore"):  # pieces with no count or no alternative: not used below
         logsum_alt = np.log(total + freq * (alt_count - 1))
-        alt_logprob = np.bincount(owner, weights=np.log(freq[alternative] + freq[owner]), minlength=n) - alt_count * logsum_alt
+        alt_freq = np.append(freq, total - freq.sum())[alternative]
+        alt_logprob = np.bincount(owner, weights=np.log(alt_freq + freq[owner]), minlength=n) - alt_count * logsum_alt
         loss = users / max(total_count, 1.0) * (np.log(freq) - np.log(total) - alt_logprob)
     kept = [i for i in range(n) if alive[i] and not has_alternatives[i]]
     candidates = sorted((i for i in range(n) if alive[i] and has_alternatives[i]), key=lambda i: (-loss[i], i))

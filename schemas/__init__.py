@@ -12,6 +12,9 @@ Change log
              num_tokens, source, doc_id.
   clean v1   doc_id, source, path, sentences.
   manifest 1 see schemas/manifest.py.
+  manifest 2 + tokenizer (wordpiece | bpe | unigram); version 1 still reads, as wordpiece.
+  vocab/     which tokenizer kind a vocabulary directory holds, its special tokens and word marks:
+             schemas/tokenizer_formats.py; RoBERTa's and XLM-R's tokenizer files: schemas/hf_tokenizers.py.
 """
 
 from schemas.clean import CLEAN_DOC_SCHEMA, clean_doc_schema

@@ -130,6 +130,13 @@ class Manifest:
         """The vocabulary's tokens, checked against the manifest's sha256 and size."""
         return vocab_files.read_tokens(self.vocab_directory, sha256=self.vocab["sha256"], size=self.vocab["size"])
 
+    def read_word_boundary(self):
+        """How the vocabulary's tokens mark words (schemas/tokenizer_formats.py's WordBoundary: '##' continues a word,
+        'Ġ' and '▁' start one), from its vocab_config.json, else the tokenizer kind's; whole-word masking reads it."""
+        from schemas.tokenizer_formats import word_boundary
+
+        return word_boundary(self.vocab_directory)
+
     def read_token_counts(self) -> list[int]:
         """How often each id occurs in the encoded corpus (for unigram sampling of random tokens)."""
         name = self.vocab.get("token_counts")

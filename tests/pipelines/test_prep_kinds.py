@@ -62,6 +62,8 @@ def test_the_manifest_and_the_report_name_the_tokenizer(two_runs):
     assert manifest.tokenizer == name == report["vocab"]["tokenizer"] == report["config"]["tokenizer"]
     assert manifest.special_tokens == {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 1199}
     assert manifest.special_id("mask_token") == 1199 and not manifest.vocab["lowercase"]
+    boundary = manifest.read_word_boundary()
+    assert boundary == KINDS[name].format.boundary and boundary.marks_start  # 'Ġ' / '▁' start a word
 
 
 def test_the_token_counts_are_autotokenizers_over_the_clean_sentences(two_runs):

@@ -59,6 +59,23 @@ def test_words_start_with_the_meta_symbol_and_hold_no_white_space():
     assert not [w for t in mixed_texts() for w in UnigramWords()([t]) if w != w.strip() or any(c.isspace() for c in w)]
 
 
+def test_the_fast_word_split_is_the_pre_tokenizers():
+    """UnigramWords' str.split() shortcut gives the words XLM-R's normalizer + WhitespaceSplit + Metaspace give, sentence
+    by sentence, on the mixed text and on every code point between two letters."""
+    tokenizer = Tokenizer(models.Unigram())
+    tokenizer.normalizer = normalizers.Precompiled(normalizer.charsmap())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])
+
+    def reference(sentences):
+        return [w for s in sentences for w, _ in tokenizer.pre_tokenizer.pre_tokenize_str(tokenizer.normalizer.normalize_str(s))]
+
+    documents = [list(mixed_texts())[i:i + 7] for i in range(0, len(mixed_texts()), 7)]
+    documents += [[f"a{chr(cp)}b c" for cp in range(start, start + 512) if not 0xD800 <= cp < 0xE000]
+                  for start in range(0, 0x32000, 512)]
+    split = UnigramWords()
+    assert [split(d) for d in documents] == [reference(d) for d in documents]
+
+
 def brute_seeds(words, counts, length):
     occurrences = collections.defaultdict(list)
     for i, w in enumerate(words):

@@ -5,12 +5,13 @@
     ... ─ MakeNspPairs ─ WriteShards ─ Finalize
 
 Decontaminate runs only with --decontaminate. CountWords and LearnVocabulary ask the --tokenizer kind's row
-(pipelines/tokenizer_kinds.py) how to split text into words and learn; Tokenize asks the vocabulary's. Tokenize reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them
-until then, and every shuffle of documents, word counts or pairs goes, on the local runners, through run
-files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with
-the corpus. On a runner with a disk-backed shuffle (Dataflow, Flink, Spark) the same transforms use Beam's
-GroupByKey instead (--shuffle; pipelines/shuffle/README.md). Every drop
-of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
+(pipelines/tokenizer_kinds.py) how to split text into words and learn; Tokenize asks the vocabulary's. Tokenize
+reads the documents back from clean/ once the vocabulary exists, rather than Beam holding them until then, and
+every shuffle of documents, word counts or pairs goes, on the local runners, through run files under DIR/.tmp-<id>/
+(pipelines/shuffle), removed as each is read: a run's memory does not grow with the corpus. On a runner with a
+disk-backed shuffle (Dataflow, Flink, Spark) the same transforms use Beam's GroupByKey instead (--shuffle;
+pipelines/shuffle/README.md). Every drop of every stage is tallied in one place (pipelines/stages/accounting.py)
+for report.json.
 """
 
 from __future__ import annotations

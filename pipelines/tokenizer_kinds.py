@@ -13,6 +13,7 @@ stages ask the table (by the name in the vocabulary summary) and never which kin
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -56,8 +57,6 @@ class TokenizersEncoder:
 
 
 def _default_of(prep: Any, name: str) -> Any:
-    import dataclasses
-
     return {f.name: f.default for f in dataclasses.fields(prep)}[name]
 
 

@@ -172,3 +172,18 @@ def test_a_directory_without_a_vocabulary_names_the_directory_not_a_file_in_it(t
     (empty / "tokenizer_config.json").write_text('{"tokenizer_class": "GPT2Tokenizer"}')
     with pytest.raises(PrepError, match=r"tokenizer_class 'GPT2Tokenizer' is none of the classes clozeforge reads"):
         check_vocab(str(empty))
+
+
+@pytest.mark.parametrize("name", ["bpe", "unigram"])
+def test_the_tokenize_command_gives_autotokenizers_ids(learned, name, tmp_path):
+    import json
+
+    from pipelines.commands import tokenize as tokenize_command
+
+    lines = [t.replace("\n", " ").replace("\r", " ").replace("\x85", " ").replace("\u2028", " ").replace("\u2029", " ")
+             for t in mixed_texts()]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "ids.jsonl"
+    assert tokenize_command.main(["--vocab", learned[name], "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
+    written = [json.loads(line)["ids"] for line in out.read_text().splitlines()]
+    assert written == _auto(learned[name], lines)

@@ -92,6 +92,7 @@ def split_corpus() -> tuple[list[str], list[str]]:
     return docs[:cut], docs[cut:]
 
 
+@pytest.mark.integration  # counts and learns 1 MB twice
 def test_compression_is_within_2_percent_of_tokenizers_bpe_trainer(split_corpus, tmp_path):
     train, held_out = split_corpus
     counts = collections.Counter(w for text in train for w in ByteLevelWords()(text.split("\n")))

@@ -154,6 +154,7 @@ def counted() -> tuple[collections.Counter, list[str]]:
     return collections.Counter(w for t in docs[:cut] + list(mixed_texts()) for w in split(t.split("\n"))), docs[cut:]
 
 
+@pytest.mark.integration  # runs for tens of seconds
 def test_learner_is_deterministic_and_keeps_every_character(counted, tmp_path):
     counts, _ = counted
     config = UnigramConfig(vocab_size=1000)
@@ -177,6 +178,7 @@ def test_a_vocabulary_smaller_than_the_alphabet_is_refused():
         learn_unigram([("▁abcd", 3)], None, UnigramConfig(vocab_size=8))
 
 
+@pytest.mark.integration  # runs for tens of seconds
 def test_compression_is_within_2_percent_of_tokenizers_unigram_trainer(tmp_path):
     docs = [d["text"] for d in iter_documents(400_000)]
     cut = int(len(docs) * 0.9)

@@ -27,6 +27,7 @@ from schemas.vocab import read_tokens
 from tests.pipelines.mixed_text import mixed_texts
 
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.integration  # learns three vocabularies, runs Beam stages: a minute or two
 
 CLASSES = {"wordpiece": "BertTokenizer", "bpe": "RobertaTokenizer", "unigram": "XLMRobertaTokenizer"}
 VOCAB_SIZES = {"wordpiece": 900, "bpe": 900, "unigram": 1200}
@@ -149,7 +150,6 @@ def test_a_vocabulary_of_another_kind_is_one_line(learned, tmp_path):
         check_vocab(learned["wordpiece"], "unigram")
 
 
-@pytest.mark.integration
 def test_the_cli_says_so_before_any_work(learned, tmp_path, corpus_dir):
     from tests.helpers import run_cli
 

@@ -4,11 +4,14 @@
     config.py    PrepConfig, every setting of a run
     graph.py     which stage feeds which
     runners.py   the kinds of Beam runner: local or not, whether a job outlives its launcher, how to cancel it
+    tokenizer_kinds.py  the --tokenizer kinds, one object each: words, learner, files, encoder  (no Beam)
     stages/      the Beam PTransforms, one a module, in graph order      (needs Beam)
     shuffle/     prep's shuffles through run files                      (needs Beam; runs.py does not)
     documents/   one document: read, clean, split; NSP pairs, packing    (no Beam)
     filters/     quality filters, one rule family a module              (no Beam)
     wordpiece/   BERT's basic tokenizer, the learner, the encoder       (no Beam)
+    bpe/         byte-level BPE: GPT-2's words, the learner, the files  (no Beam)
+    unigram/     SentencePiece's Unigram: NFKC, seeds, EM, the files    (no Beam)
     outputs/     atomic files, shard encodings, the report              (no Beam)
     commands/    `clozeforge tokenize` and `clozeforge inspect`         (no Beam)
     errors.py    PrepError: a user's mistake, printed as one line

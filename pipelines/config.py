@@ -15,6 +15,7 @@ from typing import Any
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
+from pipelines.tokenizer_kinds import KINDS, NAMES
 from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
 from schemas.pairs import NSP_PAIRS, PACKINGS
@@ -51,8 +52,17 @@ class PrepConfig(Config):
     """Evaluation files (fsspec URL glob; repeat for several: a benchmark's validation and test files, JSON, JSON
     lines, TSV or CoNLL columns): drop every document that shares a 13-word n-gram with their text, case and
     punctuation ignored (GPT-3's test), counted as `contaminated`; report.json lists the files with their sha256."""
+    tokenizer: str = flag("wordpiece", choices=NAMES)
+    """The vocabulary's kind (pipelines/tokenizer_kinds.py): wordpiece (BERT's), bpe (byte-level BPE as GPT-2 and
+    RoBERTa: no unknown token, cased) or unigram (SentencePiece's Unigram as XLM-R: NFKC, '▁' word marks, cased). Each
+    writes the vocab/ directory transformers' AutoTokenizer loads as BertTokenizerFast, RobertaTokenizerFast or
+    XLMRobertaTokenizerFast."""
+    character_coverage: float = flag(1.0, metavar="SHARE")
+    """--tokenizer unigram: share of the corpus's characters (by count, the most frequent first) kept as pieces; the
+    rest encode as <unk>. 1.0 keeps every character of the corpus (XLM-R's tokenizer has no byte fallback)."""
     vocab: str | None = flag(None, metavar="DIR", convert=lambda url: absolute(url))
-    """An existing vocabulary directory to reuse instead of learning one."""
+    """An existing vocabulary directory to reuse instead of learning one: a prep run's vocab/, or any tokenizer
+    directory transformers saved for BERT, RoBERTa or XLM-R (tokenizer.json alone will do), of the --tokenizer kind."""
     wordpiece: VocabConfig = VocabConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     vocab_max_words: int = flag(500_000, metavar="WORDS")
     """Most distinct words the vocabulary learner gets: the rarest are pruned by count (every word of a kept
@@ -114,6 +124,7 @@ class PrepConfig(Config):
         if not self.inputs:
             raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
         check_choices(self, PrepError)
+        KINDS[self.tokenizer].check(self)
         checks = [
             (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),

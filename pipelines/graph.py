@@ -1,15 +1,17 @@
 """The prep graph: which Beam stage feeds which (pipelines/stages/, in the order below).
 
     ReadCorpus ─ CleanDocuments ─ Deduplicate ─ Decontaminate ─┬─ WriteCleanDocs ─ (clean/ shards) ─┐
-                                                               └─ CountWords ─ LearnWordPiece ──────┴─ Tokenize ─ ...
+                                                               └─ CountWords ─ LearnVocabulary ─────┴─ Tokenize ─ ...
     ... ─ MakeNspPairs (--packing nsp) | MakePackedRows (full-sentences, doc-sentences) ─ WriteShards ─ Finalize
 
-Decontaminate runs only with --decontaminate. Tokenize reads the documents back from the clean shards once the
-vocabulary exists, rather than Beam holding them until then, and every shuffle of documents, word counts or
-pairs goes, on the local runners, through run files under DIR/.tmp-<id>/ (pipelines/shuffle), removed as each
-is read: a run's memory does not grow with the corpus. On any other runner (Dataflow, Flink, Spark, the
-portable Job API) the same transforms use Beam's GroupByKey instead (--shuffle; pipelines/shuffle/README.md).
-Every drop of every stage is tallied in one place (pipelines/stages/accounting.py) for report.json.
+Decontaminate runs only with --decontaminate. CountWords and LearnVocabulary ask the --tokenizer kind's row
+(pipelines/tokenizer_kinds.py) how to split text into words and learn; Tokenize asks the vocabulary's. Tokenize
+reads the documents back from the clean shards once the vocabulary exists, rather than Beam holding them until then,
+and every shuffle of documents, word counts or pairs goes, on the local runners, through run files under
+DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with the corpus. On any
+other runner (Dataflow, Flink, Spark, the portable Job API) the same transforms use Beam's GroupByKey instead
+(--shuffle; pipelines/shuffle/README.md). Every drop of every stage is tallied in one place
+(pipelines/stages/accounting.py) for report.json.
 
 Nothing under clean/, vocab/ or pairs/ is written before Finalize: the shard and vocabulary writers write each
 attempt's files under DIR/.tmp-<id>/ and pass on their Staged records, and Finalize, which sees only the
@@ -38,13 +40,14 @@ from pipelines.stages.count_words import CountWords
 from pipelines.stages.decontaminate import Decontaminate
 from pipelines.stages.deduplicate import Deduplicate
 from pipelines.stages.finalize import Finalize
-from pipelines.stages.learn_wordpiece import LearnWordPiece, ReuseVocab
+from pipelines.stages.learn_vocabulary import LearnVocabulary, ReuseVocab
 from pipelines.stages.make_nsp_pairs import MakeNspPairs
 from pipelines.stages.make_packed_rows import MakePackedRows
 from pipelines.stages.read_corpus import ReadCorpus
 from pipelines.stages.tokenize import Tokenize
 from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_shards import WriteShards
+from pipelines.tokenizer_kinds import KINDS
 from schemas.pairs import NSP_PAIRS, PACKINGS
 
 
@@ -73,10 +76,13 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     if config.vocab:
         vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir, staging=scratch.sub("vocab").directory)
     else:
+        kind = KINDS[config.tokenizer]
+        settings = kind.settings(config)
         vocab = (
             docs
-            | "CountWords" >> CountWords(config.wordpiece.lowercase, config.vocab_max_words, scratch.sub("words"))
-            | "LearnWordPiece" >> LearnWordPiece(config.wordpiece, vocab_dir, staging=scratch.sub("vocab").directory)
+            | "CountWords" >> CountWords(kind.words(settings), config.vocab_max_words, scratch.sub("words"),
+                                         characters=kind.counts_characters)
+            | "LearnVocabulary" >> LearnVocabulary(kind.name, settings, vocab_dir, staging=scratch.sub("vocab").directory)
         )
 
     tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)

@@ -42,7 +42,7 @@ from pipelines.documents.decontaminate import match_files
 from pipelines.errors import PrepError, os_error_in, prep_error_in, quiet_workers
 from pipelines.graph import build
 from pipelines.outputs import ownership, progress
-from pipelines.stages.learn_wordpiece import check_vocab
+from pipelines.stages.learn_vocabulary import check_vocab
 from pipelines.stages.read_corpus import expand_inputs, matched_files
 from schemas.pairs import NSP_PAIRS, PACKINGS
 
@@ -51,8 +51,8 @@ def parser() -> argparse.ArgumentParser:
     ap = arguments.PrepArgumentParser(
         prog="clozeforge prep",
         allow_abbrev=False,  # a prefix of a flag is not that flag: it could be a Beam option's
-        description="Clean, deduplicate and split corpora, learn a WordPiece vocabulary and write NSP pair shards "
-        "(or RoBERTa's packed rows: --packing). "
+        description="Clean, deduplicate and split corpora, learn a vocabulary (WordPiece, byte-level BPE or Unigram) and "
+        "write NSP pair shards (or RoBERTa's packed rows: --packing). "
         "Apache Beam's pipeline options are accepted too (e.g. --runner, --direct_num_workers, Dataflow's "
         "--project); any other argument is an error.",
     )
@@ -171,7 +171,7 @@ def check_inputs(config: prep_config.PrepConfig) -> None:
         print(f"clozeforge prep: note: --input reaches into --output {config.output}: its {len(skipped)} files of prep's "
               f"own ({', '.join(shown)}) are not read as documents", file=sys.stderr)
     if config.vocab:
-        check_vocab(config.vocab)
+        check_vocab(config.vocab, config.tokenizer)
     if config.decontaminate:
         match_files(config.decontaminate)  # a glob matching nothing fails here, in one line
 
@@ -193,7 +193,7 @@ def summarize(report: dict, output: str) -> str:
     dropped = ", ".join(f"{k} {v}" for k, v in sorted(t["dropped"].items(), key=lambda kv: -kv[1])) or "none"
     lines = [
         f"records: read {t['read']}, kept {t['kept']}, dropped {sum(t['dropped'].values())} ({dropped})",
-        f"vocab:   {report['vocab'].get('size')} tokens -> {posixpath.join(output, 'vocab')}",
+        f"vocab:   {report['vocab'].get('size')} {report['vocab'].get('tokenizer', 'wordpiece')} tokens -> {posixpath.join(output, 'vocab')}",
     ]
     nsp = PACKINGS[report.get("packing", {}).get("mode", "nsp")].row_format == NSP_PAIRS
     for split, stats in report["pairs"].items():

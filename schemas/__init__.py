@@ -13,7 +13,10 @@ Change log
   pairs v2   packed_rows added beside them (prep --packing full-sentences | doc-sentences): tokens,
              num_tokens, source, doc_id; see schemas/pairs.py.
   clean v1   doc_id, source, path, sentences.
-  manifest 2 `packing` added (1 still reads); see schemas/manifest.py.
+  manifest 2 + tokenizer (wordpiece | bpe | unigram) and packing (nsp | full-sentences | doc-sentences); version 1
+             still reads, as wordpiece NSP pairs; see schemas/manifest.py.
+  vocab/     which tokenizer kind a vocabulary directory holds, its special tokens and word marks:
+             schemas/tokenizer_formats.py; RoBERTa's and XLM-R's tokenizer files: schemas/hf_tokenizers.py.
 """
 
 from schemas.clean import CLEAN_DOC_SCHEMA, clean_doc_schema

@@ -6,8 +6,11 @@ the vocabulary's fingerprint and the special-token ids all come from here.
 
 Format version 2 fields
   format_version   int, 2
+  tokenizer        "wordpiece", "bpe" or "unigram" (schemas/tokenizer_formats.py): the kind of the vocabulary
   vocab            {"file": "vocab.txt" (relative to the manifest), "sha256", "size", "lowercase"}
-  special_tokens   {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": .., "[MASK]": ..}
+  special_tokens   that tokenizer's special tokens and their ids: {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": ..,
+                   "[MASK]": ..} for wordpiece, {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": ..} for bpe
+                   and unigram; `Manifest.special_id("mask_token")` asks by transformers' role, whatever the kind
   max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
@@ -17,16 +20,18 @@ Format version 2 fields
                    full-sentences row (absent for the others, whose rows hold one document each)}
   seed, config     what produced the data (free-form, for the record)
 
-Change log
-  1  the fields above but `packing`.
-  2  `packing` added. A version-1 manifest still reads, as packing nsp (the only rows version 1 knew).
-`mixing_conflict` says whether two manifests' rows can go into one training run.
-
 A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
 naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
 directory, the vocabulary files inside the prep output around it (pairs/../vocab/); no absolute path, no
 URL, no `..` beyond that. `missing_shards` checks that the shards are there with their sizes (one listing
-of the directory, also on gs:// and s3://).
+of the directory, also on gs:// and s3://); `mixing_conflict` says whether two manifests' rows can go into one
+training run.
+
+Change log
+  1  the fields above but `tokenizer` and `packing`; special_tokens always BERT's five. Still read: as tokenizer
+     "wordpiece", packing nsp (the only rows version 1 knew).
+  2  `tokenizer` (byte-level BPE and Unigram vocabularies beside WordPiece) and `packing` (RoBERTa's packed rows
+     beside NSP pairs), both of issue 43.
 """
 
 from __future__ import annotations
@@ -42,11 +47,12 @@ from schemas import vocab as vocab_files
 from schemas.errors import ContractError
 from schemas.jsonl import file_object
 from schemas.pairs import PACKINGS, ROW_FORMATS, RowFormat
-from schemas.vocab import SPECIAL_TOKENS
+from schemas.tokenizer_formats import FORMATS, format_named
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
+"""Versions this clozeforge reads (change log in the module docstring); it writes MANIFEST_FORMAT_VERSION."""
 NSP_PACKING = {"mode": "nsp", "row_format": PACKINGS["nsp"].row_format.kind, "format_version": PACKINGS["nsp"].row_format.version}
 """The packing of a manifest that records none (version 1)."""
 
@@ -74,12 +80,15 @@ class Manifest:
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     packing: dict[str, Any] = dataclasses.field(default_factory=lambda: dict(NSP_PACKING))
     """How the rows were made (the module docstring); `row_format` and `separator_id` read it."""
+    tokenizer: str = "wordpiece"
+    """The vocabulary's kind (schemas/tokenizer_formats.py): which special tokens and word marks it has."""
     format_version: int = MANIFEST_FORMAT_VERSION
     url: str = dataclasses.field(default="", compare=False)
     """Where this manifest was read from (empty when built in memory)."""
 
     def __post_init__(self) -> None:
-        missing = [t for t in SPECIAL_TOKENS if t not in self.special_tokens]
+        missing = [t for t in format_named(self.tokenizer, f"{self.url or 'manifest'}: tokenizer").special_tokens
+                   if t not in self.special_tokens]
         if missing:
             raise ContractError(f"{self.url or 'manifest'}: special_tokens lacks {missing}")
         for key in ("file", "sha256", "size", "lowercase"):
@@ -87,6 +96,13 @@ class Manifest:
                 raise ContractError(f"{self.url or 'manifest'}: vocab lacks {key!r}")
 
     # -- derived views -------------------------------------------------------------------------
+    def special_id(self, role: str) -> int:
+        """The id of the special token transformers calls `role` ("pad_token", "mask_token", "cls_token", ...)."""
+        roles = FORMATS[self.tokenizer].roles
+        if role not in roles:
+            raise ContractError(f"{self.url or 'manifest'}: a {self.tokenizer} vocabulary has no {role} (it has {', '.join(roles)})")
+        return self.special_tokens[roles[role]]
+
     def split_shards(self, split: str) -> tuple[ShardInfo, ...]:
         return tuple(s for s in self.shards if s.split == split)
 
@@ -137,6 +153,13 @@ class Manifest:
         """The vocabulary's tokens, checked against the manifest's sha256 and size."""
         return vocab_files.read_tokens(self.vocab_directory, sha256=self.vocab["sha256"], size=self.vocab["size"])
 
+    def read_word_boundary(self):
+        """How the vocabulary's tokens mark words (schemas/tokenizer_formats.py's WordBoundary: '##' continues a word,
+        'Ġ' and '▁' start one), from its vocab_config.json, else the tokenizer kind's; whole-word masking reads it."""
+        from schemas.tokenizer_formats import word_boundary
+
+        return word_boundary(self.vocab_directory)
+
     def read_token_counts(self) -> list[int]:
         """How often each id occurs in the encoded corpus (for unigram sampling of random tokens)."""
         name = self.vocab.get("token_counts")
@@ -156,6 +179,7 @@ class Manifest:
     def to_json(self) -> str:
         body = {
             "format_version": self.format_version,
+            "tokenizer": self.tokenizer,
             "vocab": self.vocab,
             "special_tokens": self.special_tokens,
             "max_seq_len": self.max_seq_len,
@@ -200,7 +224,8 @@ class Manifest:
         where = url or "manifest"
         version = body.get("format_version") if isinstance(body, dict) else None
         if version not in READABLE_VERSIONS or isinstance(version, bool):
-            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads {' and '.join(map(str, READABLE_VERSIONS))}")
+            raise ContractError(f"{where}: manifest format_version {version!r}, this clozeforge reads "
+                                f"{', '.join(map(str, READABLE_VERSIONS))}")
         check_body(body, where)
         try:
             shards = tuple(ShardInfo(**s) for s in body["shards"])
@@ -212,6 +237,8 @@ class Manifest:
                 seed=body.get("seed", 0),
                 config=body.get("config", {}),
                 packing=dict(body.get("packing", NSP_PACKING)),
+                tokenizer=body.get("tokenizer", "wordpiece"),
+                format_version=version,
                 url=url,
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -258,6 +285,10 @@ def check_body(body: Any, where: str) -> None:
     need(isinstance(tokens, dict) and all(_is_int(v) for v in tokens.values()), "special_tokens", "an object of token ids", tokens)
     need(_is_int(body["max_seq_len"], 4), "max_seq_len", "an integer >= 4", body["max_seq_len"])
     need(isinstance(body["shards"], list) and body["shards"], "shards", "a non-empty list", body["shards"])
+    if body.get("format_version") == 1:
+        need("tokenizer" not in body, "tokenizer", "absent from a version-1 manifest (WordPiece)", body.get("tokenizer"))
+    else:
+        need(body.get("tokenizer") in FORMATS, "tokenizer", f"one of {', '.join(FORMATS)}", body.get("tokenizer"))
     for i, shard in enumerate(body["shards"]):
         field = f"shards[{i}]"
         need(isinstance(shard, dict), field, "an object", shard)

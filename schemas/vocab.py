@@ -2,15 +2,22 @@
 
 Files, by name inside the directory (any fsspec URL):
   vocab.txt              one token per line, line number = id (BERT's format), UTF-8
-  tokenizer.json         the same vocabulary as a `tokenizers` pipeline (normalizer, pre-tokenizer, WordPiece)
+  tokenizer.json         the same vocabulary as a `tokenizers` pipeline (normalizer, pre-tokenizer, model)
   tokenizer_config.json  what transformers' AutoTokenizer reads beside tokenizer.json
-  vocab_config.json      how it was built (normalization flags, sizes), its size, sha256 and special-token ids
+  vocab.json, merges.txt byte-level BPE only (RoBERTa's files, schemas/hf_tokenizers.py)
+  vocab_config.json      how it was built (tokenizer kind, settings, sizes), its size, sha256, special-token ids and
+                         word boundary mark (schemas/tokenizer_formats.py)
   token_counts.txt       (prep's Finalize) how often each id occurs in the encoded corpus, one count a line
+
+Which kind a directory holds (wordpiece, bpe, unigram) and its special tokens are schemas/tokenizer_formats.py's; this
+module reads and writes the files every kind shares, and BERT's tokenizer.json.
 
 vocab.txt is parsed one way everywhere (`parse_tokens`): lines end at "\\n" only and lose trailing white
 space, the way `tokenizers` reads the file (Rust's `lines()` then `trim_end()`), so a token holding another
 Unicode line separator stays one token. A manifest names vocab.txt with its sha256 and size; `read_tokens`
-checks both before anything uses the tokens, and `copy_directory` checks them before it copies anything.
+checks both before anything uses the tokens, and `copy_directory` checks them before it copies anything. A directory
+transformers 5 saved holds no vocab.txt: `read_tokens` then reads the tokens (and takes the sha256) of what vocab.txt
+would hold, from tokenizer.json.
 
 tokenizer.json and tokenizer_config.json are written by one function each (`tokenizer_json`,
 `tokenizer_config_json`) from the tokens and the normalization: prep's vocabulary files and export's
@@ -33,8 +40,10 @@ TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 CONFIG_FILE = "vocab_config.json"
 TOKEN_COUNTS_FILE = "token_counts.txt"
-FILES = (VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, CONFIG_FILE, TOKEN_COUNTS_FILE)
-"""Every file a vocabulary directory may hold; vocab.txt is the only one required."""
+BPE_VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+FILES = (VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, CONFIG_FILE, TOKEN_COUNTS_FILE, BPE_VOCAB_FILE, MERGES_FILE)
+"""Every file a vocabulary directory may hold; vocab.txt or tokenizer.json is required."""
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 """The special tokens every vocabulary holds (their ids vary: see `special_token_ids`)."""
 SPECIAL_TOKEN_ROLES = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
@@ -72,12 +81,26 @@ def parse_tokens(data: bytes, url: str = VOCAB_FILE) -> list[str]:
 
 
 def read_tokens(directory: str, *, sha256: str | None = None, size: int | None = None) -> list[str]:
-    """The tokens of `directory`/vocab.txt; with `sha256` and `size` (a manifest's record), checked against them."""
+    """The tokens of `directory`/vocab.txt (else of its tokenizer.json, as vocab.txt would hold them); with `sha256`
+    and `size` (a manifest's record), checked against them."""
     url = _join(directory, VOCAB_FILE)
     try:
         data = _read_bytes(url)
     except FileNotFoundError:
-        raise ContractError(f"{url}: no vocabulary here (expected a vocab/ directory written by prep)") from None
+        from schemas.tokenizer_formats import read_json, tokens_of_tokenizer_json
+
+        url = _join(directory, TOKENIZER_FILE)
+        try:
+            body = read_json(url)
+        except ValueError as e:
+            raise ContractError(str(e)) from None
+        if body is None:
+            raise ContractError(f"{directory.rstrip('/')}: no vocabulary here: no {VOCAB_FILE} nor {TOKENIZER_FILE} (expected the "
+                                "vocab/ directory of a prep run, or a tokenizer directory transformers saved)") from None
+        try:
+            data = encode_tokens(tokens_of_tokenizer_json(body, url))
+        except ValueError as e:
+            raise ContractError(str(e)) from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         raise ContractError(f"{url}: sha256 differs from the manifest's (the vocabulary changed after prep)")
     tokens = parse_tokens(data, url)

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     v = manifest.vocab
     print(f"manifest  {manifest.url} (format {manifest.format_version}, fingerprint {manifest.fingerprint[:16]})")
-    print(f"vocab     {v['size']} tokens, {'uncased' if v['lowercase'] else 'cased'}, sha256 {v['sha256'][:16]}")
+    print(f"vocab     {v['size']} {manifest.tokenizer} tokens, {'uncased' if v['lowercase'] else 'cased'}, sha256 {v['sha256'][:16]}")
     print(f"specials  {' '.join(f'{t}={i}' for t, i in manifest.special_tokens.items())}")
     print(f"max_seq   {manifest.max_seq_len}")
     separator = manifest.packing.get("separator")

@@ -1,10 +1,11 @@
 """`clozeforge tokenize`: encode text files with a prep vocabulary, one JSON line of ids per text.
 
-In:  --vocab DIR (a vocab/ directory written by prep: schemas/vocab.py), one or more
+In:  --vocab DIR (a vocab/ directory written by prep, any tokenizer kind, or a tokenizer directory transformers saved
+     for BERT, RoBERTa or XLM-R: schemas/vocab.py, schemas/tokenizer_formats.py), one or more
      --input URL globs (.txt, .jsonl, optionally .gz / .zst; any fsspec protocol), --per line|document,
      --text-field NAME for JSON lines.
-Out: --output FILE (any fsspec URL): {"ids": [...]} per text, in input order, without [CLS]/[SEP];
-     the ids are those `tokenizers` gives with the same vocabulary and normalization.
+Out: --output FILE (any fsspec URL): {"ids": [...]} per text, in input order, without special tokens ([CLS]/[SEP],
+     <s>/</s>); the ids are those transformers' AutoTokenizer gives for the directory.
 
 What a "text" is: with --per line (the default), each line of a .txt file, an empty line included (so
 output line i belongs to input line i); with --per document, each whole .txt file. A .jsonl line is one
@@ -32,8 +33,9 @@ import fsspec
 
 from pipelines.errors import PrepError
 from pipelines.outputs.atomic import open_atomically
-from pipelines.wordpiece import WordPieceEncoder
+from pipelines.tokenizer_kinds import KINDS
 from schemas import lock
+from schemas.tokenizer_formats import format_of
 from schemas.jsonl import json_objects
 
 PER_CHOICES = ("line", "document")
@@ -138,7 +140,8 @@ def owned_output(url: str) -> Iterator[list[str]]:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge tokenize", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vocab", required=True, help="vocabulary directory written by prep (its vocab/, or a HuggingFace BERT directory)")
+    ap.add_argument("--vocab", required=True, help="vocabulary directory written by prep (its vocab/), or a tokenizer directory transformers saved "
+                    "(BERT, RoBERTa, XLM-R)")
     ap.add_argument("--input", action="append", required=True, help="input file or URL glob; repeat for several")
     ap.add_argument("--output", required=True, help="output JSON-lines file (local path or fsspec URL)")
     ap.add_argument("--per", choices=PER_CHOICES, default="line", help=".txt files: one text per line (default) or per file")
@@ -161,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
     try:
         try:
-            encoder = WordPieceEncoder.from_directory(args.vocab)
+            encoder = KINDS[format_of(args.vocab).name].encoder(args.vocab)
         except (OSError, ValueError, KeyError) as e:  # ContractError is a ValueError
             raise UsageError(f"--vocab {args.vocab}: {e}") from None
         input_files(args.input, args.output)  # fail on a glob that matches nothing before creating the output

@@ -5,4 +5,5 @@
     ownership.py  one run per --output: the lock, the run file (its settings, its remote job), leftovers, the sweep
     shards.py     shard names and counts; pair shards (Arrow IPC) and clean shards (Parquet), written and read
     report.py     report.json: every input record accounted for
+    vocabulary.py  a vocabulary directory of any tokenizer kind, written whole (vocab.txt, vocab_config.json)
 """

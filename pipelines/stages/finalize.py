@@ -34,6 +34,7 @@ from pipelines.stages.make_packed_rows import packing_record
 from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
+from schemas.tokenizer_formats import FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
@@ -49,6 +50,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards)])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
+    kind = FORMATS[vocab.get("tokenizer", "wordpiece")]
     shards = sorted((info for info, _ in shards), key=lambda s: s.path)
     manifest = Manifest(
         vocab={
@@ -58,11 +60,12 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
             "lowercase": vocab["lowercase"],
             "token_counts": "../vocab/token_counts.txt",
         },
-        special_tokens=vocab_files.special_token_ids(tokens),
+        special_tokens=kind.special_ids(tokens),
+        tokenizer=kind.name,
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        packing=packing_record(config.packing, vocab["directory"]),
+        packing=packing_record(config.packing, vocab_dir),  # committed: the attempt's files are in vocab/ now
         # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
         config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )

@@ -1,9 +1,10 @@
-"""Tokenize: clean/ shards (WriteCleanDocs' Staged files) → TokenizedDoc (word-piece ids per sentence), and the
+"""Tokenize: clean/ shards (WriteCleanDocs' Staged files) → TokenizedDoc (token ids per sentence), and the
 corpus's token counts.
 
 The documents are read back from the staged clean shards once the vocabulary exists (rather than waiting in the runner's
 memory), and every sentence is encoded with the vocabulary the same pipeline learned: a side input, so the
-encoder loads once per worker on first use. Ids are tallied per bundle for the unigram table the trainer's
+encoder (its kind's, pipelines/tokenizer_kinds.py: clozeforge's WordPiece encoder, or `tokenizers`' on the
+tokenizer.json for bpe and unigram) loads once per worker on first use. Ids are tallied per bundle for the unigram table the trainer's
 random-token sampling reads (vocab/token_counts.txt).
 
 Outputs: `docs` (TokenizedDoc) and `token_counts` (one int64 array of vocabulary size).
@@ -20,6 +21,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import wordpiece
 from pipelines.documents.records import Doc, TokenizedDoc
+from pipelines.tokenizer_kinds import KINDS
 from pipelines.outputs.shards import read_clean_shard
 from pipelines.stages.accounting import NAMESPACE
 
@@ -40,7 +42,7 @@ class TokenizeFn(beam.DoFn):
 
     def process(self, doc: Doc, vocab: dict):
         if self._loaded_from != vocab["sha256"]:
-            self._encoder = wordpiece.WordPieceEncoder.from_directory(vocab["directory"], cache_size=self.cache_size)
+            self._encoder = KINDS[vocab.get("tokenizer", "wordpiece")].encoder(vocab["directory"], cache_size=self.cache_size)
             self._loaded_from = vocab["sha256"]
             self.size = vocab["size"]
         sentences = tuple(tuple(ids) for ids in self._encoder.encode_batch(list(doc.sentences)) if ids)

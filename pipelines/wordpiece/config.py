@@ -28,13 +28,14 @@ def special_token_layout(num_unused: int = 0) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VocabConfig(Config):
-    """The WordPiece vocabulary prep learns (unless --vocab names one to reuse)"""
+    """The vocabulary prep learns (unless --vocab names one to reuse); the WordPiece settings, and those every kind shares"""
 
     vocab_size: int = 30522
-    """Size of the learned WordPiece vocabulary, special and [unused] tokens included (more only if the alphabet
-    alone is larger)."""
+    """Size of the learned vocabulary, any --tokenizer, special (and [unused]) tokens included (WordPiece: more only
+    if the alphabet alone is larger). roberta-base has 50265, xlm-roberta-base 250002."""
     lowercase: bool = flag(True, name="--cased")
-    """Uncased vocabulary: text is lowercased and its accents stripped, as for bert-base-uncased."""
+    """Uncased vocabulary: text is lowercased and its accents stripped, as for bert-base-uncased. WordPiece only: bpe
+    and unigram are cased, as RoBERTa's and XLM-R's."""
     strip_accents: bool | None = flag(None, hidden=True)
     """NFD + drop non-spacing marks; None means 'same as lowercase' (tokenizers' and bert-base's convention)."""
     handle_chinese_chars: bool = flag(True, hidden=True)
@@ -43,7 +44,7 @@ class VocabConfig(Config):
     """[unusedN] tokens reserved after [PAD] for later domain words. With the default 0 the ids are [PAD]=0,
     [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4; 99 reproduces bert-base's: [UNK]=100 ... [MASK]=103."""
     min_frequency: int = 2
-    """Word pieces seen fewer times than this are not merged into the vocabulary."""
+    """Pairs seen fewer times than this are not merged into the vocabulary (wordpiece and bpe)."""
     limit_alphabet: int = flag(1000, hidden=True)
     """Keep only the most frequent characters; words with any other character encode as [UNK]."""
     max_token_chars: int | None = flag(None, hidden=True)

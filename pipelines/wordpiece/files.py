@@ -10,17 +10,13 @@ Out: `write_vocab` writes the vocabulary file, tokenizer.json (loads in `tokeniz
 
 from __future__ import annotations
 
-import hashlib
-import json
-import posixpath
-
-from pipelines.outputs.atomic import put_atomically
+from pipelines.outputs import vocabulary
 from pipelines.wordpiece.config import VocabConfig
 from schemas import vocab as vocab_files
-from schemas.vocab import CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, VOCAB_FILE
+from schemas.tokenizer_formats import WORDPIECE
+from schemas.vocab import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
 
-FORMAT_VERSION = 1
-CONFIG_RECORD_KEYS = ("format_version", "size", "sha256", "special_tokens")
+CONFIG_RECORD_KEYS = vocabulary.RECORD_KEYS
 """Keys of vocab_config.json that record the result rather than configure the build."""
 
 
@@ -39,34 +35,19 @@ def read_vocab_config(directory: str) -> VocabConfig:
 def check_tokens(tokens: list[str]) -> dict[str, int]:
     """The special tokens' ids, once `tokens` is found fit for a vocabulary: each special token present, every
     token distinct, non-empty, without line breaks or edge whitespace; else a ValueError saying which."""
-    ids = vocab_files.special_token_ids(tokens)
-    bad = [t for t in tokens if not t or t != t.strip() or any(c in t for c in "\n\r")]
-    if bad:
-        raise ValueError(f"tokens must be non-empty, without line breaks or edge whitespace: {bad[:5]}")
-    if len(set(tokens)) != len(tokens):
-        seen: set[str] = set()
-        twice = [t for t in tokens if t in seen or seen.add(t)]
-        raise ValueError(f"tokens must be distinct, found again: {twice[:5]}")
-    return ids
+    return vocabulary.check_tokens(tokens, WORDPIECE)
 
 
 def write_vocab(directory: str, tokens: list[str], config: VocabConfig) -> dict:
     """Write the vocabulary directory (see the module docstring); returns the manifest's `vocab` entry.
 
-    {"file": the vocabulary file's name, "sha256": hex digest of its bytes, "size": len(tokens), "lowercase": bool}
-    Each file goes to a temporary name first, then is renamed, so a retried writer never leaves half a file.
+    {"file": the vocabulary file's name, "sha256": hex digest of its bytes, "size": len(tokens), "lowercase": bool,
+    "tokenizer": "wordpiece"}. Each file goes to a temporary name first, then is renamed, so a retried writer never
+    leaves half a file.
     """
-    ids = check_tokens(tokens)
-    vocab_bytes = vocab_files.encode_tokens(tokens)
-    sha256 = hashlib.sha256(vocab_bytes).hexdigest()
-    record = {"format_version": FORMAT_VERSION, **config.to_dict(), "size": len(tokens), "sha256": sha256, "special_tokens": ids}
-
+    check_tokens(tokens)
     files = {
-        VOCAB_FILE: vocab_bytes,
-        TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, config.to_dict()).encode("utf-8"),
-        TOKENIZER_CONFIG_FILE: vocab_files.tokenizer_config_json(config.to_dict()).encode("utf-8"),
-        CONFIG_FILE: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+        TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, config.to_dict()),
+        TOKENIZER_CONFIG_FILE: vocab_files.tokenizer_config_json(config.to_dict()),
     }
-    for name, data in files.items():
-        put_atomically(posixpath.join(directory, name), data)
-    return {"file": VOCAB_FILE, "sha256": sha256, "size": len(tokens), "lowercase": config.lowercase}
+    return vocabulary.write_directory(directory, tokens, files, WORDPIECE, config.to_dict(), lowercase=config.lowercase)

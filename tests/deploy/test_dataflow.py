@@ -56,7 +56,7 @@ DATAFLOW = ROOT / "deploy" / "dataflow"
 PROJECT = "clozeforge-offline-test"
 IMAGE = f"us-central1-docker.pkg.dev/{PROJECT}/clozeforge/prep:test"
 OUTPUT = f"gs://{PROJECT}/prep"
-STAGES = ("ReadCorpus", "CleanDocuments", "Deduplicate", "CountWords", "LearnWordPiece", "Tokenize",
+STAGES = ("ReadCorpus", "CleanDocuments", "Deduplicate", "CountWords", "LearnVocabulary", "Tokenize",
           "MakeNspPairs", "WriteShards", "Finalize")
 TRAINER_ONLY = {"torch", "deepspeed", "triton"}
 APICLIENT = "apache_beam.runners.dataflow.internal.apiclient"

@@ -16,6 +16,7 @@ from pipelines import wordpiece
 from pipelines.documents.records import Doc
 from pipelines.shuffle import Scratch
 from pipelines.stages.count_words import CountWords
+from pipelines.tokenizer_kinds import BasicWords
 from pipelines.wordpiece.prune import word_bound
 
 
@@ -51,7 +52,7 @@ def test_count_words_prunes_to_the_bound_on_either_shuffle(tmp_path, via_runner,
     # a small spill makes several runs per bundle, so sums cross run files
     scratch = Scratch(str(tmp_path / "scratch"), spill_bytes=128 * 8, via_runner=via_runner)
     with test_pipeline.TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
-        counted = p | beam.Create(_docs()) | CountWords(lowercase=True, max_words=max_words, scratch=scratch)
+        counted = p | beam.Create(_docs()) | CountWords(BasicWords(lowercase=True), max_words=max_words, scratch=scratch)
         assert_that(counted["counts"], equal_to(kept), label="Kept")
         assert_that(counted["bound"], equal_to([bound]), label="Bound")
     if max_words < 1_000_000:

@@ -88,7 +88,7 @@ def test_a_rerun_into_its_own_glob_reads_none_of_its_outputs_and_every_file_is_r
     ("make", "flags", "message"),
     [
         (None, ["--seed", "-1"], "--seed must be in [0, 2**63), got -1"),
-        ("empty", [], "vocab.txt: no vocabulary here"),
+        ("empty", [], "/vocab: no vocabulary here: none of vocab_config.json, tokenizer.json, tokenizer_config.json or vocab.txt"),
         ("no_config", [], "vocab_config.json: not found, nor tokenizer.json"),
         ("bad_json", [], "vocab_config.json: not valid JSON"),
         ("duplicates", [], "tokens must be distinct, found again: ['river']"),

@@ -13,7 +13,7 @@ import pytest
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from pipelines.stages.learn_wordpiece import check_vocab, reuse_vocab  # noqa: E402
+from pipelines.stages.learn_vocabulary import check_vocab, reuse_vocab  # noqa: E402
 from pipelines.wordpiece import WordPieceEncoder, special_token_layout  # noqa: E402
 
 TEXTS = [

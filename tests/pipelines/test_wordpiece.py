@@ -295,7 +295,7 @@ def test_vocab_directory_round_trip_on_memory_fs(corpus):
     summary = write_vocab(url, tokens, config)
     vocab_bytes = "".join(t + "\n" for t in tokens).encode()
     sha256 = hashlib.sha256(vocab_bytes).hexdigest()
-    assert summary == {"file": "vocab.txt", "sha256": sha256, "size": len(tokens), "lowercase": False}
+    assert summary == {"file": "vocab.txt", "sha256": sha256, "size": len(tokens), "lowercase": False, "tokenizer": "wordpiece"}
     assert read_vocab_tokens(url) == tokens
     assert read_vocab_config(url) == config
 

@@ -50,13 +50,31 @@ def test_manifest_round_trip_and_views(tmp_path):
     assert not list((tmp_path / "pairs").glob("*.tmp"))
 
 
+def test_a_version_1_manifest_reads_as_wordpiece_and_roles_name_the_ids(tmp_path):
+    body = json.loads(manifest().to_json())
+    assert body["format_version"] == 2 and body["tokenizer"] == "wordpiece"
+    del body["tokenizer"]
+    body["format_version"] = 1
+    old = Manifest.from_dict(body, "old/manifest.json")
+    assert old.tokenizer == "wordpiece" and old.format_version == 1 and old.special_id("mask_token") == 4
+    roberta = manifest(tokenizer="bpe", special_tokens={"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 99})
+    back = Manifest.from_dict(json.loads(roberta.to_json()))
+    assert back == roberta
+    assert [back.special_id(r) for r in ("cls_token", "pad_token", "sep_token", "unk_token", "mask_token")] == [0, 1, 2, 3, 99]
+    with pytest.raises(ContractError, match="a bpe vocabulary has no sop_token"):
+        back.special_id("sop_token")
+
+
 def test_object_store_paths_resolve_without_dot_dot():
     m = Manifest.from_dict(json.loads(manifest().to_json()), "s3://bucket/run/pairs/manifest.json")
     assert m.resolve("../vocab/vocab.txt") == "s3://bucket/run/vocab/vocab.txt"
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda b: b.update(format_version=3), "manifest format_version 3, this clozeforge reads 1 and 2"),
+    (lambda b: b.update(format_version=3), "manifest format_version 3, this clozeforge reads 1, 2"),
+    (lambda b: b.update(tokenizer="sentencepiece"), r'tokenizer must be one of wordpiece, bpe, unigram, got "sentencepiece"'),
+    (lambda b: b.update(format_version=1), r'tokenizer must be absent from a version-1 manifest \(WordPiece\), got "wordpiece"'),
+    (lambda b: b.update(tokenizer="bpe"), r"special_tokens lacks \['<s>', '<pad>', '</s>', '<unk>', '<mask>'\]"),
     (lambda b: b["special_tokens"].pop("[MASK]"), r"special_tokens lacks \['\[MASK\]'\]"),
     (lambda b: b["splits"].update(train=11), "split 'train' says 11 rows, its shards hold 10"),
     (lambda b: b.pop("shards"), "malformed manifest: no 'shards' field"),

@@ -34,7 +34,7 @@ POOLINGS = ("cls", "mean", "tokens")
 
 def embedded_tokens(model: BertForPretraining, tokenizer, texts: list[str]) -> list[list[str]]:
     """The tokens of each text that `embed_texts(..., pooling="tokens")` returns a vector for, in order."""
-    encodings = encode(tokenizer, texts, model.config.max_position_embeddings)
+    encodings = encode(tokenizer, texts, model.config.max_tokens)
     return [[t for t, real in zip(e.tokens, e.attention_mask) if real] for e in encodings]
 
 
@@ -47,7 +47,7 @@ def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooli
         return [] if pooling == "tokens" else np.zeros((0, model.config.hidden_size), np.float32)
     out = []
     for start in range(0, len(texts), batch_size):
-        inputs = batch(tokenizer, texts[start : start + batch_size], model.config.max_position_embeddings)
+        inputs = batch(tokenizer, texts[start : start + batch_size], model.config.max_tokens)
         sequence_output, _, states = model.encode(**inputs, output_hidden_states=pooling == "tokens")
         mask = inputs["attention_mask"].unsqueeze(-1).float()  # (batch, seq, 1)
         if pooling == "cls":
@@ -138,7 +138,7 @@ def read_texts(path: str, encoding: str, column: str = "text",
 
 def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:
     """One line naming the texts longer than the model's positions, whose vectors see only their start."""
-    width = model.config.max_position_embeddings - 2
+    width = model.config.max_tokens - 2
     tokenizer.no_truncation()
     tokenizer.no_padding()
     long = [n for n, e in zip(lines, tokenizer.encode_batch(texts, add_special_tokens=False)) if len(e.ids) > width]

@@ -38,9 +38,10 @@ from downstream.output_dir import (
     check_destination,
     replace_directory,
 )
-from schemas import ContractError, Manifest
+from schemas import ContractError, Manifest, hf_tokenizers
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
+from schemas.tokenizer_formats import FORMATS, format_of
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
@@ -71,44 +72,79 @@ def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig
     except WeightsError as e:
         raise ExportError(str(e)) from None
     want_vocab = (model_config.vocab_size, model_config.hidden_size)
-    if tuple(out["bert.embeddings.word_embeddings.weight"].shape) != want_vocab:
-        raise ExportError(f"word embeddings are {tuple(out['bert.embeddings.word_embeddings.weight'].shape)}, "
-                          f"ModelConfig says {want_vocab}")
+    embeddings = tuple(state_dict["bert.embeddings.word_embeddings.weight"].shape)
+    if embeddings != want_vocab:
+        raise ExportError(f"word embeddings are {embeddings}, ModelConfig says {want_vocab}")
     return out
 
 
-def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int) -> dict[str, str]:
-    """The vocabulary file, tokenizer.json, tokenizer_config.json and special_tokens_map.json as text: the first
-    copied, the next two written by the functions that wrote prep's (schemas/vocab.py), from the normalization
-    recorded in vocab_config.json (or in the tokenizer.json of a directory without one)."""
+def _wordpiece_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+    """WordPiece: the vocabulary file copied, tokenizer.json and tokenizer_config.json written by the functions that
+    wrote prep's (schemas/vocab.py), from the normalization recorded in vocab_config.json (or in the tokenizer.json of
+    a directory without one)."""
     tokens = vocab_files.read_tokens(vocab_dir)
     settings = vocab_files.read_config(vocab_dir)
     normalization = vocab_files.normalization_of(settings if settings is not None else vocab_files.tokenizer_json_settings(vocab_dir))
-    try:
-        ids = vocab_files.special_token_ids(tokens)
-    except ContractError as e:
-        raise ExportError(f"{vocab_files.VOCAB_FILE}: {e}") from None
-    if len(tokens) > model_config.vocab_size:
-        raise ExportError(f"{vocab_files.VOCAB_FILE} has {len(tokens)} tokens, more than the model's vocab_size {model_config.vocab_size}")
-    if ids["[PAD]"] != model_config.pad_token_id:
-        raise ExportError(f"[PAD] is id {ids['[PAD]']} in {vocab_files.VOCAB_FILE} but pad_token_id {model_config.pad_token_id} in ModelConfig")
     extra = {"model_max_length": max_length, "clean_up_tokenization_spaces": False,
              "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
     return {
         vocab_files.VOCAB_FILE: vocab_files.encode_tokens(tokens).decode("utf-8"),
         vocab_files.TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, normalization),
         vocab_files.TOKENIZER_CONFIG_FILE: vocab_files.tokenizer_config_json(normalization, **extra),
-        "special_tokens_map.json": json.dumps(vocab_files.SPECIAL_TOKEN_ROLES, indent=2) + "\n",
     }
 
 
+def _bpe_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+    """Byte-level BPE (RoBERTa's): tokenizer.json, vocab.json + merges.txt, tokenizer_config.json (schemas/hf_tokenizers.py)."""
+    bpe = hf_tokenizers.read_bpe(vocab_dir)
+    return {vocab_files.TOKENIZER_FILE: bpe.tokenizer_json(), "vocab.json": bpe.vocab_json(), "merges.txt": bpe.merges_txt(),
+            vocab_files.TOKENIZER_CONFIG_FILE: bpe.tokenizer_config_json(model_max_length=max_length)}
+
+
+def _unigram_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+    """SentencePiece Unigram (XLM-R's): tokenizer.json and tokenizer_config.json (schemas/hf_tokenizers.py)."""
+    model = hf_tokenizers.read_unigram(vocab_dir)
+    return {vocab_files.TOKENIZER_FILE: model.tokenizer_json(),
+            vocab_files.TOKENIZER_CONFIG_FILE: model.tokenizer_config_json(model_max_length=max_length)}
+
+
+TOKENIZER_FILES = {"wordpiece": _wordpiece_files, "bpe": _bpe_files, "unigram": _unigram_files}
+"""How each tokenizer kind (schemas/tokenizer_formats.py) is written into an export, with its model_max_length."""
+
+
+def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int) -> dict[str, str]:
+    """The tokenizer files of the export, as its kind writes them (TOKENIZER_FILES), and special_tokens_map.json; the
+    vocabulary checked against the model (its size, its padding id) and against the family (its tokenizer)."""
+    kind = format_of(vocab_dir)
+    row = model_config.row
+    if kind.name != row.tokenizer:
+        raise ExportError(f"{vocab_dir} holds a {kind.name} vocabulary; a {row.name} model's is {row.tokenizer}")
+    tokens = vocab_files.read_tokens(vocab_dir)
+    try:
+        ids = kind.special_ids(tokens)
+    except ContractError as e:
+        raise ExportError(f"{vocab_dir}: {e}") from None
+    if len(tokens) > model_config.vocab_size:
+        raise ExportError(f"{vocab_dir} has {len(tokens)} tokens, more than the model's vocab_size {model_config.vocab_size}")
+    pad = kind.roles["pad_token"]
+    if ids[pad] != model_config.pad_token_id:
+        raise ExportError(f"{pad} is id {ids[pad]} in {vocab_dir} but pad_token_id {model_config.pad_token_id} in ModelConfig")
+    files = TOKENIZER_FILES[kind.name](vocab_dir, max_length)
+    files["special_tokens_map.json"] = json.dumps(kind.roles, indent=2) + "\n"
+    return files
+
+
 def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
-    c = model_config
+    c, row = model_config, model_config.row
+    objectives = "masked LM + next sentence" if c.nsp_weight else "masked LM"
     lines = [
-        "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS, "---",
+        "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS.format(family=row.name), "---",
         "",
-        f"# {card.get('name', 'clozeforge BERT')}", "",
-        card.get("description", "A BERT encoder pretrained from scratch with clozeforge (masked LM + next sentence)."),
+        f"# {card.get('name', f'clozeforge {row.name}')}", "",
+        card.get("description", f"A {row.name} encoder pretrained from scratch with clozeforge ({objectives})."),
+        "", "## Family", "",
+        f"{row.name}: exported as transformers' `{row.hf_pretraining_class}`, tokenizer `{row.hf_tokenizer_class}` "
+        f"({card.get('tokenizer', row.tokenizer)} vocabulary), trained on {card.get('packing', row.packings[0])} rows.",
         "", "## Shape", "",
         "| layers | hidden | heads | ffn | vocab | max positions | trained length (model_max_length) | parameters |",
         "|---|---|---|---|---|---|---|---|",
@@ -118,16 +154,18 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
            if max_length < c.max_position_embeddings else "(every position was trained)."), "",
         "## Heads", "",
-        "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
-        "next-sentence head, under transformers' `BertForPreTraining` names.",
+        ("Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
+         f"next-sentence head, under transformers' `{row.hf_pretraining_class}` names." if row.nsp else
+         "Exported: the encoder and the masked-LM head (decoder tied to the word embeddings), under transformers' "
+         f"`{row.hf_pretraining_class}` names."),
     ]
     if n_dropped:
         lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
                      "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
-    lines += ["", f"Losses: mlm x {c.mlm_weight}, nsp x {c.nsp_weight}"
+    lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if row.nsp else "")
               + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
     for key, value in card.items():
-        if key in ("name", "description"):
+        if key in ("name", "description", "tokenizer", "packing"):
             continue
         lines += ["", f"## {key.replace('_', ' ').capitalize()}", ""]
         if isinstance(value, dict):
@@ -137,7 +175,7 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
             lines.append(str(value))
     lines += ["", "## Use", "", "```python", "from transformers import pipeline",
               "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
-              "print(fill('Paris is the [MASK] of France.'))", "```", ""]
+              f"print(fill('Paris is the {FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
     return "\n".join(lines)
 
 
@@ -166,7 +204,8 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
 
 
 def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Max |ours - transformers| of the MLM logits (real tokens only) and NSP logits on `batch`, both in eval mode.
+    """Max |ours - transformers| of the MLM logits (real tokens only), and of the NSP logits in a family with NSP, on
+    `batch`, both in eval mode, transformers loading the family's class (BertForPreTraining, RobertaForMaskedLM, ...).
 
     `batch` needs input_ids, token_type_ids and attention_mask (batch, seq); other keys are ignored. `model`
     must hold whole (not ZeRO-3-partitioned) parameters; transformers runs in fp32 on the same device."""
@@ -175,8 +214,9 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
+    row = model.config.row
     device = next(model.parameters()).device
-    reference = transformers.BertForPreTraining.from_pretrained(hf_dir).to(device).eval()
+    reference = getattr(transformers, row.hf_pretraining_class).from_pretrained(hf_dir).to(device).eval()
     inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
     was_training = model.training
     model.eval()
@@ -184,15 +224,17 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
         with torch.no_grad():
             sequence_output, pooled, _ = model.encode(**inputs)
             ours_mlm = model.dense_mlm_logits(sequence_output).float()  # (batch, seq, vocab)
-            ours_nsp = model.cls.seq_relationship(pooled).float()  # (batch, 2)
             theirs = reference(**inputs)
     finally:
         model.train(was_training)
     real = inputs["attention_mask"].bool()  # logits at padding are not part of either model's contract
-    return {
-        "mlm_max_abs_diff": (ours_mlm - theirs.prediction_logits.float())[real].abs().max().item(),
-        "nsp_max_abs_diff": (ours_nsp - theirs.seq_relationship_logits.float()).abs().max().item(),
-    }
+    their_mlm = theirs.prediction_logits if row.nsp else theirs.logits
+    diffs = {"mlm_max_abs_diff": (ours_mlm - their_mlm.float())[real].abs().max().item()}
+    if row.nsp:
+        with torch.no_grad():
+            ours_nsp = model.cls.seq_relationship(pooled).float()  # (batch, 2)
+        diffs["nsp_max_abs_diff"] = (ours_nsp - theirs.seq_relationship_logits.float()).abs().max().item()
+    return diffs
 
 
 def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretraining, dict, str, dict]:
@@ -208,13 +250,13 @@ def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretrai
 
 
 def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tensor]:
-    """A few pairs of the run's data (validation split if there is one), collated without masking."""
+    """A few rows of the run's data (validation split if there is one), collated as their row format says, without
+    masking."""
     import fsspec
     import numpy as np
     import pyarrow as pa
 
-    from trainer.data.collate import collate_segments
-    from trainer.data.stream import gather_segments
+    from trainer.data.collate import ROW_COLLATORS
 
     manifest = Manifest.read(train_config["data"])
     split = "validation" if manifest.split_shards("validation") else "train"
@@ -222,13 +264,7 @@ def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tens
     with fsspec.open(manifest.resolve(shard.path), "rb") as f:
         table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all().slice(0, rows).combine_chunks()
     batch = table.to_batches()[0]
-    parts = [(batch, np.arange(batch.num_rows))]
-    s = manifest.special_tokens
-    arrays = collate_segments(
-        *gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"),
-        batch.column("is_random_next").to_numpy(zero_copy_only=False),
-        cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=manifest.max_seq_len,
-    )
+    arrays = ROW_COLLATORS[manifest.row_format.kind]([(batch, np.arange(batch.num_rows))], manifest, 1)
     return {k: torch.from_numpy(v) for k, v in arrays.items() if k != "special_mask"}
 
 
@@ -263,7 +299,7 @@ def export_main(argv: list[str] | None = None) -> int:
             diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
         except (FileNotFoundError, ContractError, ExportError) as e:
             return _fail("export", f"--verify: {e}")
-        print(f"verify: max |ours - transformers|  mlm {diffs['mlm_max_abs_diff']:.2e}  nsp {diffs['nsp_max_abs_diff']:.2e}")
+        print("verify: max |ours - transformers|  " + "  ".join(f"{k.split('_')[0]} {v:.2e}" for k, v in diffs.items()))
         if max(diffs.values()) > 1e-4:
             print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
             return 1
@@ -279,10 +315,11 @@ def export_checkpoint(run_dir: str, tag: str | None, output_dir: str, *, overwri
     model, client, tag, state = load_run_model(run_dir, tag)
     metrics = client.get("metrics") or _final_metrics(run_dir, up_to_step=client.get("step"))
     card = {"train_config": client.get("train_config", {}), "step": client.get("step"), "metrics": metrics,
-            "data_fingerprint": _data_fingerprint(run_dir), "checkpoint": tag}
+            "data_fingerprint": _data_fingerprint(run_dir), "checkpoint": tag, **_data_kind(run_dir, client)}
     source = (client.get("train_config") or {}).get("init_from")
     if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
-        card = {"description": f"A BERT encoder continued from {source} with clozeforge (masked LM + next sentence) "
+        objectives = "masked LM + next sentence" if model.config.nsp_weight else "masked LM"
+        card = {"description": f"A {model.config.family} encoder continued from {source} with clozeforge ({objectives}) "
                                "on a corpus of its own.", "continued_from": source, **card}
     length = trained_length(client)
     if length is None:
@@ -291,6 +328,16 @@ def export_checkpoint(run_dir: str, tag: str | None, output_dir: str, *, overwri
     export_hf(state, model.config, os.path.join(run_dir, "vocab"), output_dir, card=card, overwrite=overwrite,
               trained_seq_len=length)
     return model, client, tag
+
+
+def _data_kind(run_dir: str, client: dict) -> dict[str, str]:
+    """What the run's data was: its vocabulary's kind (RUN/vocab) and its packing (the manifest, when still there)."""
+    kind = {"tokenizer": format_of(os.path.join(run_dir, run_layout.VOCAB)).name}
+    try:
+        kind["packing"] = Manifest.read(client["train_config"]["data"]).packing["mode"]
+    except (KeyError, TypeError, OSError, ContractError):
+        pass
+    return kind
 
 
 def trained_length(client: dict) -> int | None:

@@ -1,4 +1,5 @@
-"""`clozeforge fill-mask HF_DIR "text with [MASK]"`: the top-k predictions for each [MASK] of a text.
+"""`clozeforge fill-mask HF_DIR "text with [MASK]"`: the top-k predictions for each [MASK] of a text (`<mask>` for a
+RoBERTa or XLM-R export: the tokenizer's own mask token).
 
 In:  an exported directory and texts. Out: per [MASK], the top-k (token, probability), printed. A text longer
      than the model's positions is read in windows, one around each [MASK], and a note says so; messages
@@ -12,7 +13,7 @@ import sys
 
 import torch
 
-from downstream.load import load_exported
+from downstream.load import load_exported, roles
 from schemas import ContractError
 from trainer.model import BertForPretraining
 
@@ -41,14 +42,15 @@ def mask_windows(length: int, masks: list[int], width: int) -> list[tuple[int, i
 def fill_mask(model: BertForPretraining, tokenizer, text: str, top_k: int = 5, warn=None) -> list[list[tuple[str, float]]]:
     """The top-k (token, probability) for each [MASK] of `text`, in order. A text longer than the model's
     positions is read in windows, one around each [MASK]; `warn` (a callable) gets one line saying so."""
-    mask_id, cls_id, sep_id = (tokenizer.token_to_id(t) for t in ("[MASK]", "[CLS]", "[SEP]"))
+    special = roles(tokenizer)
+    mask_id, cls_id, sep_id = (tokenizer.token_to_id(special[r]) for r in ("mask_token", "cls_token", "sep_token"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     ids = tokenizer.encode(text, add_special_tokens=False).ids
     masks = [i for i, t in enumerate(ids) if t == mask_id]
     if mask_id is None or not masks:
-        raise ValueError(f"no [MASK] in {excerpt(text)}")
-    width = model.config.max_position_embeddings - 2  # [CLS] ... [SEP]
+        raise ValueError(f"no {special['mask_token']} in {excerpt(text)}")
+    width = model.config.max_tokens - 2  # [CLS] ... [SEP]
     spans = mask_windows(len(ids), masks, width)
     if len(ids) > width and warn:
         warn(f"{excerpt(text)} is {len(ids):,} tokens, more than the model's {width + 2} positions: each of its "
@@ -100,7 +102,7 @@ def fill_mask_main(argv: list[str] | None = None) -> int:
         print(text if len(text) <= EXCERPT_CHARS else excerpt(text))
         for i, options in enumerate(predictions):
             shown = "  ".join(f"{tok} ({p:.3f})" for tok, p in options)
-            print(f"  [MASK] {i + 1}: {shown}")
+            print(f"  {roles(tokenizer)['mask_token']} {i + 1}: {shown}")
     return 0
 
 

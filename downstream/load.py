@@ -1,8 +1,10 @@
 """An exported HuggingFace directory loaded as the project's own model, without transformers.
 
-In:  a directory written by `clozeforge export` (config.json, model.safetensors, tokenizer.json).
-Out: (BertForPretraining in eval mode, tokenizers.Tokenizer); `batch` encodes texts the way the model
-     reads them ([CLS] ... [SEP], cut at the model's positions, padded).
+In:  a directory written by `clozeforge export` of any family (config.json, model.safetensors, tokenizer.json), or
+     any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json).
+Out: (BertForPretraining in eval mode, tokenizers.Tokenizer); `roles` gives the tokenizer's special tokens by their
+     transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece, <s>/</s>/<pad>/<mask> for RoBERTa's and XLM-R's);
+     `batch` encodes texts the way the model reads them (cls ... sep, cut at the model's positions, padded).
 """
 
 from __future__ import annotations
@@ -13,19 +15,9 @@ import os
 import torch
 
 from schemas import ContractError
+from schemas.tokenizer_formats import FORMATS
 from trainer.model import BertForPretraining, ModelConfig
-
-_HF_TO_OURS = {
-    "vocab_size": "vocab_size",
-    "hidden_size": "hidden_size",
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "intermediate_size": "intermediate_size",
-    "max_position_embeddings": "max_position_embeddings",
-    "type_vocab_size": "type_vocab_size",
-    "layer_norm_eps": "layer_norm_eps",
-    "pad_token_id": "pad_token_id",
-}
+from trainer.model.hf_names import WeightsError, from_transformers
 
 
 def load_exported(hf_dir: str):
@@ -38,22 +30,36 @@ def load_exported(hf_dir: str):
             raise FileNotFoundError(f"{hf_dir}: no {name} (is this a directory written by clozeforge export?)")
     with open(os.path.join(hf_dir, "config.json")) as f:
         hf = json.load(f)
-    if hf.get("model_type") != "bert":
-        raise ContractError(f"{hf_dir}/config.json: model_type {hf.get('model_type')!r}, expected 'bert'")
-    config = ModelConfig(**{ours: hf[theirs] for theirs, ours in _HF_TO_OURS.items() if theirs in hf}, hidden_dropout=0.0, attention_dropout=0.0)
+    architecture = ModelConfig.architecture_of_hf(hf, f"{hf_dir}/config.json")
+    config = ModelConfig(**architecture, nsp_weight=1.0 if ModelConfig(**architecture, nsp_weight=0.0).row.nsp else 0.0,
+                         hidden_dropout=0.0, attention_dropout=0.0)
     model = BertForPretraining(config)
-    missing, unexpected = model.load_state_dict(load_file(os.path.join(hf_dir, "model.safetensors")), strict=False)
-    missing = [k for k in missing if not k.startswith("cls.predictions.decoder")]
-    if missing or unexpected:
-        raise ContractError(f"{hf_dir}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    model.cls.predictions.decoder.weight = model.bert.embeddings.word_embeddings.weight
+    where = f"{hf_dir}/model.safetensors"
+    try:
+        state, lacking, _ = from_transformers(load_file(os.path.join(hf_dir, "model.safetensors")), config, where)
+    except WeightsError as e:
+        raise ContractError(str(e)) from None
+    if "MLM head" in lacking:
+        raise ContractError(f"{where}: no masked-LM head (a bare encoder: export a pre-training model)")
+    model.load_state_dict(state, strict=False)  # the tied decoder entries, and a head the file lacks (NSP) stay
     return model.eval(), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
 
 
+def roles(tokenizer) -> dict[str, str]:
+    """The tokenizer's special tokens by transformers' role (cls_token, sep_token, pad_token, mask_token, ...): those
+    of the tokenizer kind whose special tokens its vocabulary holds (schemas/tokenizer_formats.py)."""
+    vocab = tokenizer.get_vocab()
+    for kind in FORMATS.values():
+        if all(t in vocab for t in kind.special_tokens):
+            return kind.roles
+    raise ContractError("the tokenizer holds neither BERT's special tokens nor RoBERTa's")
+
+
 def encode(tokenizer, texts: list[str], max_len: int) -> list:
-    """The tokenizer's encodings of `texts` as the model sees them: [CLS] ... [SEP], cut at `max_len`, padded."""
+    """The tokenizer's encodings of `texts` as the model sees them: cls ... sep, cut at `max_len`, padded."""
+    pad = roles(tokenizer)["pad_token"]
     tokenizer.enable_truncation(max_len)
-    tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0, pad_token="[PAD]")
+    tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
     return tokenizer.encode_batch(texts)
 
 
@@ -64,5 +70,3 @@ def batch(tokenizer, texts: list[str], max_len: int) -> dict[str, torch.Tensor]:
         "token_type_ids": torch.tensor([e.type_ids for e in encodings]),
         "attention_mask": torch.tensor([e.attention_mask for e in encodings]),
     }
-
-

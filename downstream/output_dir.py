@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -33,8 +34,13 @@ class OutputDirError(ValueError):
 
 EXPORT_FILES = frozenset({"config.json", "model.safetensors", VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
                           "special_tokens_map.json", "README.md"})
-"""Every file an export holds: a directory of these and our model card is an earlier export, replaced freely."""
-CARD_TAGS = "tags: [bert, fill-mask, clozeforge]"
+"""Every file a BERT export holds."""
+ANY_EXPORT_FILES = EXPORT_FILES | {"vocab.json", "merges.txt"}
+"""Every file an export of any family holds (RoBERTa's byte-level BPE adds vocab.json and merges.txt; a RoBERTa or
+XLM-R export has no vocab.txt): a directory of these and our model card is an earlier export, replaced freely."""
+CARD_TAGS = "tags: [{family}, fill-mask, clozeforge]"
+"""The model card's tags line (the family filled in); `foreign_contents` recognises our cards by it."""
+_OUR_CARD = re.compile(r"^tags: \[[a-z-]+, fill-mask, clozeforge\]$", re.M)
 
 
 def foreign_contents(directory: str) -> str | None:
@@ -43,12 +49,12 @@ def foreign_contents(directory: str) -> str | None:
     names = sorted(os.listdir(directory))
     if not names:
         return None
-    others = [n for n in names if n not in EXPORT_FILES]
+    others = [n for n in names if n not in ANY_EXPORT_FILES]
     if others:
         return f"holds files that are not a clozeforge export ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''})"
     try:
         with open(os.path.join(directory, "README.md"), encoding="utf-8") as f:
-            ours = CARD_TAGS in f.read(4096)
+            ours = _OUR_CARD.search(f.read(4096)) is not None
     except (OSError, UnicodeDecodeError):
         ours = False
     return None if ours else "holds a model that clozeforge export did not write (no clozeforge model card)"

@@ -22,7 +22,12 @@ Change log
 from schemas.clean import CLEAN_DOC_SCHEMA, clean_doc_schema
 from schemas.errors import ContractError
 from schemas.manifest import MANIFEST_NAME, Manifest, ShardInfo, file_sha256
-from schemas.pairs import PAIRS_FORMAT_VERSION, pairs_schema, token_type, validate_pairs_schema
+from schemas.pairs import (
+    PAIRS_FORMAT_VERSION,
+    pairs_schema,
+    token_type,
+    validate_pairs_schema,
+)
 
 __all__ = [
     "CLEAN_DOC_SCHEMA",

@@ -57,6 +57,10 @@ class Family:
     def nsp(self) -> bool:
         return "nsp" in self.objectives
 
+    def first_position(self, pad_token_id: int) -> int:
+        """The position id of a sequence's first token: 0, or padding_idx + 1 (RoBERTa's, as fairseq counts)."""
+        return pad_token_id + 1 if self.position_offset == "after-pad" else 0
+
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(name="bert", tokenizer="wordpiece", packings=("nsp", "full-sentences", "doc-sentences"), objectives=("mlm", "nsp"), network="bert",

@@ -22,7 +22,13 @@ import json
 import posixpath
 from typing import Any
 
-from schemas.tokenizer_formats import BPE, UNIGRAM, TokenizerFormat, read_json, tokens_of_tokenizer_json
+from schemas.tokenizer_formats import (
+    BPE,
+    UNIGRAM,
+    TokenizerFormat,
+    read_json,
+    tokens_of_tokenizer_json,
+)
 
 MERGES_HEADER = "#version: 0.2"
 """First line of merges.txt, as GPT-2's and `tokenizers`' files have it."""

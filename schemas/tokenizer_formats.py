@@ -19,11 +19,11 @@ alone (BERT's first layout). `read_format` gives the row. Any other directory is
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 from typing import Any
 
 from schemas.errors import ContractError
+from schemas.jsonl import file_object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +77,15 @@ class TokenizerFormat:
         """The distinct special tokens, in the order of `roles`."""
         return tuple(dict.fromkeys(self.roles.values()))
 
+    reserved_brackets: bool = False
+    """Bracketed tokens ([unused3], ...) are reserved too: WordPiece's vocabularies hold such rows no text produces."""
+
+    def never_produced(self, tokens: list[str]) -> list[int]:
+        """The ids no text encodes to: the special tokens and the reserved ones (masking never selects nor draws
+        them)."""
+        specials = set(self.special_tokens)
+        return [i for i, t in enumerate(tokens) if t in specials or (self.reserved_brackets and t.startswith("[") and t.endswith("]"))]
+
     def special_ids(self, tokens: list[str]) -> dict[str, int]:
         """{token: id} for the special tokens; a ContractError names the ones `tokens` lacks."""
         index = {t: i for i, t in enumerate(tokens)}
@@ -93,6 +102,7 @@ WORDPIECE = TokenizerFormat(
     roles={"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"},
     boundary=WordBoundary("##", marks_start=False),
     files=("vocab.txt", "tokenizer.json", "tokenizer_config.json"),
+    reserved_brackets=True,
 )
 BPE = TokenizerFormat(
     name="bpe", model_type="BPE", tokenizer_class="RobertaTokenizer", roles=_ROBERTA_ROLES,
@@ -118,8 +128,9 @@ def _join(directory: str, name: str) -> str:
     return posixpath.join(directory.rstrip("/"), name)
 
 
-def read_json(url: str) -> Any | None:
-    """The JSON at `url`, or None when there is no such file; a ValueError naming the file when it is not JSON."""
+def read_json(url: str) -> dict[str, Any] | None:
+    """The JSON object at `url`, or None when there is no such file; a ValueError naming the file when it is not a
+    JSON object (schemas/jsonl.py's one message)."""
     import fsspec  # NOTE: imported where I/O happens, so importing schemas needs only pyarrow + stdlib
 
     try:
@@ -127,10 +138,7 @@ def read_json(url: str) -> Any | None:
             data = f.read()
     except FileNotFoundError:
         return None
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{url}: not valid JSON ({e})") from None
+    return file_object(data, url)
 
 
 def _exists(url: str) -> bool:

@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from schemas import Manifest
+from schemas import Manifest, families
 from schemas.jsonl import file_object
+from schemas.pairs import NSP_PAIRS
 from trainer.config import TrainConfig, TrainError
 from trainer.data import ShardStream
 from trainer.data.mixture import MixtureStream
@@ -30,9 +31,8 @@ from trainer.run.runtime import Runtime
 
 def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Masker]:
     """The training masker, and the validation one: the same masking at --eval-mask-prob."""
-    tokens, mask_id = manifest.read_vocab_tokens(), manifest.special_tokens["[MASK]"]
     counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
-    return tuple(Masker.for_vocabulary(masking, tokens, mask_id, unigram_counts=counts)
+    return tuple(Masker.for_manifest(masking, manifest, unigram_counts=counts)
                  for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
 
 
@@ -40,25 +40,30 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
                 log=print) -> BertForPretraining:
     """The model: the --model preset's shape with random weights, or `architecture` (an --init-from source's, or what
     a resumed --init-from run recorded) with the weights of `source` (trainer/start/sources.py) where it has them
-    and the parts it lacks (heads) initialised fresh from --seed; the run's dropout and loss weights either way."""
+    and the parts it lacks (heads) initialised fresh from --seed; the run's family (settled from the data:
+    trainer/start/steps.py), dropout and loss weights either way."""
     span = config.masking.strategy == "span"
-    training = {"mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight, "sbo_weight": config.sbo_weight,
-                "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
+    row = families.family(config.family or "bert")
+    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind  # packed rows carry no next-sentence label
+    training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
+                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
+    pad = manifest.special_id("pad_token")
     try:
         if architecture is not None:
             model_config = ModelConfig.from_dict({**architecture, **training})
         else:
             model_config = ModelConfig.preset(config.model or "tiny", vocab_size=manifest.vocab["size"],
-                                              pad_token_id=manifest.special_tokens["[PAD]"], pre_layernorm=config.pre_layernorm, **training)
+                                              pad_token_id=pad, pre_layernorm=config.pre_layernorm, **training)
     except ValueError as e:  # e.g. every loss weight zero
         raise TrainError(str(e)) from None
     if manifest.vocab["size"] > model_config.vocab_size:
         raise TrainError(f"--data's vocabulary has {manifest.vocab['size']} tokens, the model's embeddings {model_config.vocab_size}")
-    if manifest.special_tokens["[PAD]"] != model_config.pad_token_id:
-        raise TrainError(f"--data's [PAD] is id {manifest.special_tokens['[PAD]']}, the model's pad_token_id {model_config.pad_token_id}")
-    if manifest.max_seq_len > model_config.max_position_embeddings:
-        raise TrainError(f"pairs are up to {manifest.max_seq_len} tokens, the model's positions stop at {model_config.max_position_embeddings}")
+    if pad != model_config.pad_token_id:
+        raise TrainError(f"--data's padding token is id {pad}, the model's pad_token_id {model_config.pad_token_id}")
+    if manifest.max_seq_len + model_config.position_offset > model_config.max_position_embeddings:
+        raise TrainError(f"rows are up to {manifest.max_seq_len} tokens, the model's positions stop at "
+                         f"{model_config.max_position_embeddings - model_config.position_offset}")
     model = BertForPretraining(model_config, seed=config.seed)  # every part random: the heads a source lacks stay so
     if source is not None:
         state, lacking, dropped = source.state_dict(model_config)
@@ -219,8 +224,9 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     manifest = Manifest.read(url)
     if manifest.vocab["sha256"] != vocab_sha256:
         raise TrainError(f"{manifest.url}: phase {number} data uses another vocabulary than --data (sha256 differs)")
-    if manifest.max_seq_len > model.config.max_position_embeddings:
-        raise TrainError(f"{manifest.url}: pairs up to {manifest.max_seq_len} tokens, the model's positions stop at {model.config.max_position_embeddings}")
+    positions = model.config.max_position_embeddings - model.config.position_offset
+    if manifest.max_seq_len > positions:
+        raise TrainError(f"{manifest.url}: rows up to {manifest.max_seq_len} tokens, the model's positions stop at {positions}")
     masker, valid_masker = build_maskers(config, manifest)
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
@@ -243,8 +249,8 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
         valid = ShardStream(manifest, split="validation", seed=config.seed + 1, epochs=1, **{**common, "masker": valid_masker})
     cfg = model.config
     flops = train_flops_per_token(model.num_parameters(), cfg.num_layers, cfg.hidden_size, manifest.max_seq_len)
-    if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > cfg.max_position_embeddings:
-        raise TrainError(f"--mix pairs are up to {train_stream.max_seq_len} tokens, the model's positions stop at {cfg.max_position_embeddings}")
+    if getattr(train_stream, "max_seq_len", manifest.max_seq_len) > positions:
+        raise TrainError(f"--mix rows are up to {train_stream.max_seq_len} tokens, the model's positions stop at {positions}")
     lengths = []
     if number == 1 or config.phase2_begins > 0:  # phase 2 from step 0 means phase 1 never ran
         components = getattr(train_stream, "components", None) if number == 1 else None

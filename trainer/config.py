@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from schemas.config import Config, check_choices, flag, from_dict
+from schemas.families import FAMILIES
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.precision import PRECISIONS
@@ -49,6 +50,11 @@ class TrainConfig(Config):
     optimizer, schedule and data position start fresh. Unless given, --lr becomes 1e-4, --warmup-ratio 0.01
     and the masking the source's (trainer/start/recipe.py says why). A RUN that has checkpoints resumes instead:
     rerun it without --init-from."""
+    family: str | None = flag(None, choices=tuple(FAMILIES))
+    """The member of the BERT family (schemas/families.py): bert (MLM + NSP on NSP pairs, or MLM alone on packed
+    rows), roberta or xlm-roberta (MLM on packed rows; no token types; exported as RobertaForMaskedLM /
+    XLMRobertaForMaskedLM). Default: the family of --data's vocabulary and packing (its manifest); a family whose
+    tokenizer or packing the data is not is refused in one line."""
     model: str | None = flag(None, choices=PRESET_NAMES)
     """Model preset: tiny (the default), mini (CPU-sized), small, base (BERT-base), large. With --init-from the
     source's shape; a preset that disagrees with it is refused."""
@@ -267,6 +273,7 @@ RESUME_RULES = (
     ResumeRule("global_batch_size", "--global-batch-size", False, "the data position and the schedule are counted in its steps",
                data_key="global_batch"),
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),
+    ResumeRule("family", "--family", False, "the network's heads and the names its weights export under"),
     ResumeRule("model", "--model", False, "the shapes of the weights"),
     ResumeRule("pre_layernorm", "--pre-layernorm", False, "the layers' structure"),
     ResumeRule("zero_stage", "--zero-stage", False, "the layout of the saved optimizer state"),

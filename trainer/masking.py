@@ -45,6 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from schemas.config import Config, check_choices, flag
+from schemas.tokenizer_formats import FORMATS
 
 STRATEGIES = ("bert", "wwm", "span")
 RANDOM_TOKEN_DISTS = ("uniform", "unigram")
@@ -179,6 +180,18 @@ class Masker:
         specials = [i for i, t in enumerate(tokens) if t.startswith("[") and t.endswith("]")]
         return cls(config, vocab_size=len(tokens), special_ids=specials, mask_id=mask_id,
                    continuation=continuation_from_vocab(tokens), unigram_counts=unigram_counts)
+
+    @classmethod
+    def for_manifest(cls, config: MaskingConfig, manifest, unigram_counts: Sequence[int] | None = None) -> Masker:
+        """The Masker for a prep run's vocabulary of any tokenizer kind (schemas/tokenizer_formats.py): its special and
+        reserved tokens are never selected nor drawn, its word marks ('##' continues a word, 'Ġ' and '▁' start one)
+        give whole-word and span masking their words."""
+        tokens = manifest.read_vocab_tokens()
+        kind = FORMATS[manifest.tokenizer]
+        continuation = manifest.read_word_boundary().continuation_flags(tokens, set(kind.special_tokens))
+        return cls(config, vocab_size=len(tokens), special_ids=kind.never_produced(tokens),
+                   mask_id=manifest.special_id("mask_token"), continuation=np.asarray(continuation, dtype=bool),
+                   unigram_counts=unigram_counts)
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ from trainer.run.launch import launch
 from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
 from trainer.run.stopping import follow_launcher
 from trainer.start.preflight import problem
-from trainer.start.steps import settle
+from trainer.start.steps import family_of, settle
 
 
 def _positive(text: str) -> int:
@@ -102,11 +102,16 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
         if found:
             raise TrainError(found)
         # the source's files (and RUN's record) may be missing on one node only: said per node
-        config, notes = settle(config_from_args(args), set() if given is None else given)
+        given = set() if given is None else given
+        config, family_notes = family_of(config_from_args(args), given)
+        config, notes = settle(config, given)
     except TrainError as e:
         raise said_once(e, per_node=True) from None
-    if notes and os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
-        print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
+    if os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
+        objectives = "mlm + nsp" if config.nsp_weight else "mlm"
+        print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
+        if notes:
+            print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
     try:
         if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
             try:

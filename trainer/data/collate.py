@@ -1,12 +1,18 @@
-"""Collation: NSP pairs (segments A and B of word-piece ids) → one padded batch, `[CLS] A [SEP] B [SEP] [PAD]...`.
+"""Collation: rows of a pair shard → one padded batch, as its row format says (schemas/pairs.py; `ROW_COLLATORS`).
 
-In:  the segments as slices of flat id arrays (`collate_segments`: values + starts + lengths, which is how an
-     Arrow list column stores them, so ShardStream hands over its record batches' buffers without a Python
-     object per pair), or as one array per pair (`collate_pairs`, for callers holding lists).
+    nsp_pairs    segments A and B → `[CLS] A [SEP] B [SEP] [PAD]...`, token types 0 then 1, the NSP label
+    packed_rows  one segment of whole sentences → `[CLS] tokens [SEP] [PAD]...` (`<s> ... </s> <pad>` with RoBERTa's
+                 vocabulary), token types 0; a document separator inside the row is special (never masked)
+
+In:  the segments as slices of flat id arrays (values + starts + lengths, which is how an Arrow list column stores
+     them, so ShardStream hands over its record batches' buffers without a Python object per row:
+     `gather_segments`), or as one array per pair (`collate_pairs`, for callers holding lists); the special ids by
+     their role (the manifest's: [CLS]/[SEP]/[PAD] for WordPiece, <s>/</s>/<pad> for BPE and Unigram).
 Out: numpy arrays, all (batch, seq) but the label (batch,): int64 `input_ids`, `token_type_ids`,
-     `attention_mask`, `next_sentence_label` (1 when B is a random next, transformers' convention), and bool
-     `special_mask` (True at [CLS]/[SEP]/[PAD]), which the Masker consumes. seq is the longest pair of the
-     batch (dynamic padding), rounded up to `pad_to_multiple_of`.
+     `attention_mask`, `next_sentence_label` (1 when B is a random next, transformers' convention; 0 for packed
+     rows, which BERT without NSP trains on at NSP weight 0), and bool `special_mask` (True at the special tokens
+     and padding), which the Masker consumes. seq is the longest row of the batch (dynamic padding), rounded up to
+     `pad_to_multiple_of`.
 
 Every position is filled by whole-batch numpy indexing: no loop over pairs (`python bench/run.py loader`
 measures it).
@@ -14,9 +20,10 @@ measures it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 
 def collate_segments(
@@ -81,3 +88,71 @@ def collate_pairs(pairs_a: Sequence[np.ndarray], pairs_b: Sequence[np.ndarray], 
         values = np.concatenate([np.asarray(p, dtype=np.int64) for p in pairs]) if lengths.sum() else np.zeros(1, np.int64)
         flat += [values, np.cumsum(lengths) - lengths, lengths]
     return collate_segments(*flat, is_random_next, **options)
+
+
+def collate_single(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, *, cls_id: int, sep_id: int, pad_id: int,
+                   max_seq_len: int, pad_to_multiple_of: int = 1, separator_id: int | None = None) -> dict[str, np.ndarray]:
+    """Row i is values[starts[i] : starts[i] + lengths[i]], collated as `[CLS] row [SEP]` (see the module docstring).
+    A row longer than `max_seq_len` with its two special tokens is an error: prep packed it to max_seq_len - 2."""
+    length = np.asarray(lengths, np.int64)
+    batch = len(length)
+    if batch == 0:
+        raise ValueError("need a non-empty batch")
+    total = length + 2
+    longest = int(total.max())
+    if longest > max_seq_len:
+        row = int(total.argmax())
+        raise ValueError(f"row {row} of the batch has {longest} tokens with its two special tokens, max_seq_len is {max_seq_len}")
+    seq = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
+    col = np.arange(seq)
+    attention = col < total[:, None]  # (batch, seq)
+    inside = (col > 0) & (col < (total - 1)[:, None])
+    input_ids = np.full((batch, seq), pad_id, dtype=np.int64)
+    input_ids[inside] = np.asarray(values)[(np.asarray(starts, np.int64)[:, None] - 1 + col)[inside]]
+    input_ids[:, 0] = cls_id
+    input_ids[np.arange(batch), total - 1] = sep_id
+    special = ~inside
+    if separator_id is not None:
+        special |= input_ids == separator_id  # where two documents meet: never masked
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": np.zeros((batch, seq), dtype=np.int64),
+        "attention_mask": attention.astype(np.int64),
+        "special_mask": special,
+        "next_sentence_label": np.zeros(batch, dtype=np.int64),
+    }
+
+
+def gather_segments(parts: list[tuple[pa.RecordBatch, np.ndarray]], column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, starts, lengths) of a list column over the given rows of record batches, for the collators.
+
+    One batch: its own id buffer (zero-copy). Several: the rows taken from each (a copy of the batch's ids
+    only, not of whole blocks: a length-bucketed batch gathers from a dozen blocks)."""
+    if len(parts) == 1:
+        batch, rows = parts[0]
+        array = batch.column(column)
+        offsets = array.offsets.to_numpy()
+        return array.values.to_numpy(), offsets[rows].astype(np.int64), (offsets[rows + 1] - offsets[rows]).astype(np.int64)
+    taken = pa.concat_arrays([batch.column(column).take(pa.array(rows)) for batch, rows in parts])
+    offsets = taken.offsets.to_numpy().astype(np.int64)
+    return taken.values.to_numpy(), offsets[:-1], np.diff(offsets)
+
+
+def _nsp_batch(parts, manifest, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
+    nsp = np.concatenate([batch.column("is_random_next").to_numpy(zero_copy_only=False)[rows] for batch, rows in parts])
+    return collate_segments(*gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"), nsp,
+                            cls_id=manifest.special_id("cls_token"), sep_id=manifest.special_id("sep_token"),
+                            pad_id=manifest.special_id("pad_token"), max_seq_len=manifest.max_seq_len,
+                            pad_to_multiple_of=pad_to_multiple_of)
+
+
+def _packed_batch(parts, manifest, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
+    return collate_single(*gather_segments(parts, "tokens"), cls_id=manifest.special_id("cls_token"),
+                          sep_id=manifest.special_id("sep_token"), pad_id=manifest.special_id("pad_token"),
+                          max_seq_len=manifest.max_seq_len, pad_to_multiple_of=pad_to_multiple_of,
+                          separator_id=manifest.separator_id)
+
+
+ROW_COLLATORS: dict[str, Callable] = {"nsp_pairs": _nsp_batch, "packed_rows": _packed_batch}
+"""How the rows of each row format (schemas/pairs.py) become a batch: (record batches and their rows, the
+manifest, pad_to_multiple_of) → the arrays of the module docstring."""

@@ -109,5 +109,5 @@ class ShardReader:
             with _verified_lock:
                 _verified.add((url, info.sha256))
         reader = pa.ipc.open_file(pa.BufferReader(data))
-        validate_pairs_schema(reader.schema, url)
+        validate_pairs_schema(reader.schema, url, self.manifest.row_format.kind)
         return reader

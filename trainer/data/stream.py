@@ -38,19 +38,18 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from schemas import ContractError, Manifest
 from trainer.config import DATA_POSITION_KEYS
-from trainer.data.collate import collate_segments
+from trainer.data.collate import ROW_COLLATORS
 from trainer.data.layout import Block, EpochLayout, rank_layout, split_blocks
 from trainer.data.partitions import merge_chunks, plan
 from trainer.data.reader import ShardReader
 from trainer.masking import Masker
 
-__all__ = ["Block", "ShardStream", "default_workers", "gather_segments", "loader", "split_blocks"]
+__all__ = ["Block", "ShardStream", "default_workers", "loader", "split_blocks"]
 
 STATE_VERSION = 3
 """3: canonical partitions, position in global steps (2: per-rank layout; 1: all blocks shuffled at once)."""
@@ -58,21 +57,6 @@ _BUCKET_TAG = 0x6C656E  # keeps the bucket shuffle's seeds apart from the mask s
 LAYOUT_KEYS = ("manifest", "split", *(k for k in DATA_POSITION_KEYS if k != "manifest"))
 """What a saved data position must share with the run that resumes it (the manifest first: a mixture's position
 names itself there). Which settings may change on resume is trainer/config.py's RESUME_RULES."""
-
-
-def gather_segments(parts: list[tuple[pa.RecordBatch, np.ndarray]], column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, starts, lengths) of a list column over the given rows of record batches, for collate_segments.
-
-    One batch: its own id buffer (zero-copy). Several: the rows taken from each (a copy of the batch's ids
-    only, not of whole blocks: a length-bucketed batch gathers from a dozen blocks)."""
-    if len(parts) == 1:
-        batch, rows = parts[0]
-        array = batch.column(column)
-        offsets = array.offsets.to_numpy()
-        return array.values.to_numpy(), offsets[rows].astype(np.int64), (offsets[rows + 1] - offsets[rows]).astype(np.int64)
-    taken = pa.concat_arrays([batch.column(column).take(pa.array(rows)) for batch, rows in parts])
-    offsets = taken.offsets.to_numpy().astype(np.int64)
-    return taken.values.to_numpy(), offsets[:-1], np.diff(offsets)
 
 
 class Cursor:
@@ -191,7 +175,7 @@ class ShardStream(IterableDataset):
         first, last = lo // chunk, (lo + self.batch_size - 1) // chunk
         self._hold(cursor, epoch, k)
         chunks = [self._chunk(cursor, epoch, k, self.own_partitions[c]) for c in range(first, last + 1)]
-        arrays = merge_chunks(chunks, lo - first * chunk, lo - first * chunk + self.batch_size, self.specials["[PAD]"],
+        arrays = merge_chunks(chunks, lo - first * chunk, lo - first * chunk + self.batch_size, self.manifest.special_id("pad_token"),
                               self.pad_to_multiple_of)
         tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in arrays.items()}
         tensors["position"] = torch.tensor([epoch, i])
@@ -214,15 +198,10 @@ class ShardStream(IterableDataset):
         return cursor.chunks[key]
 
     def make_chunk(self, reader: Any, parts: list[tuple[int, np.ndarray]], epoch: int, k: int, p: int) -> dict[str, np.ndarray]:
-        """The given rows of blocks, collated and masked with the generator of (seed, epoch, partition, step)."""
+        """The given rows of blocks, collated as their row format says and masked with the generator of
+        (seed, epoch, partition, step)."""
         batches = [(reader.batch(self.blocks[b].shard, self.blocks[b].index, self.blocks[b].rows), rows) for b, rows in parts]
-        nsp = np.concatenate([batch.column("is_random_next").to_numpy(zero_copy_only=False)[rows] for batch, rows in batches])
-        s = self.specials
-        arrays = collate_segments(
-            *gather_segments(batches, "tokens_a"), *gather_segments(batches, "tokens_b"), nsp,
-            cls_id=s["[CLS]"], sep_id=s["[SEP]"], pad_id=s["[PAD]"], max_seq_len=self.manifest.max_seq_len,
-            pad_to_multiple_of=self.pad_to_multiple_of,
-        )
+        arrays = ROW_COLLATORS[self.manifest.row_format.kind](batches, self.manifest, self.pad_to_multiple_of)
         rng = np.random.default_rng([self.seed, epoch, p, k, 7])
         masked = self.masker(arrays["input_ids"], arrays["special_mask"], rng)
         out = {**arrays, **masked}

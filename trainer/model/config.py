@@ -23,6 +23,16 @@ from typing import Any
 from schemas import families
 from schemas.config import Config
 
+HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
+                  "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
+                  "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
+                  "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range", "pad_token_id": "pad_token_id"}
+"""transformers' config.json key → ModelConfig field, the same in every family's config class (BertConfig, RobertaConfig)."""
+HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072,
+               "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
+               "pad_token_id": 0}
+"""BertConfig's defaults, which transformers takes for an absent key (RobertaConfig's are BERT's too)."""
+
 _PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(num_layers=2, hidden_size=128, num_heads=2, intermediate_size=512),
     "mini": dict(num_layers=4, hidden_size=256, num_heads=4, intermediate_size=1024),
@@ -110,10 +120,20 @@ class ModelConfig(Config):
 
     @classmethod
     def preset(cls, name: str, *, vocab_size: int, **overrides: Any) -> ModelConfig:
-        """The named preset (see the module docstring) for `vocab_size`, with any field overridden."""
+        """The named preset (see the module docstring) for `vocab_size`, with any field overridden; a family without
+        token types or NSP gets one type and no NSP loss, and one that numbers positions from padding_idx + 1 the
+        positions for 512 tokens after it, unless overridden."""
         if name not in _PRESETS:
             raise ValueError(f"unknown model preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
-        return cls.from_dict({**_PRESETS[name], **overrides, "vocab_size": vocab_size})
+        fields = {**_PRESETS[name], **overrides, "vocab_size": vocab_size}
+        row = families.family(fields.get("family", "bert"))
+        if not row.token_types:
+            fields.setdefault("type_vocab_size", 1)
+        if not row.nsp:
+            fields.setdefault("nsp_weight", 0.0)
+        if row.position_offset == "after-pad":  # the preset's 512 tokens, numbered from padding_idx + 1 (roberta-base: 514)
+            fields.setdefault("max_position_embeddings", 512 + fields.get("pad_token_id", 0) + 1)
+        return cls.from_dict(fields)
 
     @property
     def row(self):
@@ -123,7 +143,21 @@ class ModelConfig(Config):
     @property
     def position_offset(self) -> int:
         """The position id of a sequence's first token: 0, or padding_idx + 1 for RoBERTa's (fairseq's count)."""
-        return self.pad_token_id + 1 if self.row.position_offset == "after-pad" else 0
+        return self.row.first_position(self.pad_token_id)
+
+    @classmethod
+    def architecture_of_hf(cls, body: dict[str, Any], where: str) -> dict[str, Any]:
+        """The ModelConfig fields a transformers config.json fixes (its family from model_type, the shape; an absent
+        key takes the config class's default, as transformers does); ContractError for a model_type of no family."""
+        family = families.of_model_type(body.get("model_type"), where)
+        shape = {ours: body.get(theirs, HF_DEFAULTS[ours]) for theirs, ours in HF_CONFIG_KEYS.items()}
+        shape["pad_token_id"] = shape["pad_token_id"] or 0  # null in some configs
+        return {"family": family.name, **shape, "pre_layernorm": False}
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest sequence its positions hold (RoBERTa's 514 positions hold 512 tokens after padding_idx + 1)."""
+        return self.max_position_embeddings - self.position_offset
 
     def to_hf_config(self) -> dict[str, Any]:
         """The body of the `config.json` that the family's transformers config class reads for this model."""

@@ -2,15 +2,16 @@
 
 In:  the TrainConfig (--data, --phase2-data, --mix components, --init-from's source) and the Runtime.
 Out: nothing, or a TrainError on every rank: rank 0 reads each manifest (types and paths are checked by
-     schemas/manifest.py) and checks that every shard is there with its listed size (one directory
-     listing per manifest, also on gs:// and s3://), then tells the others. Reading every byte of every
+     schemas/manifest.py), checks that every shard is there with its listed size (one directory listing per
+     manifest, also on gs:// and s3://) and that --phase2-data and the --mix components hold rows of --data's
+     format (schemas.manifest.mixing_conflict), then tells the others. Reading every byte of every
      shard is `clozeforge inspect PAIRS` (sha256 and rows of each shard), for users who want it first.
 """
 
 from __future__ import annotations
 
 from schemas import ContractError, Manifest
-from schemas.manifest import missing_shards
+from schemas.manifest import missing_shards, mixing_conflict
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec
 from trainer.run.runtime import Runtime
@@ -22,7 +23,9 @@ def data_urls(config: TrainConfig) -> list[str]:
 
 
 def problem(config: TrainConfig) -> str | None:
-    """The first thing wrong with the run's data, in one line, or None."""
+    """The first thing wrong with the run's data, in one line, or None: a manifest that does not read, a shard
+    missing or resized, rows of another format than --data's (NSP pairs beside packed rows)."""
+    first = None
     for url in dict.fromkeys(data_urls(config)):
         try:
             manifest = Manifest.read(url)
@@ -34,6 +37,10 @@ def problem(config: TrainConfig) -> str | None:
         if wrong:
             more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
             return f"{manifest.directory}: {wrong[0]}{more}; was the prep output changed after prep?"
+        first = first or manifest
+        conflict = mixing_conflict(first, manifest)
+        if conflict:
+            return conflict
     if config.init_from:  # the source's files, shapes and vocabulary against --data's (a resume does not read it)
         from trainer.start.sources import source_problem
 

@@ -1,11 +1,13 @@
-"""What `--init-from SOURCE` names: a HuggingFace BERT directory (a clozeforge export is one) or a clozeforge run.
+"""What `--init-from SOURCE` names: a HuggingFace directory of a family member (a clozeforge export is one) or a
+clozeforge run.
 
 In:  SOURCE as typed: a directory (any fsspec URL) with config.json and model.safetensors, pytorch_model.bin or a
      sharded checkpoint's index (model.safetensors.index.json, pytorch_model.bin.index.json), holding a
-     BertForPreTraining, BertForMaskedLM or bare BertModel; or a run directory of `clozeforge train` (its newest
-     intact checkpoint; RUN@STEP for that step's).
-Out: a Source: `architecture` (the ModelConfig fields it fixes), `vocab_sha256` (of its vocab.txt, in the form prep
-     writes, compared with the manifest's), `masking` (a run's recorded masking; None for a HuggingFace directory),
+     BertForPreTraining, BertForMaskedLM, RobertaForMaskedLM, XLMRobertaForMaskedLM or a bare encoder of one
+     (config.json's model_type names the family: schemas/families.py); or a run directory of `clozeforge train`
+     (its newest intact checkpoint; RUN@STEP for that step's).
+Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among them), `vocab_sha256` (of its
+     tokens in id order, as prep writes vocab.txt, from vocab.txt or tokenizer.json: compared with the manifest's), `masking` (a run's recorded masking; None for a HuggingFace directory),
      `check()` (files and tensor shapes, without loading the weights where a header tells the shapes) and
      `state_dict(model_config)`: our names (trainer/model/hf_names.py), the parts it lacks and the names it drops.
 Every problem is one TrainError line naming the file. Pickled files are read only through
@@ -27,25 +29,18 @@ from typing import Any, ClassVar
 
 import torch
 
-from schemas import ContractError
+from schemas import ContractError, families
 from schemas import vocab as vocab_files
+from schemas.families import FAMILIES
 from schemas.jsonl import file_object
 from trainer.config import TrainError
 from trainer.model import ModelConfig
 from trainer.model.hf_names import WeightsError, from_transformers
 
-ARCHITECTURE = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
                 "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
-HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
-                  "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
-                  "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
-                  "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range", "pad_token_id": "pad_token_id"}
-"""transformers' BertConfig key → ModelConfig field; an absent key takes BertConfig's default, as transformers does."""
-HF_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 3072,
-               "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "initializer_range": 0.02,
-               "pad_token_id": 0}
-SUPPORTED = "BertForPreTraining, BertForMaskedLM or BertModel"
+SUPPORTED = ", ".join(f"{f.hf_pretraining_class} ({f.hf_model_type})" for f in FAMILIES.values())
 
 
 def _fs(url: str):
@@ -111,26 +106,26 @@ class HuggingFaceDirectory(Source):
         self.fs, self.root = _fs(self.url)
         where = f"{self.url}/config.json"
         body = file_object(self.fs.cat_file(posixpath.join(self.root, "config.json")), f"--init-from {where}", TrainError)
-        model_type = body.get("model_type")
-        if model_type != "bert":
-            raise TrainError(f"--init-from {where}: model_type {model_type!r} is not a BERT "
-                             f"(--init-from continues a {SUPPORTED}, or a clozeforge run)")
+        try:
+            self.architecture = ModelConfig.architecture_of_hf(body, f"--init-from {where}")
+        except ContractError as e:
+            raise TrainError(f"{e} (--init-from continues a {SUPPORTED}, or a clozeforge run)") from None
         checks = [("hidden_act", "gelu", "clozeforge's BERT uses exact GELU"),
                   ("position_embedding_type", "absolute", "clozeforge's BERT learns absolute positions"),
                   ("is_decoder", False, "clozeforge trains encoders")]
         for key, want, why in checks:
             if body.get(key, want) != want:
                 raise TrainError(f"--init-from {where}: {key} {body[key]!r} is not supported ({why}: {want!r})")
-        self.architecture = {field: body.get(key, HF_DEFAULTS[field]) for key, field in HF_CONFIG_KEYS.items()}
-        self.architecture["pad_token_id"] = self.architecture["pad_token_id"] or 0  # null in some configs
-        self.architecture["pre_layernorm"] = False
         self.kind = "/".join(body.get("architectures") or ["BertModel"])
         self.vocab_dir = self.url
         vocab_url = f"{self.url}/{vocab_files.VOCAB_FILE}"
         try:
             self.vocab_sha256 = canonical_vocab_sha256(self.fs.cat_file(posixpath.join(self.root, vocab_files.VOCAB_FILE)), vocab_url)
-        except FileNotFoundError:
-            self.vocab_sha256 = None
+        except FileNotFoundError:  # transformers 5 saves tokenizer.json alone: its tokens in id order, as prep writes them
+            try:
+                self.vocab_sha256 = hashlib.sha256(vocab_files.encode_tokens(vocab_files.read_tokens(self.url))).hexdigest()
+            except ContractError:
+                self.vocab_sha256 = None
         except ContractError as e:
             raise TrainError(f"--init-from {e}") from None
 
@@ -296,19 +291,23 @@ def source_problem(config, manifest) -> str | None:
     try:
         source = open_source(config.init_from)
         if source.vocab_sha256 is None:
-            return (f"--init-from {config.init_from}: no vocab.txt there, so --data cannot be checked against the source's "
-                    "vocabulary; add the source's vocab.txt")
+            return (f"--init-from {config.init_from}: no vocabulary there (vocab.txt or tokenizer.json), so --data cannot be "
+                    "checked against the source's; add the source's tokenizer files")
         if source.vocab_sha256 != manifest.vocab["sha256"]:
             return (f"--data {manifest.url}: prepped with another vocabulary than --init-from {config.init_from} (vocab.txt "
                     f"sha256 differs); prep it with `--vocab {source.vocab_dir}` "
                     "so the ids mean what the source learned")
         shape = source.architecture
+        positions = shape["max_position_embeddings"] - families.family(shape.get("family", "bert")).first_position(shape["pad_token_id"])
         fits = [(shape["vocab_size"] >= manifest.vocab["size"], f"its vocab_size {shape['vocab_size']} is below the "
                  f"vocabulary's {manifest.vocab['size']} tokens"),
-                (shape["pad_token_id"] == manifest.special_tokens["[PAD]"], f"its pad_token_id {shape['pad_token_id']} is "
-                 f"not the vocabulary's [PAD] id {manifest.special_tokens['[PAD]']}"),
-                (shape["max_position_embeddings"] >= manifest.max_seq_len, f"its positions stop at "
-                 f"{shape['max_position_embeddings']}, --data's pairs are up to {manifest.max_seq_len} tokens")]
+                (shape["pad_token_id"] == manifest.special_id("pad_token"), f"its pad_token_id {shape['pad_token_id']} is "
+                 f"not the vocabulary's padding id {manifest.special_id('pad_token')}"),
+                (positions >= manifest.max_seq_len, f"its positions stop at {positions}, --data's rows are up to "
+                 f"{manifest.max_seq_len} tokens"),
+                (shape.get("family", "bert") == config.family or config.family is None,
+                 f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} (prep --vocab the source "
+                 "and the packing its family trains on)")]
         for ok, why in fits:
             if not ok:
                 return f"--init-from {config.init_from}: {why}"

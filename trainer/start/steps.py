@@ -1,9 +1,10 @@
 """A run's start-up, in order: where the run starts, what trains, what it reads (`start`, which trainer/loop.py's
 `train` calls first).
 
-  0. `settle(config, given)` (trainer/pretrain.py, in every process before any rank starts): a new run from random
-     weights, a new run from `--init-from SOURCE` (its recipe defaults: trainer/start/recipe.py), or the resume of
-     either; a --init-from on a run that has checkpoints is refused, since rerunning without it resumes.
+  0. `family_of(config, given)` and `settle(config, given)` (trainer/pretrain.py, in every process before any rank
+     starts): the family (--family, or --data's: schemas/families.py); then a new run from random weights, a new run
+     from `--init-from SOURCE` (its recipe defaults: trainer/start/recipe.py), or the resume of either; a
+     --init-from on a run that has checkpoints is refused, since rerunning without it resumes.
   1. where it starts: the data checked (trainer/start/preflight.py), the source to start from (a new --init-from
      run), the run's batch resolved for this world size, RUN/ prepared and its record written, and the checkpoint
      to resume, verified (trainer/checkpoint/resume.py).
@@ -21,7 +22,7 @@ import dataclasses
 import json
 import os
 
-from schemas import Manifest
+from schemas import ContractError, Manifest, families
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import recorded
@@ -33,6 +34,32 @@ from trainer.start.sources import ARCHITECTURE, open_source
 
 ARCHITECTURE_KEY = "init_architecture"
 """The key of RUN/train_config.json holding an --init-from run's architecture, so its resume needs no source."""
+
+
+def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]]:
+    """The config with its family settled: --family, or the family of --data's vocabulary and packing (its
+    manifest); refused in one line when the data is not that family's (another tokenizer, NSP pairs for RoBERTa).
+    NSP is off (weight 0) unless the family has it and the rows are NSP pairs; --nsp-weight is then an error. A
+    family with a sampling default (XLM-R's alpha 0.3) sets --mix-alpha when --mix is given without it."""
+    try:
+        manifest = Manifest.read(config.data)
+        packing = manifest.packing["mode"]
+        row = families.family(config.family) if config.family else families.of_data(manifest.tokenizer, packing)
+    except (ContractError, OSError) as e:
+        raise TrainError(str(e) if isinstance(e, ContractError) else f"--data {config.data}: {e.strerror or e}") from None
+    refusal = families.refusal(row, manifest.tokenizer, packing)
+    if refusal:
+        raise TrainError(refusal)
+    changes, notes = {"family": row.name}, []
+    if not (row.nsp and packing == "nsp"):
+        if "nsp_weight" in given and config.nsp_weight:
+            why = f"--family {row.name} has no NSP head" if not row.nsp else f"--data's {packing} rows carry no next-sentence label"
+            raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
+        changes["nsp_weight"] = 0.0
+    if row.mix_alpha is not None and config.mix and config.mix_alpha is None:
+        changes["mix_alpha"] = row.mix_alpha
+        notes.append(f"mix_alpha {row.mix_alpha:g} ({row.name}'s language sampling)")
+    return dataclasses.replace(config, **changes), notes
 
 
 def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]]:

@@ -16,6 +16,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from downstream.export import export_hf, verify_export  # noqa: E402
+from schemas.pairs import NSP_PAIRS  # noqa: E402
 from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.builders import build_model  # noqa: E402
 from trainer.config import TrainConfig, TrainError  # noqa: E402
@@ -63,6 +64,7 @@ def manifest_for(vocab: str, max_seq_len: int = 32):
     with open(os.path.join(vocab, "vocab.txt"), "rb") as f:
         sha = canonical_vocab_sha256(f.read(), "vocab.txt")
     return SimpleNamespace(vocab={"size": len(_tokens(vocab)), "sha256": sha}, special_tokens={"[PAD]": 0},
+                           special_id={"pad_token": 0}.__getitem__, row_format=NSP_PAIRS, tokenizer="wordpiece",
                            max_seq_len=max_seq_len, url="memory://pairs")
 
 
@@ -199,11 +201,11 @@ def _rewrite_config(source: str, **changes) -> None:
         json.dump({**body, **changes}, f)
 
 
-@pytest.mark.parametrize("model_type", ["roberta", "gpt2"])
-def test_a_config_that_is_not_bert_is_one_line(vocab, tmp_path, model_type):
+@pytest.mark.parametrize("model_type", ["gpt2", "t5"])
+def test_a_config_of_no_family_is_one_line(vocab, tmp_path, model_type):
     source = hf_source(tmp_path / "src", vocab)
     _rewrite_config(source, model_type=model_type, architectures=["X"])
-    assert f"config.json: model_type '{model_type}' is not a BERT" in _problem(source, vocab)
+    assert f"config.json: model_type '{model_type}' is not a family clozeforge trains" in _problem(source, vocab)
 
 
 def test_a_tensor_whose_shape_differs_from_the_config_is_named(vocab, tmp_path):
@@ -310,4 +312,4 @@ def test_positions_shorter_than_the_data_are_one_line(vocab, tmp_path):
     source = hf_source(tmp_path / "src", vocab)  # 64 positions
     config = TrainConfig(data="unused", output="/nonexistent/run", init_from=source)
     found = source_problem(config, manifest_for(vocab, max_seq_len=128))
-    assert found == f"--init-from {source}: its positions stop at 64, --data's pairs are up to 128 tokens"
+    assert found == f"--init-from {source}: its positions stop at 64, --data's rows are up to 128 tokens"

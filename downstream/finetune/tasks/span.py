@@ -138,7 +138,7 @@ class Span(Task):
                 if start <= end:  # an answer of white space alone covers no piece
                     starts[row], ends[row] = start, end
             # else: the answer is not whole in this window, and both targets stay 0: [CLS]
-        tensors = {k: torch.tensor(enc[k]) for k in ("input_ids", "token_type_ids", "attention_mask")}
+        tensors = {k: torch.tensor(enc[k]) for k in ("input_ids", "token_type_ids", "attention_mask") if k in enc}  # RoBERTa: no types
         tensors.update(start_positions=torch.from_numpy(starts), end_positions=torch.from_numpy(ends))
         return Features(tensors, example_of_row, {"offsets": enc["offset_mapping"], "in_context": in_context})
 

@@ -1,0 +1,176 @@
+"""The BERT family's rows (schemas/families.py), in process: every row's network gives its transformers class's logits
+(the export and --init-from name maps, both ways), an --init-from of a transformers-made RobertaForMaskedLM or
+XLMRobertaForMaskedLM gives its own logits before any update, the family a run trains is the data's (or refused in
+one line), and packed rows collate as `<s> row </s>` with the document separator never masked. The DeepSpeed runs and
+exports of each family are tests/test_families_end_to_end.py."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from downstream.export import verify_export  # noqa: E402
+from schemas import ContractError, Manifest, ShardInfo, families  # noqa: E402
+from schemas.pairs import PACKED_ROWS  # noqa: E402
+from schemas.tokenizer_formats import WordBoundary  # noqa: E402
+from trainer.builders import build_model  # noqa: E402
+from trainer.config import TrainConfig, TrainError  # noqa: E402
+from trainer.data.collate import collate_single  # noqa: E402
+from trainer.masking import Masker, MaskingConfig  # noqa: E402
+from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
+from trainer.model.hf_names import from_transformers, to_transformers  # noqa: E402
+from trainer.start.sources import ARCHITECTURE, open_source  # noqa: E402
+from trainer.start.steps import family_of  # noqa: E402
+
+TOLERANCE = 1e-5
+VOCAB = 300
+
+
+def _inputs(pad: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (3, 20), generator=g)
+    ids[2, 14:] = pad  # a padded row
+    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": (ids != pad).long()}
+
+
+@pytest.mark.parametrize("name", list(families.FAMILIES))
+def test_every_family_gives_its_transformers_class_logits_both_ways(name):
+    row = families.family(name)
+    pad = 0 if row.tokenizer == "wordpiece" else 1
+    config = ModelConfig.preset("tiny", vocab_size=VOCAB, family=name, pad_token_id=pad, hidden_dropout=0.0,
+                                attention_dropout=0.0, max_position_embeddings=64 + row.first_position(pad))
+    ours = BertForPretraining(config, seed=3).eval()
+    assert (ours.bert.pooler is None) == (not row.nsp) and (ours.cls.seq_relationship is None) == (not row.nsp)
+    tensors = to_transformers(ours.state_dict(), config)
+    hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in config.to_hf_config().items() if k != "architectures"})
+    theirs = getattr(transformers, row.hf_pretraining_class)(hf_config).eval()
+    missing, unexpected = theirs.load_state_dict(tensors, strict=False)
+    assert not unexpected and all("decoder" in k for k in missing), (missing, unexpected)
+    inputs = _inputs(pad)
+    with torch.no_grad():
+        sequence, pooled, _ = ours.encode(**inputs)
+        out = theirs(**inputs)
+    real = inputs["attention_mask"].bool()
+    mlm = out.prediction_logits if row.nsp else out.logits
+    assert (ours.dense_mlm_logits(sequence) - mlm)[real].abs().max() <= TOLERANCE
+    if row.nsp:
+        assert (ours.cls.seq_relationship(pooled) - out.seq_relationship_logits).abs().max() <= TOLERANCE
+    back, lacking, dropped = from_transformers(dict(theirs.state_dict()), config, "theirs")
+    assert lacking == [] and all(torch.equal(back[k], v) for k, v in ours.state_dict().items() if k in back)
+    assert set(dropped) <= {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias", "lm_head.decoder.weight",
+                            "lm_head.decoder.bias"}
+
+
+def _roberta_source(path, name: str) -> str:
+    """A random transformers masked LM of the family, saved by save_pretrained, with a tokenizer.json beside it."""
+    row = families.family(name)
+    cls = getattr(transformers, row.hf_pretraining_class)
+    config = transformers.AutoConfig.for_model(row.hf_model_type, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                                num_attention_heads=2, intermediate_size=48, max_position_embeddings=66,
+                                                type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5)
+    torch.manual_seed(4)
+    model = cls(config)
+    with torch.no_grad():
+        model.lm_head.bias.normal_()  # transformers zeroes it; a random one checks that it is carried over too
+    model.save_pretrained(str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["roberta", "xlm-roberta"])
+def test_init_from_a_transformers_masked_lm_gives_its_own_logits_at_step_0(tmp_path, name):
+    source_dir = _roberta_source(tmp_path / "src", name)
+    source = open_source(source_dir)
+    assert source.architecture["family"] == name and source.architecture["max_position_embeddings"] == 66
+    architecture = {k: source.architecture[k] for k in ARCHITECTURE}
+    manifest = SimpleNamespace(vocab={"size": VOCAB}, special_id={"pad_token": 1}.__getitem__, row_format=PACKED_ROWS,
+                               max_seq_len=64, url="memory://pairs")
+    lines: list[str] = []
+    config = TrainConfig(data="unused", output="unused", init_from=source_dir, family=name)
+    model = build_model(config, manifest, source=source, architecture=architecture, log=lines.append)
+    diffs = verify_export(source_dir, model, _inputs(pad=1))
+    assert diffs["mlm_max_abs_diff"] <= TOLERANCE and "nsp_max_abs_diff" not in diffs, diffs
+    assert "fresh from --seed: none" in lines[0] and model.config.layer_norm_eps == 1e-5
+
+
+def _manifest(tmp_path, tokenizer: str, mode: str) -> str:
+    tokens = {"wordpiece": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4},
+              "bpe": {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}}[tokenizer]
+    separator = {"wordpiece": {"token": "[SEP]", "id": 3}, "bpe": {"token": "</s>", "id": 2}}[tokenizer]
+    packing = {"nsp": None, "full-sentences": {"mode": mode, "row_format": "packed_rows", "format_version": 2, "separator": separator},
+               "doc-sentences": {"mode": mode, "row_format": "packed_rows", "format_version": 2}}[mode]
+    manifest = Manifest(vocab={"file": "../vocab/vocab.txt", "sha256": "ab" * 32, "size": 100, "lowercase": False},
+                        special_tokens=tokens, max_seq_len=64, tokenizer=tokenizer,
+                        shards=(ShardInfo("train-00000-of-00001.arrow", "train", 10, 123, "cd" * 32, {"web": 10}),),
+                        **({"packing": packing} if packing else {}))
+    directory = str(tmp_path / f"{tokenizer}-{mode}")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        f.write(manifest.to_json())
+    return directory
+
+
+def test_the_family_is_the_datas_and_another_is_refused_in_one_line(tmp_path):
+    nsp, roberta = _manifest(tmp_path, "wordpiece", "nsp"), _manifest(tmp_path, "bpe", "full-sentences")
+    bert_packed = _manifest(tmp_path, "wordpiece", "doc-sentences")
+    config, notes = family_of(TrainConfig(data=nsp, output="o"), set())
+    assert (config.family, config.nsp_weight, notes) == ("bert", 1.0, [])
+    config, _ = family_of(TrainConfig(data=roberta, output="o"), set())
+    assert (config.family, config.nsp_weight) == ("roberta", 0.0)
+    config, _ = family_of(TrainConfig(data=bert_packed, output="o"), set())  # BERT without NSP: RoBERTa's ablation
+    assert (config.family, config.nsp_weight) == ("bert", 0.0)
+    cases = [
+        (TrainConfig(data=nsp, output="o", family="roberta"), set(),
+         "--family roberta trains on full-sentences or doc-sentences rows; this data is nsp (prep --packing full-sentences)"),
+        (TrainConfig(data=roberta, output="o", family="xlm-roberta"), set(),
+         "--family xlm-roberta uses a unigram vocabulary; this data's is bpe (prep --tokenizer unigram)"),
+        (TrainConfig(data=roberta, output="o", family="bert"), set(),
+         "--family bert uses a wordpiece vocabulary; this data's is bpe (prep --tokenizer wordpiece)"),
+        (TrainConfig(data=roberta, output="o", nsp_weight=0.5), {"nsp_weight"}, "--nsp-weight 0.5: --family roberta has no NSP head"),
+        (TrainConfig(data=bert_packed, output="o", nsp_weight=0.5), {"nsp_weight"},
+         "--nsp-weight 0.5: --data's doc-sentences rows carry no next-sentence label"),
+    ]
+    for config, given, message in cases:
+        with pytest.raises(TrainError) as e:
+            family_of(config, given)
+        assert str(e.value) == message
+
+
+def test_xlm_r_samples_languages_at_alpha_0_3_unless_told():
+    row = families.family("xlm-roberta")
+    assert row.mix_alpha == 0.3 and families.family("roberta").mix_alpha is None
+    with pytest.raises(ContractError, match="unknown family 'electra'"):
+        families.family("electra")
+    assert families.of_model_type("xlm-roberta", "x").name == "xlm-roberta"
+
+
+def test_packed_rows_collate_as_cls_row_sep_with_the_separator_special():
+    values = np.array([10, 11, 2, 12, 13, 20, 21, 22], dtype=np.int64)  # row 0 holds two documents, separator 2
+    out = collate_single(values, np.array([0, 5]), np.array([5, 3]), cls_id=0, sep_id=2, pad_id=1, max_seq_len=8,
+                         separator_id=2)
+    assert out["input_ids"].tolist() == [[0, 10, 11, 2, 12, 13, 2], [0, 20, 21, 22, 2, 1, 1]]
+    assert out["attention_mask"].tolist() == [[1] * 7, [1, 1, 1, 1, 1, 0, 0]]
+    assert out["special_mask"].tolist() == [[True, False, False, True, False, False, True],
+                                            [True, False, False, False, True, True, True]]
+    assert not out["token_type_ids"].any() and out["next_sentence_label"].tolist() == [0, 0]
+    with pytest.raises(ValueError, match="row 0 of the batch has 7 tokens with its two special tokens, max_seq_len is 6"):
+        collate_single(values, np.array([0, 5]), np.array([5, 3]), cls_id=0, sep_id=2, pad_id=1, max_seq_len=6)
+
+
+def test_whole_words_of_a_byte_level_vocabulary_start_at_the_space_mark():
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "Ġthe", "Ġun", "believ", "able", "Ġcat", ","]
+    continuation = WordBoundary("Ġ", marks_start=True).continuation_flags(tokens, {"<s>", "<pad>", "</s>", "<unk>", "<mask>"})
+    masker = Masker(MaskingConfig(strategy="wwm", mask_prob=0.5, max_predictions=None), vocab_size=len(tokens),
+                    special_ids=range(5), mask_id=4, continuation=np.asarray(continuation))
+    ids = np.array([[0, 7, 8, 5, 6, 7, 8, 9, 10, 2]])  # <s> believ able Ġthe Ġun believ able Ġcat , </s>
+    special = np.isin(ids, [0, 1, 2])
+    words = {(1, 2), (3,), (4, 5, 6), (7, 8)}  # the first token has no mark and starts a word all the same
+    for seed in range(20):
+        masked = masker(ids, special, np.random.default_rng(seed))
+        chosen = {int(p) for p, label in zip(masked["mlm_positions"][0], masked["mlm_labels"][0]) if label != -100}
+        assert chosen and all(set(w) <= chosen or not set(w) & chosen for w in words), (seed, chosen)

@@ -19,6 +19,7 @@ from pipelines import prep
 from pipelines.documents import keys
 from pipelines.documents.records import TokenizedDoc
 from pipelines.errors import PrepError
+from pipelines.outputs.attempts import commit
 from pipelines.stages.make_packed_rows import MakePackedRows, document_separator
 from pipelines.stages.write_shards import WriteShards
 from schemas import Manifest
@@ -190,8 +191,9 @@ def staged(request, tmp_path_factory):
     made = p | beam.Create(synthetic_docs()) | MakePackedRows(
         PACKINGS[request.param], max_seq_len=64, bucket_docs=BUCKET_DOCS, validation_fraction=0.1, seed=5,
         vocab=p | "Vocab" >> beam.Create([vocab]))
-    _ = made["pairs"] | WriteShards(str(root / "pairs"), rows_per_shard=500, batch_rows=64, vocab=p | "V" >> beam.Create([vocab]),
-                                    row_format=PACKED_ROWS)
+    shards = made["pairs"] | WriteShards(str(root / "pairs"), rows_per_shard=500, batch_rows=64,
+                                         vocab=p | "V" >> beam.Create([vocab]), row_format=PACKED_ROWS)
+    _ = shards | "Commit" >> beam.Map(lambda shard: commit(shard[1]))  # Finalize's part: the staged files into place
     p.run().wait_until_finish()
     tables = [pa.ipc.open_file(path).read_all() for path in sorted(glob.glob(str(root / "pairs" / "*.arrow")))]
     split_of = {path: os.path.basename(path).split("-")[0] for path in glob.glob(str(root / "pairs" / "*.arrow"))}

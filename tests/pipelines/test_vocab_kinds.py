@@ -17,6 +17,7 @@ from apache_beam.testing.util import assert_that
 
 from pipelines.documents.records import Doc
 from pipelines.errors import PrepError
+from pipelines.outputs.attempts import Staged
 from pipelines.outputs.shards import write_clean_docs
 from pipelines.stages.learn_vocabulary import check_vocab, reuse_vocab
 from pipelines.stages.tokenize import Tokenize
@@ -94,7 +95,7 @@ def test_the_tokenize_stage_writes_autotokenizers_ids(learned, name, tmp_path):
 
     with test_pipeline.TestPipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
         vocab = p | "Vocab" >> beam.Create([summary])
-        out = p | beam.Create([shard]) | Tokenize(vocab)
+        out = p | beam.Create([Staged(final=shard, attempt=shard, bytes=0, sha256="")]) | Tokenize(vocab)
         assert_that(out["docs"], check)
 
 

@@ -1,7 +1,8 @@
 """A pretraining recipe, scored by what it earns downstream: `python bench/recipe.py NAME [recipe flags]`.
 
-In:  a recipe (model preset, sequence length, an optional short phase at 128 tokens, steps, lr, masking rate,
-     dropout) and a work directory shared by every recipe of a search.
+In:  a recipe (tokenizer and packing, hence the family: BERT's WordPiece + NSP pairs, RoBERTa's byte-level BPE + full
+     or doc sentences; model preset, sequence length, an optional short phase at 128 tokens, steps, lr, masking
+     rate, dropout, seed) and a work directory shared by every recipe of a search.
 Out: WORK/NAME/ (run, export, fine-tuning results per task) and WORK/NAME/recipe.json: pretraining tokens and
      steps, validation MLM accuracy, and per built-in task the export's test score against the same model from
      scratch (`clozeforge finetune --baseline scratch`, paired mean ± SE over seeds), their mean over the demo's
@@ -48,9 +49,11 @@ def _cli(*args: str, log: str) -> None:
     print(f"   {args[0]}: {time.time() - started:.0f} s (contended wall)", flush=True)
 
 
-def prepared(work: str, seq: int, corpus_mb: float, log: str) -> str:
-    """WORK/prep-SEQ (pairs of at most SEQ tokens), made once; every prep after the first reuses its vocabulary."""
-    out = os.path.join(work, f"prep-{seq}")
+def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "wordpiece", packing: str = "nsp") -> str:
+    """WORK/prep-SEQ (NSP pairs of at most SEQ tokens, WordPiece), or WORK/prep-SEQ-TOKENIZER-PACKING, made once; every
+    prep of a tokenizer after its first reuses that first one's vocabulary."""
+    kind = "" if (tokenizer, packing) == ("wordpiece", "nsp") else f"-{tokenizer}-{packing}"
+    out = os.path.join(work, f"prep-{seq}{kind}")
     if os.path.exists(os.path.join(out, "pairs", "manifest.json")):
         return out
     corpus = os.path.join(work, "corpus")
@@ -58,17 +61,18 @@ def prepared(work: str, seq: int, corpus_mb: float, log: str) -> str:
         from pipelines.documents.builtin_corpus import write_builtin_corpus
 
         write_builtin_corpus(corpus, int(corpus_mb * 1e6))
-    first = os.path.join(work, "prep-64")
-    vocab = ["--vocab", os.path.join(first, "vocab")] if seq != 64 else ["--vocab-size", "4096"]
-    if seq != 64:
-        prepared(work, 64, corpus_mb, log)
+    first = os.path.join(work, "prep-64" if tokenizer == "wordpiece" else f"prep-64-{tokenizer}-full-sentences")
+    if out != first and not os.path.exists(os.path.join(first, "pairs", "manifest.json")):
+        prepared(work, 64, corpus_mb, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences")
+    vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
     _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, "--max-seq-len", str(seq),
-         "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
+         "--tokenizer", tokenizer, "--packing", packing, "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
     return out
 
 
 def mean_pair_tokens(pairs: str) -> float:
-    """Real tokens per pair ([CLS] A [SEP] B [SEP]) over the first training shard."""
+    """Real tokens per row over the first training shard: [CLS] A [SEP] B [SEP] for NSP pairs, <s> row </s> for
+    packed rows."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -78,6 +82,8 @@ def mean_pair_tokens(pairs: str) -> float:
     shard = manifest.split_shards("train")[0]
     with pa.memory_map(manifest.resolve(shard.path)) as source:
         table = pa.ipc.open_file(source).read_all()
+    if "tokens" in table.column_names:
+        return float((pc.list_value_length(table.column("tokens")).to_numpy() + 2).mean())
     a = pc.list_value_length(table.column("tokens_a")).to_numpy()
     b = pc.list_value_length(table.column("tokens_b")).to_numpy()
     return float((a + b + 3).mean())
@@ -95,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default="recipes", help="shared work directory (default: %(default)s)")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--seq", type=int, default=64, help="phase-1 pair length (64 or 128)")
+    ap.add_argument("--tokenizer", default="wordpiece", choices=("wordpiece", "bpe", "unigram"), help="prep --tokenizer")
+    ap.add_argument("--packing", default="nsp", choices=("nsp", "full-sentences", "doc-sentences"), help="prep --packing")
+    ap.add_argument("--seed", default="42", help="the pretraining seed (train --seed)")
     ap.add_argument("--phase2-steps", type=int, default=0, help="last steps at 128 tokens (0: none)")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -114,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     here = os.path.join(work, args.name)
     os.makedirs(here, exist_ok=True)
     log = os.path.join(here, "log.txt")
-    prep = prepared(work, args.seq, args.corpus_mb, log)
+    prep = prepared(work, args.seq, args.corpus_mb, log, args.tokenizer, args.packing)
     run, hf = os.path.join(here, "run"), os.path.join(here, "hf")
     phase2 = []
     if args.phase2_steps:
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.exists(os.path.join(hf, "config.json")):
         _cli("train", "--data", os.path.join(prep, "pairs"), "--output", run, "--model", args.model, "--batch-size",
              str(args.batch_size), "--lr", args.lr, "--mask-prob", args.mask_prob, "--dropout", args.dropout,
-             "--zero-stage", "0", "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
+             "--zero-stage", "0", "--seed", args.seed, "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
              "--eval-every", str(args.steps), "--save-every", str(args.steps), log=log)
         _cli("export", run, "--output", hf, log=log)
     tokens = (args.steps - args.phase2_steps) * args.batch_size * mean_pair_tokens(os.path.join(prep, "pairs"))
@@ -156,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"name": args.name, "recipe": {k: v for k, v in vars(args).items() if k not in ("name", "work")},
                "pretraining_tokens": round(tokens), "steps": args.steps, "trained_seq_len": trained,
                "valid_mlm_accuracy": valid.get("mlm_acc"), "valid_nsp_accuracy": valid.get("nsp_acc"),
+               "mean_row_tokens": round(mean_pair_tokens(os.path.join(prep, "pairs")), 2),
                "tasks": rows}
     for group, members in (("demo", DEMO), ("held_out", HELD_OUT)):
         chosen = [r for r in rows if r["task"] in members]

@@ -58,21 +58,27 @@ def plot_sweep(arms: list[dict], finetune: list[dict], path: str, title: str) ->
 
 def plot_layers(report: dict, path: str, title: str) -> None:
     plt = _pyplot()
-    layers = [row["layer"] for row in report["layers"]]
+    rows = [row for row in report["layers"] if isinstance(row["layer"], int)]
+    pooled = [row for row in report["layers"] if not isinstance(row["layer"], int)]
+    layers = [row["layer"] for row in rows]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     ax = axes[0]
     for key, label in (("before", "raw"), ("after", report["standardize"])):
-        ax.plot(layers, [row["anisotropy"][key]["mean_cosine"] for row in report["layers"]], marker="o", label=label)
+        ax.plot(layers, [row["anisotropy"][key]["mean_cosine"] for row in rows], marker="o", label=label)
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_title("mean cosine of random words (anisotropy)", fontsize=9)
     ax = axes[1]
     for k in report["top_dimensions"]:
-        ax.plot(layers, [row["anisotropy"]["before"][f"top{k}_share"] for row in report["layers"]], marker="o",
+        ax.plot(layers, [row["anisotropy"]["before"][f"top{k}_share"] for row in rows], marker="o",
                 label=f"top {k} dimension{'s' * (k > 1)}")
     ax.set_title("share of that cosine carried by the top dimensions (raw)", fontsize=9)
     ax = axes[2]
-    for key, label in (("spearman", "raw"), ("spearman_standardized", report["standardize"])):
-        ax.plot(layers, [row[key] for row in report["layers"]], marker="o", label=label)
+    for (key, label), color in zip((("spearman", "raw"), ("spearman_standardized", report["standardize"])), ("C0", "C1")):
+        ax.plot(layers, [row[key] if row[key] is not None else float("nan") for row in rows], marker="o", color=color,
+                label=label)
+        for row in pooled:  # the mean over --layers, the vector embed and senses use
+            if row[key] is not None:
+                ax.axhline(row[key], color=color, linestyle=":", label=f"{label}, {row['layer']}")
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_title(f"Spearman with human scores ({report['pairs']['kept']} pairs)", fontsize=9)
     for ax in axes:

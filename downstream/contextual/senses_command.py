@@ -121,11 +121,11 @@ def _encoder(model_dir: str, config: Common, scratch_seed: int | None = None) ->
 def _vectors(encoder: Encoder, config, split):
     """(the split's Instances, the layers, the statistics) for `encoder`, as config.vectors says."""
     layers, note = layer_indices(config.vectors.layers, encoder.num_layers)
-    if note:
-        _note(note)
     stats = fit_or_load(encoder, config.vectors, layers, per_layer=False, batch_size=config.batch_size, log=_note)
     data = instances.Instances.encode(split, encoder, layers, skip_bad_rows=config.skip_bad_rows,
                                       batch_size=config.batch_size, standardize=stats)
+    if note:  # once the inputs hold: an error stays the one line
+        _note(note)
     return data, layers, stats
 
 
@@ -291,7 +291,8 @@ ACTIONS = {"fit": (FitConfig, "model", "MODEL", fit), "predict": (PredictConfig,
 def senses_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge senses", description="Word sense disambiguation by the nearest "
                                  "sense embedding (the mean contextual vector of a sense's labelled instances).")
-    actions = ap.add_subparsers(dest="action", required=True, metavar="fit|predict|evaluate")
+    actions = ap.add_subparsers(dest="action", required=True, metavar="fit|predict|evaluate",
+                                help="fit: sense embeddings; predict: the nearest sense; evaluate: accuracy beside baselines")
     helps = {"fit": "sense embeddings from labelled instances", "predict": "the nearest sense of new instances",
              "evaluate": "1-NN accuracy beside the most-frequent-sense baseline and random"}
     for action, (cls, field, metavar, _) in ACTIONS.items():
@@ -301,6 +302,12 @@ def senses_parser() -> argparse.ArgumentParser:
                          else "a directory written by `clozeforge senses fit`")
         add_flags(sub, cls)
     return ap
+
+
+def action_parser(action: str) -> argparse.ArgumentParser:
+    """The parser of one action (`clozeforge senses fit --help`)."""
+    parser = senses_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[action]
 
 
 def senses_main(argv: list[str] | None = None) -> int:

@@ -194,11 +194,11 @@ def _draw(owners: np.ndarray, samples: int, seed: int) -> tuple[np.ndarray, np.n
 def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, Stats | None]:
     layers = tuple(range(encoder.num_layers + 1))
     pooled_layers, note = layer_indices(config.layers, encoder.num_layers)
-    if note:
-        print(f"clozeforge similarity: note: {note}", file=sys.stderr)
     split = read_split(config.pairs, PairReader(), skip_bad_rows=config.skip_bad_rows, quoting=config.quoting)
     vectors = _word_vectors(encoder, split, layers, config.skip_bad_rows)
     stats, pooled_stats, occurrences, owners, account = _contexts(encoder, config, layers, pooled_layers)
+    if note:  # once the inputs hold: an error stays the one line
+        print(f"clozeforge similarity: note: {note}", file=sys.stderr)
     scores = np.array([e["score"] for e in split.examples])
     first, second = (np.stack([vectors[e[k]] for e in split.examples]) for k in ("word1", "word2"))  # (pairs, layers, hidden)
     a, b = _draw(owners, config.samples, config.seed)

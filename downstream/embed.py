@@ -174,7 +174,7 @@ def embed_words(model_dir: str, texts: list[str], lines: list[int], config: Word
 
     encoder = Encoder(model_dir, resolve_device("auto"))
     layers, note = layer_indices(config.layers, encoder.num_layers)
-    say = lambda line: print(f"clozeforge embed: note: {line}", file=sys.stderr)  # noqa: E731
+    say = lambda line: print(f"clozeforge embed: note: {line}", file=sys.stderr)
     stats = fit_or_load(encoder, config, layers, per_layer=False, batch_size=batch_size, log=say)
     if read:
         print(f"clozeforge embed: {read}", file=sys.stderr)

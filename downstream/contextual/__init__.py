@@ -15,5 +15,6 @@ with a fast tokenizer (an export of clozeforge, or a BERT, RoBERTa, XLM-R saved 
     senses_command.py  `clozeforge senses fit|predict|evaluate` (evaluate: an export, a RUN's checkpoints, scratch)
     similarity.py    `clozeforge similarity`: Spearman of cosine per layer against human scores, anisotropy (mean
                      cosine of random words, share of the top dimensions) before and after standardisation, a PNG
+    plots.py         senses.png (accuracy over pretraining steps beside the fine-tuning gain) and similarity.png
     wordnet.py       WordNet's gloss examples (Debian's wordnet-base) → sense-labelled train/test tables
 """

@@ -10,6 +10,14 @@ Out: senses.png: 1-NN accuracy over pretraining steps (± SE) with the MFS and r
 
 from __future__ import annotations
 
+import os
+
+
+def short(path: str) -> str:
+    """The last two parts of a path, how a figure names its model or file (clozeforge-demo/hf)."""
+    parts = os.path.normpath(path).split(os.sep)
+    return "/".join(parts[-2:])
+
 
 def _pyplot():
     import matplotlib
@@ -25,7 +33,7 @@ def plot_sweep(arms: list[dict], finetune: list[dict], path: str, title: str) ->
     fig, ax = plt.subplots(figsize=(7, 4.2))
     points = [a for a in arms if a["step"] is not None]
     steps = [a["step"] for a in points]
-    pct = lambda a, key: 100 * a["score"][key]  # noqa: E731
+    pct = lambda a, key: 100 * a["score"][key]
     ax.errorbar(steps, [pct(a, "accuracy") for a in points], yerr=[pct(a, "accuracy_se") for a in points], marker="o",
                 capsize=3, label="1-NN WSD, checkpoint")
     first = arms[0]

@@ -28,7 +28,7 @@ import numpy as np
 
 from downstream.contextual import instances, senses
 from downstream.contextual.encoder import Encoder
-from downstream.contextual.plots import plot_sweep
+from downstream.contextual.plots import plot_sweep, short
 from downstream.contextual.standardize import Stats, StatsError, fit_or_load
 from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
 from downstream.output_dir import OutputDirError, check_destination, staged_directory
@@ -233,8 +233,8 @@ def evaluate(config: EvaluateConfig) -> int:
         with open(os.path.join(out, "senses.md"), "w", encoding="utf-8") as f:
             f.write(table(arms))
         if len(sources) > 1:
-            plot_sweep(arms, finetune, os.path.join(out, "senses.png"), f"1-NN WSD on {os.path.basename(config.train)}: "
-                                                                       f"{os.path.basename(os.path.normpath(config.model))}")
+            plot_sweep(arms, finetune, os.path.join(out, "senses.png"),
+                       f"1-NN WSD on {short(config.train)} ({results['protocol']}): {short(config.model)}")
     print(f"wrote {config.output}/results.json, senses.md" + (", senses.png" if len(sources) > 1 else ""))
     return 0
 

@@ -31,7 +31,12 @@ import numpy as np
 from downstream.contextual import instances, plots
 from downstream.contextual.encoder import Encoder
 from downstream.contextual.standardize import Moments, Stats, StatsError
-from downstream.contextual.vectors import STANDARDIZERS, LayersError, WordVectors, layer_indices
+from downstream.contextual.vectors import (
+    STANDARDIZERS,
+    LayersError,
+    WordVectors,
+    layer_indices,
+)
 from downstream.finetune.data import BadRow, DataError, Drop, read_split
 from downstream.output_dir import OutputDirError, check_destination, staged_directory
 from schemas import ContractError
@@ -202,7 +207,7 @@ def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, St
     scores = np.array([e["score"] for e in split.examples])
     first, second = (np.stack([vectors[e[k]] for e in split.examples]) for k in ("word1", "word2"))  # (pairs, layers, hidden)
     a, b = _draw(owners, config.samples, config.seed)
-    rows, z = [], lambda x: stats.apply(x)  # noqa: E731
+    rows, z = [], lambda x: stats.apply(x)
     pooled = [layers.index(i) for i in pooled_layers]
     views = [(str(i), lambda x, i=i: x[:, i], lambda x, i=i: z(x)[:, i]) for i in layers]
     views.append((f"mean {config.layers}", lambda x: x[:, pooled].mean(1),
@@ -222,8 +227,9 @@ def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, St
 
 
 def table(report: dict) -> str:
-    lines = [f"| layer | Spearman raw | Spearman {report['standardize']} | mean random cosine raw | "
-             f"{report['standardize']} | top-1 share | top-3 share |", "|---|---|---|---|---|---|---|"]
+    kind = report["standardize"]
+    lines = [f"| layer | Spearman raw | Spearman {kind} | mean random cosine raw | {kind} | top-1 share | top-3 share |",
+             "|---|---|---|---|---|---|---|"]
     for row in report["layers"]:
         before, after = row["anisotropy"]["before"], row["anisotropy"]["after"]
         cells = (row["spearman"], row["spearman_standardized"], before["mean_cosine"], after["mean_cosine"],
@@ -258,7 +264,7 @@ def run(config: SimilarityConfig) -> int:
         if pooled_stats is not None:
             pooled_stats.save(os.path.join(out, "standardize.pooled.npz"))
         plots.plot_layers(report, os.path.join(out, "similarity.png"),
-                          f"{os.path.basename(os.path.normpath(config.model))}: {os.path.basename(config.pairs)}")
+                          f"{plots.short(config.model)}: {plots.short(config.pairs)}, random words of {plots.short(config.contexts)}")
     pairs = report["pairs"]
     print(f"{config.pairs}: {pairs['read']} read, {pairs['kept']} pairs" + (f", dropped {pairs['dropped']}" if pairs["dropped"] else ""))
     print(table(report), end="")

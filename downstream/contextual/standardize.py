@@ -132,7 +132,8 @@ def fit_or_load(encoder, config, layers: tuple[int, ...], *, per_layer: bool, ba
             raise StatsError(f"--stats {config.stats}: {stats.kind} statistics, and --standardize is {config.standardize}")
         stats.check(f"--stats {config.stats}", **shape)
         return stats
-    from downstream.embed import read_texts  # the one reader of texts (a text file's lines or a table's `text`)
+    # the one reader of texts: a text file's lines or a table's `text`, every record counted
+    from downstream.embed import read_texts
 
     texts, _, account = read_texts(config.reference, "utf-8")
     moments = Moments()

@@ -106,7 +106,7 @@ def _sha(text: str) -> str:
 
 def instances(parts_of_speech: tuple[str, ...] = tuple(POS), only: set[str] | None = None) -> tuple[list[dict], dict]:
     """Every instance of a polysemous lemma (see the module docstring) and the counts of what was found."""
-    rows, counts = [], {"examples": 0, "examples_mentioning_no_lemma": 0}
+    rows, counts = [], {"examples": 0, "examples_with_no_instance": 0}
     for pos in parts_of_speech:
         exceptions, numbers = read_exceptions(pos), read_index(pos)
         for offset, lemmas, examples in synsets(pos):
@@ -122,7 +122,7 @@ def instances(parts_of_speech: tuple[str, ...] = tuple(POS), only: set[str] | No
                         found += 1
                         rows.append({"text": text, "start": span[0], "end": span[1], "lemma": key,
                                      "sense": f"{key}.{numbers[(lemma, offset)]:02d}"})
-                counts["examples_mentioning_no_lemma"] += not found
+                counts["examples_with_no_instance"] += not found
     senses_of: dict[str, set[str]] = {}
     for row in rows:
         senses_of.setdefault(row["lemma"], set()).add(row["sense"])

@@ -57,7 +57,14 @@ def other_tokenizer_model(directory: str, kind: str, texts: list[str]) -> str:
     """A transformers BERT (random weights) with a `kind` tokenizer ("bpe" or "unigram") trained on `texts`."""
     import torch
     import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     if kind == "bpe":
         tok = Tokenizer(models.BPE())

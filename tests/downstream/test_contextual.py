@@ -12,11 +12,15 @@ import torch
 transformers = pytest.importorskip("transformers")
 pa = pytest.importorskip("pyarrow")
 
-from downstream.contextual.encoder import Encoder  # noqa: E402
-from downstream.contextual.standardize import Stats  # noqa: E402
-from downstream.contextual.vectors import LayersError, WordVectors, layer_indices  # noqa: E402
-from downstream.embed import embed_main  # noqa: E402
-from tests.downstream.contextual_assets import docstring_lines, other_tokenizer_model, tiny_export  # noqa: E402
+from downstream.contextual.encoder import Encoder
+from downstream.contextual.standardize import Stats
+from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
+from downstream.embed import embed_main
+from tests.downstream.contextual_assets import (
+    docstring_lines,
+    other_tokenizer_model,
+    tiny_export,
+)
 
 NEW_TEXT = ["The unbelievable river bank was muddy", "Return a new list with the same elements"]
 

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from downstream.contextual import senses  # noqa: E402
-from downstream.contextual import wordnet as wordnet_db  # noqa: E402
-from downstream.contextual.senses_command import senses_main  # noqa: E402
-from tests.downstream.contextual_assets import (  # noqa: E402
+from downstream.contextual import senses
+from downstream.contextual import wordnet as wordnet_db
+from downstream.contextual.senses_command import senses_main
+from tests.downstream.contextual_assets import (
     docstring_lines,
     fake_run,
     tiny_export,
@@ -73,7 +73,7 @@ def test_leave_one_out_by_hand():
 def wordnet(tmp_path_factory):
     root = tmp_path_factory.mktemp("senses")
     split = wordnet_rows(str(root / "wordnet"))
-    texts = [json.loads(line)["text"] for name in ("train", "test") for line in open(root / "wordnet" / f"{name}.jsonl")]
+    texts = [r["text"] for name in ("train", "test") for r in _rows(root / "wordnet" / f"{name}.jsonl")]
     export = tiny_export(str(root / "model"), texts + docstring_lines(100))
     return {"root": root, "split": split, "train": str(root / "wordnet" / "train.jsonl"),
             "test": str(root / "wordnet" / "test.jsonl"), "export": export}

@@ -11,10 +11,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from downstream.contextual.encoder import Encoder  # noqa: E402
-from downstream.contextual.similarity import _draw, anisotropy, similarity_main  # noqa: E402
-from downstream.contextual.standardize import Stats  # noqa: E402
-from tests.downstream.contextual_assets import docstring_lines, tiny_export  # noqa: E402
+from downstream.contextual.encoder import Encoder
+from downstream.contextual.similarity import _draw, anisotropy, similarity_main
+from downstream.contextual.standardize import Stats
+from tests.downstream.contextual_assets import docstring_lines, tiny_export
 
 # test inputs for the arithmetic (distinct scores, so the ranks are not tied), not a benchmark: bench/README.md has
 # the figures on SimLex-999 and WordSim-353
@@ -70,9 +70,9 @@ def test_spearman_per_layer_raw_and_standardised_match_a_direct_computation(setu
     assert sorted(k for k in rows if isinstance(k, int)) == [0, 1, 2] and "mean last:4" in rows
     for layer in (0, 1, 2):
         raw = _spearman(_cos(first[:, layer], second[:, layer]), scores)
-        z = lambda x: (x[:, layer] - stats.mean[layer]) / stats.std[layer]  # noqa: E731
+        z1, z2 = ((x[:, layer] - stats.mean[layer]) / stats.std[layer] for x in (first, second))
         assert rows[layer]["spearman"] == pytest.approx(raw, abs=1e-5)
-        assert rows[layer]["spearman_standardized"] == pytest.approx(_spearman(_cos(z(first), z(second)), scores), abs=1e-5)
+        assert rows[layer]["spearman_standardized"] == pytest.approx(_spearman(_cos(z1, z2), scores), abs=1e-5)
     pooled = _spearman(_cos(first[:, 1:].mean(1), second[:, 1:].mean(1)), scores)
     assert rows["mean last:4"]["spearman"] == pytest.approx(pooled, abs=1e-5)
     assert report["pairs"]["read"] == report["pairs"]["kept"] == len(PAIRS)

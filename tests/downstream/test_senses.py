@@ -126,6 +126,10 @@ def test_fit_predict_evaluate_agree_on_real_wordnet_lemmas(wordnet, tmp_path, ca
     assert pretrained["score"]["accuracy"] == pytest.approx(np.mean([r["sense"] == r["gold"] for r in scored]), abs=1e-6)
     assert scratch["score"]["mfs"] == pretrained["score"]["mfs"] and scratch["score"]["accuracy"] != pretrained["score"]["accuracy"]
     assert "| pretrained |" in (out / "senses.md").read_text()
+    again = tmp_path / "again"  # the same inputs and seed: the same bytes
+    assert senses_main(["evaluate", wordnet["export"], "--train", wordnet["train"], "--test", wordnet["test"],
+                        "--output", str(again), "--baseline", "scratch"]) == 0
+    assert (again / "results.json").read_bytes() == (out / "results.json").read_bytes()
     loo = tmp_path / "loo"
     assert senses_main(["evaluate", wordnet["export"], "--train", wordnet["train"], "--output", str(loo)]) == 0
     loo_results = json.loads((loo / "results.json").read_text())

@@ -95,9 +95,19 @@ class Score:
     gain_over_mfs_se: float
     not_scored: dict[str, int]
     """Instances left out of the score, by reason (one_sense; only_instance, for leave-one-out)."""
+    scored: list[int] = dataclasses.field(default_factory=list)
+    """The positions (in the instances given) of the scored ones, in order."""
+    hits: list[float] = dataclasses.field(default_factory=list)
+    """1-NN's 1 or 0 per scored instance: what a paired comparison of two models on the same instances needs."""
 
     def record(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()
+                if k not in ("scored", "hits")}
+
+
+def paired(hits: list[float], others: list[float]) -> tuple[float, float]:
+    """The mean per-instance difference of two models' hits on the same instances, and its standard error."""
+    return _mean_se(np.array(hits) - np.array(others))
 
 
 def _mean_se(values: np.ndarray) -> tuple[float, float]:
@@ -106,7 +116,7 @@ def _mean_se(values: np.ndarray) -> tuple[float, float]:
     return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
 
 
-def _score(nn: list[float], mfs: list[float], chance: list[float], not_scored: dict[str, int]) -> Score:
+def _score(nn: list[float], mfs: list[float], chance: list[float], not_scored: dict[str, int], scored: list[int]) -> Score:
     nn_a, mfs_a, p = np.array(nn), np.array(mfs), np.array(chance)
     accuracy, accuracy_se = _mean_se(nn_a)
     mfs_mean, mfs_se = _mean_se(mfs_a)
@@ -114,7 +124,7 @@ def _score(nn: list[float], mfs: list[float], chance: list[float], not_scored: d
     n = len(p)
     random_se = float(np.sqrt((p * (1 - p)).sum()) / n) if n else float("nan")
     return Score(n, accuracy, accuracy_se, mfs_mean, mfs_se, float(p.mean()) if n else float("nan"), random_se,
-                 gain, gain_se, {k: v for k, v in sorted(not_scored.items()) if v})
+                 gain, gain_se, {k: v for k, v in sorted(not_scored.items()) if v}, scored, nn)
 
 
 def _mfs_credit(counts: np.ndarray, gold: int) -> float:
@@ -127,16 +137,17 @@ def held_out(inventory: Inventory, vectors: np.ndarray, lemmas: list[str | None]
     """Score held-out instances whose (lemma, sense) the inventory has (instances.py drops the others, counted)."""
     groups, index = inventory.candidates(), {k: i for i, k in enumerate(inventory.keys)}
     predictions = predict(inventory, vectors, lemmas)
-    nn, mfs, chance, not_scored = [], [], [], {"one_sense": 0}
-    for prediction, lemma, sense in zip(predictions, lemmas, senses):
+    nn, mfs, chance, not_scored, scored = [], [], [], {"one_sense": 0}, []
+    for i, (prediction, lemma, sense) in enumerate(zip(predictions, lemmas, senses)):
         candidates = groups[lemma]
         if len(candidates) < 2:
             not_scored["one_sense"] += 1
             continue
+        scored.append(i)
         nn.append(float(prediction.sense == sense))
         mfs.append(_mfs_credit(inventory.counts[candidates], candidates.index(index[(lemma, sense)])))
         chance.append(1.0 / len(candidates))
-    return _score(nn, mfs, chance, not_scored), predictions
+    return _score(nn, mfs, chance, not_scored, scored), predictions
 
 
 def leave_one_out(vectors: np.ndarray, lemmas: list[str | None], senses: list[str]) -> Score:
@@ -145,8 +156,8 @@ def leave_one_out(vectors: np.ndarray, lemmas: list[str | None], senses: list[st
     index = {k: i for i, k in enumerate(inventory.keys)}
     sums = inventory.vectors.astype(np.float64) * inventory.counts[:, None]
     groups = inventory.candidates()
-    nn, mfs, chance, not_scored = [], [], [], {"one_sense": 0, "only_instance": 0}
-    for vector, lemma, sense in zip(vectors.astype(np.float64), lemmas, senses):
+    nn, mfs, chance, not_scored, scored = [], [], [], {"one_sense": 0, "only_instance": 0}, []
+    for i, (vector, lemma, sense) in enumerate(zip(vectors.astype(np.float64), lemmas, senses)):
         own, candidates = index[(lemma, sense)], groups[lemma]
         if inventory.counts[own] == 1:
             not_scored["only_instance"] += 1
@@ -154,6 +165,7 @@ def leave_one_out(vectors: np.ndarray, lemmas: list[str | None], senses: list[st
         if len(candidates) < 2:
             not_scored["one_sense"] += 1
             continue
+        scored.append(i)
         means = inventory.vectors[candidates].astype(np.float64)
         at = candidates.index(own)
         means[at] = (sums[own] - vector) / (inventory.counts[own] - 1)  # its sense without it
@@ -163,4 +175,4 @@ def leave_one_out(vectors: np.ndarray, lemmas: list[str | None], senses: list[st
         counts[at] -= 1
         mfs.append(_mfs_credit(counts, at))
         chance.append(1.0 / len(candidates))
-    return _score(nn, mfs, chance, not_scored)
+    return _score(nn, mfs, chance, not_scored, scored)

@@ -216,12 +216,20 @@ def evaluate(config: EvaluateConfig) -> int:
         plan = [(exports.directory(config.model, tag), None) for _, tag in sources]
         if config.baseline == "scratch":
             plan.append(((plan[0][0][0], None), config.seed))
+        hits = []  # per arm, {line: 1-NN's hit} of its scored instances, for the paired gain over scratch
         for (model_dir, step), seed in plan:
             name = "scratch" if seed is not None else ("pretrained" if step is None else f"step {step}")
-            arms.append(_evaluate_arm(config, name, _encoder(model_dir, config, seed), step, train_split, test_split))
+            arm, arm_hits = _evaluate_arm(config, name, _encoder(model_dir, config, seed), step, train_split, test_split)
+            arms.append(arm)
+            hits.append(arm_hits)
             s = arms[-1]["score"]
             print(f"{name:<12} 1-NN {100 * s['accuracy']:.1f} ± {100 * s['accuracy_se']:.1f}   MFS {100 * s['mfs']:.1f} ± "
                   f"{100 * s['mfs_se']:.1f}   random {100 * s['random']:.1f}   ({s['instances']} instances)", flush=True)
+    if config.baseline == "scratch":
+        for arm, arm_hits in zip(arms[:-1], hits):
+            common = sorted(set(arm_hits) & set(hits[-1]))
+            mean, se = senses.paired([arm_hits[k] for k in common], [hits[-1][k] for k in common])
+            arm["score"].update(gain_over_scratch=round(mean, 6), gain_over_scratch_se=round(se, 6), paired_instances=len(common))
     results = {"written_by": OWNER, "format_version": FORMAT_VERSION, "model": os.path.abspath(config.model),
                "protocol": "held-out --test" if config.test else "leave-one-out over --train",
                "layers": config.vectors.layers, "standardize": config.vectors.standardize, "arms": arms,
@@ -239,12 +247,13 @@ def evaluate(config: EvaluateConfig) -> int:
     return 0
 
 
-def _evaluate_arm(config: EvaluateConfig, name: str, encoder: Encoder, step, train_split, test_split) -> dict:
+def _evaluate_arm(config: EvaluateConfig, name: str, encoder: Encoder, step, train_split, test_split) -> tuple[dict, dict]:
     train_split = copy.deepcopy(train_split)  # each arm drops what its own model cannot read, counted in its own copy
     train, layers, stats = _vectors(encoder, config, train_split)
     data = {"train": train_split.report()}
     if test_split is None:
         score = senses.leave_one_out(train.vectors, train.lemmas, train.senses)
+        lines = train.lines
     else:
         inventory = senses.Inventory.fit(train.vectors, train.lemmas, train.senses)
         test_split = copy.deepcopy(test_split)
@@ -253,8 +262,9 @@ def _evaluate_arm(config: EvaluateConfig, name: str, encoder: Encoder, step, tra
         test = test.restrict(set(inventory.keys), need_sense=True, skip_bad_rows=config.skip_bad_rows)
         score, _ = senses.held_out(inventory, test.vectors, test.lemmas, test.senses)
         data["test"] = test_split.report()
-    return {"name": name, "step": step, "model": encoder.model_dir if name != "scratch" else "scratch",
-            "score": score.record(), "data": data}
+        lines = test.lines
+    return ({"name": name, "step": step, "model": encoder.model_dir if name != "scratch" else "scratch",
+             "score": score.record(), "data": data}, {lines[i]: hit for i, hit in zip(score.scored, score.hits)})
 
 
 def _finetune_gains(path: str) -> dict:
@@ -275,12 +285,16 @@ def _finetune_gains(path: str) -> dict:
 
 
 def table(arms: list[dict]) -> str:
-    lines = ["| model | instances | 1-NN accuracy | MFS | random | 1-NN − MFS (paired) |", "|---|---|---|---|---|---|"]
+    """The arms in points: accuracy ± SE, the baselines, and the paired gains over MFS and over scratch."""
+    lines = ["| model | instances | 1-NN accuracy | MFS | random | 1-NN − MFS (paired) | 1-NN − scratch (paired) |",
+             "|---|---|---|---|---|---|---|"]
     for a in arms:
         s = a["score"]
+        scratch = (f"{100 * s['gain_over_scratch']:+.1f} ± {100 * s['gain_over_scratch_se']:.1f}"
+                   if "gain_over_scratch" in s else "")
         lines.append(f"| {a['name']} | {s['instances']} | {100 * s['accuracy']:.1f} ± {100 * s['accuracy_se']:.1f} | "
                      f"{100 * s['mfs']:.1f} ± {100 * s['mfs_se']:.1f} | {100 * s['random']:.1f} ± {100 * s['random_se']:.1f} | "
-                     f"{100 * s['gain_over_mfs']:+.1f} ± {100 * s['gain_over_mfs_se']:.1f} |")
+                     f"{100 * s['gain_over_mfs']:+.1f} ± {100 * s['gain_over_mfs_se']:.1f} | {scratch} |")
     return "\n".join(lines) + "\n"
 
 

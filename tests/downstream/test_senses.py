@@ -51,6 +51,8 @@ def test_held_out_accuracy_mfs_and_random_by_hand():
     # (1, 0.9) is nearer C (cos 0.998) than A (0.743): wrong; y has one sense: not scored
     assert [p.sense for p in predictions] == ["A", "B", "C", "C", "D"]
     assert score.instances == 4 and score.not_scored == {"one_sense": 1}
+    assert score.scored == [0, 1, 2, 3] and score.hits == [1, 1, 0, 1]  # what a paired comparison of two models reads
+    assert senses.paired([1, 1, 0, 1], [0, 1, 1, 1]) == pytest.approx((0.0, np.std([1, 0, -1, 0], ddof=1) / 2))
     nn, mfs = np.array([1, 1, 0, 1]), np.array([0, 1, 0, 0])  # MFS is B (3 instances)
     assert score.accuracy == pytest.approx(0.75) and score.accuracy_se == pytest.approx(nn.std(ddof=1) / 2)
     assert score.mfs == pytest.approx(0.25) and score.mfs_se == pytest.approx(mfs.std(ddof=1) / 2)
@@ -125,6 +127,9 @@ def test_fit_predict_evaluate_agree_on_real_wordnet_lemmas(wordnet, tmp_path, ca
     assert pretrained["score"]["instances"] == len(scored)
     assert pretrained["score"]["accuracy"] == pytest.approx(np.mean([r["sense"] == r["gold"] for r in scored]), abs=1e-6)
     assert scratch["score"]["mfs"] == pretrained["score"]["mfs"] and scratch["score"]["accuracy"] != pretrained["score"]["accuracy"]
+    assert pretrained["score"]["paired_instances"] == len(scored) and "gain_over_scratch" not in scratch["score"]
+    assert pretrained["score"]["gain_over_scratch"] == pytest.approx(
+        pretrained["score"]["accuracy"] - scratch["score"]["accuracy"], abs=1e-5)
     assert "| pretrained |" in (out / "senses.md").read_text()
     again = tmp_path / "again"  # the same inputs and seed: the same bytes
     assert senses_main(["evaluate", wordnet["export"], "--train", wordnet["train"], "--test", wordnet["test"],

@@ -129,7 +129,8 @@ def main(corpus: str | None, quick: bool) -> dict:
                 report = json.load(f)
             figures["similarity"][f"{name}, {pairs}"] = {
                 "pairs": {k: report["pairs"][k] for k in ("read", "kept", "dropped")},
-                "layers": [{"layer": r["layer"], "spearman": r["spearman"], "spearman_z": r["spearman_standardized"],
+                "layers": [{"layer": r["layer"], "spearman": r["spearman"], "spearman_se": r["spearman_se"],
+                            "spearman_z": r["spearman_standardized"], "spearman_z_se": r["spearman_standardized_se"],
                             "cos_before": r["anisotropy"]["before"]["mean_cosine"],
                             "cos_after": r["anisotropy"]["after"]["mean_cosine"],
                             "top1": r["anisotropy"]["before"]["top1_share"], "top3": r["anisotropy"]["before"]["top3_share"],

@@ -116,6 +116,14 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return round(float(spearmanr(a, b).statistic), 6)
 
 
+def spearman_se(rho: float | None, n: int) -> float | None:
+    """The standard error of Spearman's rho from n pairs: Fieller et al. (1957)'s variance 1.06 / (n - 3) of its
+    Fisher z, carried back to rho's scale (d rho / d z = 1 - rho^2)."""
+    if rho is None or n < 4:
+        return None
+    return round(float((1 - rho * rho) * np.sqrt(1.06 / (n - 3))), 6)
+
+
 def cosines(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Row-wise cosine of (n, hidden) arrays."""
     return (u * v).sum(-1) / np.maximum(np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1), 1e-12)
@@ -213,9 +221,10 @@ def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, St
     views.append((f"mean {config.layers}", lambda x: x[:, pooled].mean(1),
                   (lambda x: pooled_stats.apply(x[:, pooled].mean(1))) if pooled_stats else (lambda x: z(x)[:, pooled].mean(1))))
     for name, raw, standardized in views:
+        rho, rho_z = (spearman(cosines(f(first), f(second)), scores) for f in (raw, standardized))
         rows.append({"layer": int(name) if name.isdigit() else name,
-                     "spearman": spearman(cosines(raw(first), raw(second)), scores),
-                     "spearman_standardized": spearman(cosines(standardized(first), standardized(second)), scores),
+                     "spearman": rho, "spearman_se": spearman_se(rho, len(scores)),
+                     "spearman_standardized": rho_z, "spearman_standardized_se": spearman_se(rho_z, len(scores)),
                      "anisotropy": {"before": anisotropy(raw(occurrences[a]), raw(occurrences[b])),
                                     "after": anisotropy(standardized(occurrences[a]), standardized(occurrences[b]))}})
     report = {"written_by": OWNER, "model": os.path.abspath(config.model), "standardize": config.standardize,
@@ -228,13 +237,14 @@ def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, St
 
 def table(report: dict) -> str:
     kind = report["standardize"]
-    lines = [f"| layer | Spearman raw | Spearman {kind} | mean random cosine raw | {kind} | top-1 share | top-3 share |",
+    lines = [f"| layer | Spearman raw (± SE) | Spearman {kind} | mean random cosine raw | {kind} | top-1 share | top-3 share |",
              "|---|---|---|---|---|---|---|"]
+    show = lambda c: "n/a" if c is None else f"{c:.3f}"
     for row in report["layers"]:
         before, after = row["anisotropy"]["before"], row["anisotropy"]["after"]
-        cells = (row["spearman"], row["spearman_standardized"], before["mean_cosine"], after["mean_cosine"],
-                 before["top1_share"], before["top3_share"])
-        lines.append(f"| {row['layer']} | " + " | ".join("n/a" if c is None else f"{c:.3f}" for c in cells) + " |")
+        cells = [f"{show(row[k])} ± {show(row[k + '_se'])}" for k in ("spearman", "spearman_standardized")]
+        cells += [show(c) for c in (before["mean_cosine"], after["mean_cosine"], before["top1_share"], before["top3_share"])]
+        lines.append(f"| {row['layer']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -73,6 +73,8 @@ def test_spearman_per_layer_raw_and_standardised_match_a_direct_computation(setu
         z1, z2 = ((x[:, layer] - stats.mean[layer]) / stats.std[layer] for x in (first, second))
         assert rows[layer]["spearman"] == pytest.approx(raw, abs=1e-5)
         assert rows[layer]["spearman_standardized"] == pytest.approx(_spearman(_cos(z1, z2), scores), abs=1e-5)
+        n = len(PAIRS)  # Fieller et al. (1957): var(atanh rho) = 1.06 / (n - 3), carried back by 1 - rho^2
+        assert rows[layer]["spearman_se"] == pytest.approx((1 - raw**2) * np.sqrt(1.06 / (n - 3)), abs=1e-5)
     pooled = _spearman(_cos(first[:, 1:].mean(1), second[:, 1:].mean(1)), scores)
     assert rows["mean last:4"]["spearman"] == pytest.approx(pooled, abs=1e-5)
     assert report["pairs"]["read"] == report["pairs"]["kept"] == len(PAIRS)

@@ -16,6 +16,7 @@ start: a word cut by that limit gets no vector (`Words.cut` counts them), a targ
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 
@@ -44,12 +45,21 @@ class Miss:
     message: str
 
 
+@contextlib.contextmanager
 def _quiet_transformers():
+    """transformers without its load report and bars ("some weights were not used": an encoder leaves the heads
+    aside), then its logging as it was, for a caller that loads models in the same process."""
     import transformers
 
-    transformers.logging.set_verbosity_error()  # "some weights were not used": an encoder leaves the heads aside
+    verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    return transformers
+    try:
+        yield transformers
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
@@ -67,18 +77,18 @@ class Encoder:
     def __init__(self, model_dir: str, device: torch.device | str = "cpu", scratch_seed: int | None = None) -> None:
         from downstream.finetune.models import trained_length
 
-        transformers = _quiet_transformers()
         self.model_dir = model_dir
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-        if not getattr(self.tokenizer, "is_fast", False):
-            raise ContractError(f"{model_dir}: its tokenizer has no fast (tokenizers) version, whose word boundaries "
-                                "(word_ids) and offsets these commands read")
-        config = transformers.AutoConfig.from_pretrained(model_dir)
-        if scratch_seed is None:
-            model = transformers.AutoModel.from_pretrained(model_dir)
-        else:
-            torch.manual_seed(scratch_seed)
-            model = transformers.AutoModel.from_config(config)
+        with _quiet_transformers() as transformers:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+            if not getattr(self.tokenizer, "is_fast", False):
+                raise ContractError(f"{model_dir}: its tokenizer has no fast (tokenizers) version, whose word boundaries "
+                                    "(word_ids) and offsets these commands read")
+            config = transformers.AutoConfig.from_pretrained(model_dir)
+            if scratch_seed is None:
+                model = transformers.AutoModel.from_pretrained(model_dir)
+            else:
+                torch.manual_seed(scratch_seed)
+                model = transformers.AutoModel.from_config(config)
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.num_layers, self.hidden_size = config.num_hidden_layers, config.hidden_size

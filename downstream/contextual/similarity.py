@@ -161,7 +161,8 @@ def _word_vectors(encoder: Encoder, split, layers, skip_bad_rows: bool) -> dict[
 
 
 def _contexts(encoder: Encoder, config: SimilarityConfig, layers, pooled_layers):
-    """(per-layer Stats, pooled Stats, the measured occurrences (n, layers, hidden), their text numbers, the account)."""
+    """(per-layer Stats, pooled Stats, the measured occurrences (n, layers, hidden), their text numbers, the report of
+    every record of --contexts)."""
     from downstream.embed import read_texts
 
     texts, _, account = read_texts(config.contexts, "utf-8")
@@ -190,7 +191,8 @@ def _contexts(encoder: Encoder, config: SimilarityConfig, layers, pooled_layers)
     if len(set(owners)) < 2:
         raise DataError(f"{config.contexts}: anisotropy needs words of at least 2 texts to pair; "
                         f"{len(texts)} text(s) read")
-    return stats, pooled_stats, occurrences, np.array(owners), account
+    account.check(len(texts), config.contexts)
+    return stats, pooled_stats, occurrences, np.array(owners), account.report(len(texts))
 
 
 def _draw(owners: np.ndarray, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +231,7 @@ def measure(encoder: Encoder, config: SimilarityConfig) -> tuple[dict, Stats, St
                                     "after": anisotropy(standardized(occurrences[a]), standardized(occurrences[b]))}})
     report = {"written_by": OWNER, "model": os.path.abspath(config.model), "standardize": config.standardize,
               "stats": os.path.abspath(config.stats) if config.stats else "fitted on the even-numbered --contexts texts",
-              "pairs": split.report(), "contexts": {**account.report(len(owners)), "url": config.contexts,
+              "pairs": split.report(), "contexts": {**account, "url": config.contexts,
                                                     "occurrences_measured": len(owners), "random_pairs": config.samples},
               "top_dimensions": list(TOP_DIMENSIONS), "layers": rows}
     return report, stats, pooled_stats

@@ -78,6 +78,7 @@ def test_spearman_per_layer_raw_and_standardised_match_a_direct_computation(setu
     pooled = _spearman(_cos(first[:, 1:].mean(1), second[:, 1:].mean(1)), scores)
     assert rows["mean last:4"]["spearman"] == pytest.approx(pooled, abs=1e-5)
     assert report["pairs"]["read"] == report["pairs"]["kept"] == len(PAIRS)
+    assert report["contexts"]["read"] == report["contexts"]["kept"] == 80 and report["contexts"]["dropped"] == {}
 
 
 def test_statistics_come_from_the_even_texts_and_anisotropy_from_the_odd_ones(setup):

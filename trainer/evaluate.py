@@ -5,6 +5,7 @@ Out: {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", ("sbo_loss", "sbo_acc")} ove
      each accuracy's count (`nsp_n`: pairs, `mlm_n`: masked tokens) and binomial standard error
      (`nsp_acc_se` = sqrt(acc (1 - acc) / n)), so that an accuracy over 44 pairs reads as what it is. For MLM
      the masked tokens of one sequence are not independent draws, so its standard error is a lower bound.
+     `unmoved`: the warning of an --init-from run whose accuracy has not moved from its source's (step 0).
 """
 
 from __future__ import annotations
@@ -63,4 +64,17 @@ def describe(result: dict[str, float]) -> str:
             parts.append(f"{head}_acc {result[f'{head}_acc']:.4f} ± {result[f'{head}_acc_se']:.4f} (n {result[f'{head}_n']:,})")
     return " ".join(parts)
 
+
+def unmoved(first: dict[str, float], now: dict[str, float], step: int, lr: float) -> str | None:
+    """The warning an --init-from run prints after its first evaluation past step 0 when validation MLM accuracy
+    moved by no more than its standard error since step 0 (the source's own score, `first`), or None: at that rate
+    the run spends its compute and leaves the source as it was."""
+    if "mlm_acc" not in first or "mlm_acc" not in now:
+        return None
+    moved, se = now["mlm_acc"] - first["mlm_acc"], max(first["mlm_acc_se"], now["mlm_acc_se"])
+    if abs(moved) > se:
+        return None
+    return (f"warning: validation MLM accuracy moved {moved:+.4f} in {step} steps ({first['mlm_acc']:.4f} at step 0, "
+            f"the source; {now['mlm_acc']:.4f} now), within its standard error {se:.4f}: at lr {lr:g} the run is not "
+            f"adapting the source; rerun with a larger --lr (e.g. {lr * 10:g})")
 

@@ -79,7 +79,7 @@ class TrainConfig(Config):
     1e-4 x 768 / its width (BERT-base's rate, scaled µP-style; trainer/start/rate.py)."""
     warmup_ratio: float = 0.06
     """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
-    length; --warmup-steps overrides it. 0.01 with --init-from (BERT's 10,000 of 1M steps)."""
+    length, also with --init-from (whose optimizer state starts fresh); --warmup-steps overrides it."""
     warmup_steps: int | None = None
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""

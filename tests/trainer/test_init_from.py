@@ -29,7 +29,6 @@ TEXTS = ["Paris is the capital of France, and Berlin is the capital of Germany."
          "Rome, Madrid and Lisbon are capitals in the south of Europe.",
          "A small BERT learns to fill the masked word from both sides of the sentence."]
 TOLERANCE = 1e-5
-CONTINUED_WARMUP = recipe.CONTINUED["warmup_ratio"][0]
 
 
 @pytest.fixture(scope="module")
@@ -254,11 +253,10 @@ def test_a_disagreeing_model_preset_is_refused_and_defaults_follow_the_recipe(vo
     assert found and found.startswith("--model tiny disagrees with --init-from") and "hidden_size 128 (--model tiny) vs 32" in found
     chosen = Rate(6e-4, "the width rule")
     settled, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source), set(), None, chosen)
-    assert (settled.lr, settled.warmup_ratio) == (6e-4, CONTINUED_WARMUP)
-    assert notes == ["lr 0.0006: the width rule", f"continued pretraining's defaults: warmup_ratio {CONTINUED_WARMUP} "
-                     f"({recipe.CONTINUED['warmup_ratio'][1]})"]
-    kept, _ = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"}, chosen)
-    assert kept.lr == 3e-4 and kept.warmup_ratio == CONTINUED_WARMUP and kept.masking.strategy == "wwm"
+    assert (settled.lr, settled.warmup_ratio) == (6e-4, 0.06) and notes == ["lr 0.0006: the width rule"]  # warmup: scratch's 6%
+    kept, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"}, chosen)
+    assert kept.lr == 3e-4 and kept.warmup_ratio == 0.06 and kept.masking.strategy == "wwm"
+    assert notes == ["lr 0.0003: given (--lr)", "masking wwm 0.15 (the source's)"]
 
 
 def test_a_source_that_is_no_directory_of_either_kind_is_one_line(tmp_path):
@@ -290,7 +288,7 @@ def test_a_resume_keeps_the_source_and_its_recipe_without_the_flag_and_refuses_i
     run = _started_run(tmp_path / "run", {"init_from": "/gone/source", "masking": {"strategy": "wwm", "mask_prob": 0.2},
                                           "lr": 6e-4})
     config, notes = settle(TrainConfig(data="d", output=run), set())
-    assert (config.init_from, config.lr, config.warmup_ratio, config.model) == ("/gone/source", 6e-4, CONTINUED_WARMUP, None)
+    assert (config.init_from, config.lr, config.warmup_ratio, config.model) == ("/gone/source", 6e-4, 0.06, None)
     assert (config.masking.strategy, config.masking.mask_prob) == ("wwm", 0.2) and notes  # the source need not exist
     with pytest.raises(TrainError, match="already has checkpoints .* rerun without --init-from"):
         settle(TrainConfig(data="d", output=run, init_from="/gone/source"), set())

@@ -39,7 +39,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
+if __name__ == "__main__":  # run as a script: bench/tokenize.py would shadow the standard library's tokenize
+    sys.path[0] = ROOT
 
 MASK_PROB, MIN_WORDS, HELD_OUT_MODULUS = 0.15, 8, 10
 

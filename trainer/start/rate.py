@@ -14,7 +14,9 @@ The rule, in order:
      RoBERTa's base and large (768 and 1,024 wide) pretrained at 6e-4 and 4e-4 (Liu et al. 2019, Table 9), GPT-3's
      models from 6e-4 at width 768 to 0.6e-4 at 12,288 (Brown et al. 2020, Table 2.1). BERT-large itself used
      1e-4, where the rule says 7.5e-5. It gives: tiny (128 wide) 6e-4, mini (256) 3e-4, small (512) 1.5e-4,
-     base (768) 1e-4, large (1,024) 7.5e-5. Checked on tiny and mini: trainer/start/README.md.
+     base (768) 1e-4, large (1,024) 7.5e-5. Checked on tiny and mini continued on man pages: held-out MLM accuracy
+     +0.057 and +0.044 in 1,500 steps, against +0.024 and +0.019 at 1e-4 and +0.096 and +0.102 at the rates they
+     were trained at (trainer/start/README.md): the rule is the conservative fallback, the record comes first.
 A resumed --init-from run keeps the rate it started with (RUN/train_config.json), as its schedule does.
 """
 

@@ -4,8 +4,8 @@ In:  the TrainConfig of the flags, the names of the flags the user gave (`given`
      ones dotted: "masking.mask_prob"), and the run's Source (or, when the run resumes, its recorded config): its
      masking and its learning rate (trainer/start/rate.py: what the source's own training used, else a rule by
      width).
-Out: the TrainConfig to train with, and the lines start-up prints: the rate and why, then the other defaults
-     applied. Without --init-from it is the flags' config with `model` defaulting to tiny.
+Out: the TrainConfig to train with, and the lines start-up prints: the rate and why, then the masking taken.
+     Without --init-from it is the flags' config with `model` defaulting to tiny.
 
 Why each default (the from-scratch defaults are trainer/config.py's):
   lr             the source's own training rate where its run or export records it, else 1e-4 x 768 / width

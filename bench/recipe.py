@@ -7,6 +7,8 @@ Out: WORK/NAME/ (run, export, fine-tuning results per task) and WORK/NAME/recipe
      steps, validation MLM accuracy, and per built-in task the export's test score against the same model from
      scratch (`clozeforge finetune --baseline scratch`, paired mean ± SE over seeds), their mean over the demo's
      tasks and over the held-out ones. Its last line is that JSON. bench/README.md "recipe" holds the search.
+     `python bench/recipe.py compare --work DIR A B`: recipe A's exports against B's, task by task, paired over the
+     fine-tuning seeds (both fine-tuned with the same seeds and flags), and their mean; its last line is that JSON.
 
 Every stage is the command a user would type, each in its own process, as `clozeforge demo` runs them. The corpus
 and prep are made once per work directory (the demo's corpus and flags; a 128-token prep with the same
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -95,7 +98,41 @@ def last_validation(run: str) -> dict:
     return next((r for r in reversed(records) if r.get("split") == "validation"), {})
 
 
+def compare(argv: list[str]) -> int:
+    """Recipe A's fine-tuned exports against recipe B's on the tasks both ran: per task the paired difference of
+    their test scores over the fine-tuning seeds (each seed's data order and head the same in both), then the mean
+    over tasks with its SE, sqrt(sum of SE^2) / n (seed noise only, as the gains' mean)."""
+    ap = argparse.ArgumentParser(prog="bench/recipe.py compare", description=compare.__doc__.split("\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--work", default="recipes")
+    args = ap.parse_args(argv)
+    rows = []
+    for task in sorted(os.listdir(os.path.join(args.work, args.a, "finetune"))):
+        paths = [os.path.join(args.work, name, "finetune", task, "results.json") for name in (args.a, args.b)]
+        if not all(os.path.exists(p) for p in paths):
+            continue
+        scores = []
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                scores.append(json.load(f)["pretrained"]["scores"])
+        mean, se = report._paired(*scores)
+        rows.append({"task": task, args.a: sum(scores[0]) / len(scores[0]), args.b: sum(scores[1]) / len(scores[1]),
+                     "difference": round(mean, 4), "se": round(se, 4)})
+        print(f"{task}: {rows[-1][args.a]:.1f} against {rows[-1][args.b]:.1f}: {mean:+.1f} ± {se:.1f}")
+    if not rows:
+        raise SystemExit(f"bench recipe compare: {args.a} and {args.b} share no fine-tuned task under {args.work}")
+    mean = sum(r["difference"] for r in rows) / len(rows)
+    se = math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)
+    print(f"mean of {len(rows)}: {mean:+.1f} ± {se:.1f}")
+    print(json.dumps({"a": args.a, "b": args.b, "tasks": rows, "mean_difference": [round(mean, 4), round(se, 4)]}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:
+        return compare(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("name")
     ap.add_argument("--work", default="recipes", help="shared work directory (default: %(default)s)")

@@ -118,13 +118,14 @@ def test_bad_sources_are_one_line_before_any_rank_starts(prepped, source, tmp_pa
     shutil.copytree(source, other)
     with open(os.path.join(other, "vocab.txt"), "a") as f:
         f.write("[extra]\n")
-    roberta = str(tmp_path / "roberta")
-    shutil.copytree(source, roberta)
-    with open(os.path.join(roberta, "config.json")) as f:
+    distilbert = str(tmp_path / "distilbert")  # a transformers encoder, not a family member clozeforge trains
+    shutil.copytree(source, distilbert)
+    with open(os.path.join(distilbert, "config.json")) as f:
         body = json.load(f)
-    with open(os.path.join(roberta, "config.json"), "w") as f:
-        json.dump({**body, "model_type": "roberta"}, f)
-    for bad, expected in ((other, "prepped with another vocabulary"), (roberta, "model_type 'roberta' is not a BERT")):
+    with open(os.path.join(distilbert, "config.json"), "w") as f:
+        json.dump({**body, "model_type": "distilbert"}, f)
+    for bad, expected in ((other, "prepped with another vocabulary"),
+                          (distilbert, "model_type 'distilbert' is not a family clozeforge trains")):
         run = str(tmp_path / f"run-{os.path.basename(bad)}")
         result = train(prepped, run, "--init-from", bad, "--max-steps", "1", nproc=2)
         assert result.returncode == 2, result.stderr[-2000:]

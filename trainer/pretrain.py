@@ -97,6 +97,11 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
     """The run's config from its flags, settled (a resume, --init-from and its recipe, or random weights:
     trainer/start/steps.py), with --mix, --output and the user's DeepSpeed JSON checked: a TrainError (one line, once
     per job) before any rank starts. --data, the --mix components and the source's files: trainer/start/preflight.py."""
+    try:  # each --mix component as typed, before --data's manifest is read (the mixture as a whole: below)
+        for component in args.mix or ():
+            ComponentSpec.parse(component)
+    except ValueError as e:
+        raise said_once(TrainError(f"--mix: {e}")) from None
     try:
         found = output_problem(args.output)
         if found:
@@ -109,7 +114,8 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
         raise said_once(e, per_node=True) from None
     if os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
         objectives = "mlm + nsp" if config.nsp_weight else "mlm"
-        print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
+        if config.family:  # else --data's manifest is unreadable, which preflight says
+            print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
         for note in notes:  # the rate and why, then the other defaults applied
             print(f"init-from {config.init_from}: {note}", flush=True)
     try:

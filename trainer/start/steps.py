@@ -40,13 +40,18 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     """The config with its family settled: --family, or the family of --data's vocabulary and packing (its
     manifest); refused in one line when the data is not that family's (another tokenizer, NSP pairs for RoBERTa).
     NSP is off (weight 0) unless the family has it and the rows are NSP pairs; --nsp-weight is then an error. A
-    family with a sampling default (XLM-R's alpha 0.3) sets --mix-alpha when --mix is given without it."""
+    family with a sampling default (XLM-R's alpha 0.3) sets --mix-alpha when --mix is given without it. A manifest
+    that cannot be read leaves the config as it is: preflight says why in one line, after the other flags' checks
+    (start() settles the family again once preflight has read it)."""
     try:
         manifest = Manifest.read(config.data)
-        packing = manifest.packing["mode"]
+    except (ContractError, OSError):
+        return config, []
+    packing = manifest.packing["mode"]
+    try:
         row = families.family(config.family) if config.family else families.of_data(manifest.tokenizer, packing)
-    except (ContractError, OSError) as e:
-        raise TrainError(str(e) if isinstance(e, ContractError) else f"--data {config.data}: {e.strerror or e}") from None
+    except ContractError as e:
+        raise TrainError(str(e)) from None
     refusal = families.refusal(row, manifest.tokenizer, packing)
     if refusal:
         raise TrainError(refusal)
@@ -101,6 +106,8 @@ class Started:
 def start(config: TrainConfig, rt: Runtime) -> Started:
     # 1. where it starts: the data, a new run's source (or a resumed --init-from run's recorded architecture), RUN/
     preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
+    if config.family is None:  # its manifest was unreadable when the flags were checked, and readable now
+        config, _ = family_of(config, set())
     manifest = Manifest.read(config.data)
     before = recorded(config.output)
     source, architecture = None, None

@@ -20,6 +20,10 @@ from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
+BATCH_FORMS = ("padded", "unpadded", "static")
+"""The names of trainer/data/batch_forms.py's FORMS (which checks them), here for the flag: that package imports this one."""
+AUTO_BATCH_FORM = {False: "padded", True: "padded"}
+"""--batch-form auto on a CPU (False) and on a GPU (True): bench/README.md#unpadded-batches has the figures."""
 COMPILE_OFF = (None, "off", "none")
 """--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
 
@@ -159,6 +163,15 @@ class TrainConfig(Config):
     """Sort the rows of each N consecutive batches by length before batching, so batches pad less (0 = off)."""
     pad_to_multiple_of: int = 1
     """Round each batch's sequence length up to a multiple of this (8 suits tensor cores)."""
+    batch_form: str = flag("auto", choices=("auto", *BATCH_FORMS))
+    """How a micro batch reaches the model (trainer/data/batch_forms.py); the rows and masks are the same in each.
+    padded: padded to its longest row, a key mask in attention. unpadded: the rows' tokens packed with cu_seqlens, no
+    padding computed and no mask: each row attends to its own tokens (FlashAttention's variable-length kernel on a
+    GPU without attention dropout, else one attention call per run of equal-length rows); losses and gradients equal
+    padded's. static: every batch max_seq_len tokens a row and --max-predictions slots (default: NVIDIA's 20 at 128,
+    which caps the masks), one shape for the run, so a GPU compiles with CUDA graphs (mode reduce-overhead). auto:
+    padded (on a 2-core CPU unpadded measured no faster on BERT's length mix, bench/README.md#unpadded-batches; on a
+    GPU until bench/gpu_check.sh measures the others)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read (once per process)."""
     audit_rows: bool = False
@@ -207,6 +220,10 @@ class TrainConfig(Config):
         if self.zero_stage != "auto":
             return self.zero_stage
         return 0 if world_size == 1 or self.optimizer == "lamb" else 2
+
+    def batch_form_for(self, on_gpu: bool) -> str:
+        """The batch form --batch-form means on this device (auto: AUTO_BATCH_FORM's)."""
+        return AUTO_BATCH_FORM[on_gpu] if self.batch_form == "auto" else self.batch_form
 
     def compile_backend(self, on_gpu: bool) -> str | None:
         """The torch.compile backend --compile means on this device, or None (auto: inductor on a GPU only)."""
@@ -270,6 +287,8 @@ RESUME_RULES = (
     ResumeRule("num_workers", "--num-workers", True, "the batch order does not depend on it"),
     ResumeRule("stop_after", "--stop-after", True, "how far this invocation goes"),
     ResumeRule("max_steps", "--max-steps", True, "the schedule follows the new length"),
+    ResumeRule("batch_form", "--batch-form", True, "the same rows and masks in another shape (static caps the "
+               "predictions of a row at --max-predictions, which changes the masks of rows that selected more)"),
     ResumeRule("global_batch_size", "--global-batch-size", False, "the data position and the schedule are counted in its steps",
                data_key="global_batch"),
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),

@@ -23,7 +23,8 @@ OPTIMIZERS = ("adamw", "lamb")
 BATCH_FORMS = ("padded", "unpadded", "static")
 """The names of trainer/data/batch_forms.py's FORMS (which checks them), here for the flag: that package imports this one."""
 AUTO_BATCH_FORM = {False: "padded", True: "padded"}
-"""--batch-form auto on a CPU (False) and on a GPU (True): bench/README.md#unpadded-batches has the figures."""
+"""--batch-form auto on a CPU (False) and on a GPU (True): padded on both until bench/README.md#unpadded-batches has
+figures from a quiet machine that say otherwise."""
 COMPILE_OFF = (None, "off", "none")
 """--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
 
@@ -172,8 +173,8 @@ class TrainConfig(Config):
     GPU without attention dropout, else one attention call per run of equal-length rows); losses and gradients equal
     padded's. static: every batch max_seq_len tokens a row and --max-predictions slots (default: NVIDIA's 20 at 128,
     which caps the masks), one shape for the run, so a GPU compiles with CUDA graphs (mode reduce-overhead). auto:
-    padded (on a 2-core CPU unpadded measured no faster on BERT's length mix, bench/README.md#unpadded-batches; on a
-    GPU until bench/gpu_check.sh measures the others)."""
+    padded on both until measured: `python bench/run.py unpad` on a quiet CPU, bench/gpu_check.sh on a GPU
+    (bench/README.md#unpadded-batches)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read (once per process)."""
     audit_rows: bool = False

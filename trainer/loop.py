@@ -99,7 +99,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
                     flops_per_s = window_flops * rt.world_size / max(elapsed, 1e-9)
                     record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
-                              "executed_flops_per_s": flops_per_s,
+                              "executed_flops": window_flops, "executed_flops_per_s": flops_per_s,
                               "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None,
                               "mfu_executed": flops_per_s / (peak * rt.world_size) if peak else None}
                     log.write(record)

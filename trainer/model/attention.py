@@ -2,7 +2,7 @@
 
 In:  a batch's layout, built once per forward (`layout_of`): `Padded` for (batch, seq) rows with an attention mask
      (0 at padding; None when nothing is padded), `Packed` for the rows' tokens concatenated, (tokens,), row i being
-     tokens cu_seqlens[i] .. cu_seqlens[i + 1] (trainer/data/unpad.py writes such batches). Then a layer's query, key
+     tokens cu_seqlens[i] .. cu_seqlens[i + 1] (trainer/data/batch_forms.py writes such batches). Then a layer's query, key
      and value projections in that layout, and the 4-D attention to run on (rows, heads, seq, head_dim) tensors.
 Out: the attention output in the same layout ((batch, seq, hidden) or (tokens, hidden)), and each row's first token
      (the [CLS] the pooler reads).

@@ -357,7 +357,7 @@ class BertForPretraining(nn.Module):
         """(sequence_output (batch, seq, hidden), pooled (batch, hidden; None without a pooler), hidden states or None).
 
         `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. A packed batch
-        (trainer/data/unpad.py) gives (tokens,) ids, token types and `position_ids` (each token's place in its row)
+        (trainer/data/batch_forms.py) gives (tokens,) ids, token types and `position_ids` (each token's place in its row)
         with `cu_seqlens` (batch + 1,) instead, and gets (tokens, hidden) back (trainer/model/attention.py). The hidden
         states, when asked for, are the embedding output then each layer's output (num_layers + 1 tensors),
         as transformers returns them."""

@@ -21,7 +21,6 @@ Out: one JSON object: per side examples/s (train rows x epochs / the training ca
 
 from __future__ import annotations
 
-import inspect
 import statistics
 import tempfile
 import time
@@ -65,7 +64,7 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
     import transformers
     from transformers import Trainer, TrainingArguments
 
-    from bench.finetune_loop import pad_batch
+    from bench.finetune_loop import pad_batch, trainer_grouping
     from downstream.finetune import recipe, tasks
     from downstream.finetune.data import Split
     from schemas.tables import Account
@@ -104,16 +103,11 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
                                       learning_rate=lr, warmup_steps=0.1, weight_decay=0.01, lr_scheduler_type="linear",
                                       max_grad_norm=1.0, seed=0, save_strategy="no", eval_strategy="no", report_to=[],
                                       logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
-                                      **grouping(grouped))
+                                      **trainer_grouping(grouped))
             trainer = Trainer(model=new_model(), args=targs, train_dataset=rows, data_collator=pad_batch)
             started = time.perf_counter()
             trainer.train()
             return time.perf_counter() - started, trainer.model
-
-    def grouping(grouped: bool) -> dict:  # transformers 5 names it a sampling strategy, 4 a flag
-        if "train_sampling_strategy" in inspect.signature(TrainingArguments).parameters:
-            return {"train_sampling_strategy": "group_by_length" if grouped else "random"}
-        return {"group_by_length": grouped}
 
     run = {"ours": lambda: ours(False), "ours_grouped": lambda: ours(True), "trainer": lambda: theirs(False),
            "trainer_grouped": lambda: theirs(True)}

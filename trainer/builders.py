@@ -62,7 +62,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     row = families.family(config.family or "bert")
     nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind  # packed rows carry no next-sentence label
     training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
-                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
+                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
     pad = manifest.special_id("pad_token")
     try:

@@ -69,6 +69,9 @@ class TrainConfig(Config):
     dropout: float = 0.1
     """Dropout on embeddings, sub-layer outputs and attention probabilities (BERT's 0.1). 0 suits a short run of
     a small model that underfits its data (the demo): every step then learns from the whole network."""
+    attention_dropout: float | None = None
+    """Dropout of the attention probabilities (default: --dropout). 0 lets --batch-form unpadded on a GPU run
+    FlashAttention's variable-length kernel, which has none (MosaicBERT and ModernBERT pretrain at 0)."""
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
@@ -185,6 +188,8 @@ class TrainConfig(Config):
         check_choices(self, TrainError)
         checks = [
             (0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}"),
+            (self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+             f"--attention-dropout must be in [0, 1), got {self.attention_dropout}"),
             (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),

@@ -4,7 +4,7 @@ In:  per-step and per-evaluation dicts from the training loop (rank 0 only).
 Out: one JSON object per logged step or evaluation in metrics.jsonl (`{"step", "loss", ...}` for training,
      `{"step", "split": "validation", ...}` for evaluations), a progress line
      `step 120/1000 | loss 6.12 (mlm 5.43 nsp 0.69) | lr 9.9e-04 | 14,212 tok/s | eta 3m12s` (on a GPU whose peak
-     is known, `mfu 34.6% (executed 28.9%)` before the ETA: the old FLOPs count and ExecutedFlops'), TensorBoard
+     is known, `mfu 34.6% (executed 28.0%)` before the ETA: the old FLOPs count and ExecutedFlops'), TensorBoard
      scalars when the tensorboard package is installed, and a PNG of the training and validation curves.
 """
 

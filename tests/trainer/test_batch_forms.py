@@ -74,6 +74,27 @@ def test_the_unpadded_step_has_the_padded_steps_losses_and_gradients(family, sbo
     assert float(padded_losses["mlm_count"]) == len(packed["mlm_labels"])  # the packed batch has the real predictions only
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlashAttention's varlen kernel needs a CUDA GPU")
+def test_on_a_gpu_the_varlen_kernel_gives_the_padded_steps_losses():
+    """bf16 autocast at attention dropout 0, where Packed takes varlen_attn (torch >= 2.10): every loss within bf16's
+    rounding of the padded step's, and fp32 (the runs path on the GPU) within 1e-5."""
+    from trainer.model import attention
+
+    if attention._varlen() is None:
+        pytest.skip("this torch has no torch.nn.attention.varlen")
+    arrays = _masked(LENGTHS, seed=5)
+    packed = FORMS["unpadded"].shape(arrays, max_seq_len=40, predictions=None, pad_id=0)
+    config = ModelConfig.preset("tiny", vocab_size=VOCAB, hidden_dropout=0.0, attention_dropout=0.0)
+    model = BertForPretraining(config, seed=0).cuda().train()
+    on_gpu = lambda arrays: {k: v.cuda() for k, v in _tensors(arrays).items()}  # noqa: E731
+    for autocast, tolerance in ((True, 2e-2), (False, 1e-5)):
+        with torch.autocast("cuda", torch.bfloat16, enabled=autocast):
+            padded_losses, _ = _step(model, on_gpu(arrays))
+            packed_losses, _ = _step(model, on_gpu(packed))
+        for key in padded_losses:
+            assert abs(float(padded_losses[key] - packed_losses[key])) <= tolerance * max(1.0, abs(float(padded_losses[key]))), key
+
+
 def test_unpadded_attention_runs_rows_of_one_length_together_and_dropout_trains():
     """Rows come longest first; each run of equal lengths is one slice of the tokens; with dropout the step trains
     (finite loss, gradients everywhere) through the CPU's written-out attention."""

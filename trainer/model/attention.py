@@ -10,8 +10,9 @@ Out: the attention output in the same layout ((batch, seq, hidden) or (tokens, h
 Padded: the additive key mask is built once per forward and dtype, not in every layer. Packed rows are exact: a row
 attends to its own tokens only, nothing is computed at padding and no mask exists. Its kernels, the first that applies:
 
-    varlen  torch.nn.attention.varlen.varlen_attn, FlashAttention's variable-length kernel: a CUDA tensor, a torch that
-            has it, and no attention dropout in effect (the kernel has none; MosaicBERT and ModernBERT train at 0)
+    varlen  torch.nn.attention.varlen.varlen_attn, FlashAttention's variable-length kernel: a CUDA tensor in bf16 or
+            fp16, a torch that has it (>= 2.10), and no attention dropout in effect (the kernel has none; MosaicBERT and
+            ModernBERT train at 0: `train --attention-dropout 0`)
     runs    the 4-D attention once per run of rows of one length: the collator sorts a batch's rows longest first, so a
             run is a contiguous slice of the tokens, viewed as (rows, heads, length, head_dim) without a copy, and
             attended without a mask (SDPA, or on a CPU in training bert.py's written-out arithmetic and cheap dropout)
@@ -94,7 +95,8 @@ class Packed:
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, attend: Attend, p: float) -> torch.Tensor:
         t, h = q.shape
         d = h // heads
-        varlen = _varlen() if q.is_cuda and p == 0.0 else None
+        # FlashAttention's kernels take half precision only: an fp32 run on a GPU attends by runs
+        varlen = _varlen() if q.is_cuda and p == 0.0 and q.dtype in (torch.float16, torch.bfloat16) else None
         if varlen is not None:
             cu = self.cu_seqlens.to(torch.int32)
             out = varlen(q.view(t, heads, d), k.view(t, heads, d), v.view(t, heads, d), cu, cu, self.bound, self.bound)

@@ -54,3 +54,14 @@ def test_the_count_is_what_a_training_step_executes(sbo):
     tokens = int(arrays["attention_mask"].sum())
     old = tokens * train_flops_per_token(model.num_parameters(), config.num_layers, config.hidden_size, 40)
     assert old > expected
+
+
+def test_the_progress_line_shows_both_figures(tmp_path, capsys):
+    from trainer.metrics import MetricsLog
+
+    log = MetricsLog(str(tmp_path), max_steps=10)
+    log.progress({"step": 1, "loss": 7.5, "mlm_loss": 6.8, "lr": 1e-4, "tokens_per_s": 1000.0, "mfu": 0.346, "mfu_executed": 0.28})
+    log.progress({"step": 2, "loss": 7.4, "lr": 1e-4, "tokens_per_s": 1000.0, "mfu": None, "mfu_executed": None})
+    log.close()
+    first, second = capsys.readouterr().out.splitlines()
+    assert "| mfu 34.6% (executed 28.0%) |" in first and "mfu" not in second

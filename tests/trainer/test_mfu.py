@@ -37,14 +37,17 @@ def _counted(model: BertForPretraining, batch: dict[str, torch.Tensor]) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("sbo", [False, True])
-def test_the_count_is_what_a_training_step_executes(sbo):
-    """Unpadded: torch counts exactly ExecutedFlops' figure (every matrix product of forward and backward at real
+@pytest.mark.parametrize("family, sbo", [("bert", False), ("bert", True), ("roberta", False)])
+def test_the_count_is_what_a_training_step_executes(family, sbo):
+    """BERT, SpanBERT and RoBERTa (no pooler). Unpadded: torch counts exactly ExecutedFlops' figure (every matrix product of forward and backward at real
     tokens, rows and predictions). Padded, the same rows: torch counts more (attention over padded keys, projections
     at padded positions), ExecutedFlops the same figure; the old per-token figure credits the decoder at every token."""
-    config = ModelConfig.preset("tiny", vocab_size=VOCAB, use_sbo=sbo)
+    config = ModelConfig.preset("tiny", vocab_size=VOCAB, use_sbo=sbo, family=family)
     model = BertForPretraining(config, seed=0).train()
     arrays = _masked(LENGTHS, seed=4, strategy="span" if sbo else "bert")
+    if family == "roberta":  # no pooler, no NSP head: ExecutedFlops.of counts none
+        arrays["token_type_ids"][:] = 0
+        del arrays["next_sentence_label"]
     packed = FORMS["unpadded"].shape(arrays, max_seq_len=40, predictions=None, pad_id=0)
     executed = ExecutedFlops.of(config)
     expected = executed.of_batch(packed)

@@ -12,8 +12,15 @@ Parts (BERT-base, seq 128 random-id pairs, one rank, --precision auto = bf16 on 
   compiled-z0-autocast  the trainer compiled, ZeRO 0, bf16 as torch autocast over fp32 weights (a DeepSpeed JSON)
   compiled-z0-static  the trainer compiled at the first batch size without marking batch and sequence dims dynamic
                (a graph per shape: what the marks cost or save, seq-128 batches being nearly all one shape)
+  compiled-z0-unpadded  the trainer and the bare model compiled, ZeRO 0, --batch-form unpadded at attention dropout 0
+               (FlashAttention's varlen kernel where torch has it), both on the same packed batches (issue 47)
+  compiled-z0-static-form  the trainer compiled with --batch-form static: one shape for the run, so inductor replays
+               each step as CUDA graphs (mode reduce-overhead); the issue's small-batch case
+  unpad        bench/unpad.py: the bare eager step on padded against unpadded batches of the same rows
   profile      where a compiled ZeRO-0 trainer step's time goes at the first batch size, beside a bare compiled step:
                wall and device-busy ms per step, kernel launches, host ms in each part of the loop, top host ops
+Every trainer row has both MFU figures: `MFU` by the old per-token count and `exec.` by the executed FLOPs
+(trainer/metrics.py ExecutedFlops, bench/README.md#honest-mfu).
 With GPU_CHECK_TINY=1 every part runs the tiny preset at batch 4 and 8 for a few steps, on whatever device is there
 (the compiled parts with the `eager` backend on a CPU): a check of this script, not a measurement.
 """
@@ -68,8 +75,13 @@ def _autocast_json() -> str:
     return path
 
 
+FORM_SUFFIX = {"unpadded": "-unpadded", "static": "-static-form"}
+"""A --batch-form's part name suffix (`-static` alone is the trainer without its dynamic-shape marks)."""
+
+
 def loop_part(compiled: bool, zero: int, bare: bool, batches: tuple[int, ...] = BATCHES, static: bool = False,
-              autocast: bool = False) -> None:
+              autocast: bool = False, form: str | None = None) -> None:
+    """`form`: a --batch-form (unpadded runs at attention dropout 0, so that a GPU takes the varlen kernel)."""
     from bench._loop import measure
 
     rt = _runtime()
@@ -79,11 +91,14 @@ def loop_part(compiled: bool, zero: int, bare: bool, batches: tuple[int, ...] = 
 
         trainer.loop.mark_dynamic = lambda batch: None
     for batch in batches:
-        name = f"{'compiled' if compiled else 'eager'}-z{zero}{'-static' if static else ''}{'-autocast' if autocast else ''}"
+        name = (f"{'compiled' if compiled else 'eager'}-z{zero}{'-static' if static else ''}{'-autocast' if autocast else ''}"
+                f"{FORM_SUFFIX.get(form, '')}")
         part = {"part": name, "batch": batch}
+        options = {} if form is None else {"batch_form": form, **({"attention_dropout": 0.0} if form == "unpadded" else {})}
         try:
             result = measure(preset=PRESET, batch=batch, steps=STEPS, warmup=WARMUP, zero_stage=zero,
-                             compile=_compile(rt, compiled), rt=rt, bare=bare, bare_after=False, deepspeed_config=ds_json)
+                             compile=_compile(rt, compiled), rt=rt, bare=bare, bare_after=False, deepspeed_config=ds_json,
+                             train_options=options)
             print("RESULT", json.dumps({**part, **result}), flush=True)
         except Exception as e:  # noqa: BLE001 (the next batch size still runs)
             print("FAILED", json.dumps({**part, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
@@ -242,6 +257,19 @@ def _profile_bare(rt, batch: int) -> dict:
     return _stop_profile(rt, *profile, PROFILED)
 
 
+def unpad_part() -> None:
+    """bench/unpad.py at each batch size: the bare model's step on padded against unpadded batches of the same rows
+    (eager, bf16 autocast on a GPU), paired and alternating; its first-batch losses say both held the same rows."""
+    from bench.unpad import measure
+
+    for batch in BATCHES:
+        part = {"part": "unpad", "batch": batch}
+        try:
+            print("RESULT", json.dumps({**part, **measure(PRESET, batch, steps=STEPS, warmup=WARMUP)}), flush=True)
+        except Exception as e:  # noqa: BLE001 (the next batch size still runs)
+            print("FAILED", json.dumps({**part, "error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+
+
 def summary(logs: list[str]) -> None:
     """One table of every RESULT line in `logs`."""
     rows = []
@@ -249,8 +277,13 @@ def summary(logs: list[str]) -> None:
         if os.path.exists(path):
             with open(path) as f:
                 rows += [json.loads(line.split(" ", 1)[1]) for line in f if line.startswith(("RESULT ", "FAILED "))]
-    print(f"{'part':<21} {'batch':>5} {'trainer tok/s':>14} {'MFU':>6} {'bare tok/s':>11} {'MFU':>6} {'ratio':>6}  note")
+    print(f"{'part':<28} {'batch':>5} {'trainer tok/s':>14} {'MFU':>6} {'exec.':>6} {'bare tok/s':>11} {'MFU':>6} {'ratio':>6}  note")
     for r in rows:
+        if r.get("part") == "unpad":
+            print(f"unpad (bare, eager, batch {r['batch']}): padded {r.get('padded_tokens_per_s')} tok/s, unpadded "
+                  f"{r.get('unpadded_tokens_per_s')}, ratio {r.get('ratio')}, padding {r.get('padding_share')}, first losses "
+                  f"{r.get('first_loss_padded')} / {r.get('first_loss_unpadded')} {r.get('error', '')}")
+            continue
         if r.get("part", "").startswith("profile"):
             keys = ("wall_ms_per_step", "device_busy_ms_per_step", "kernel_launches_per_step", "ops_per_step", "host_ms_per_step")
             print(f"{r['part']} (compiled, batch {r['batch']}): " + ", ".join(f"{k} {r[k]}" for k in keys if k in r) + f" {r.get('error', '')}")
@@ -258,10 +291,11 @@ def summary(logs: list[str]) -> None:
         if r.get("part", "").startswith("syncs"):
             print(f"{r['part']} per trainer step (eager, ZeRO 0, batch {r['batch']}): {r['syncs_per_step']} {r['most_syncs_at']}")
             continue
-        cells = [r.get("trainer_tokens_per_s"), r.get("trainer_mfu"), r.get("bare_tokens_per_s"), r.get("bare_mfu"), r.get("loop_ratio")]
+        cells = [r.get("trainer_tokens_per_s"), r.get("trainer_mfu"), r.get("trainer_mfu_executed"), r.get("bare_tokens_per_s"),
+                 r.get("bare_mfu"), r.get("loop_ratio")]
         text = [f"{c:,}" if isinstance(c, int) else (f"{c:.3f}" if isinstance(c, float) else "-") for c in cells]
         note = r.get("error") or r.get("trainer_error") or ""
-        print(f"{r['part']:<21} {r['batch']:>5} {text[0]:>14} {text[1]:>6} {text[2]:>11} {text[3]:>6} {text[4]:>6}  {note}")
+        print(f"{r['part']:<28} {r['batch']:>5} {text[0]:>14} {text[1]:>6} {text[2]:>6} {text[3]:>11} {text[4]:>6} {text[5]:>6}  {note}")
 
 
 PARTS = {
@@ -273,6 +307,9 @@ PARTS = {
     "compiled-z0-autocast": lambda: loop_part(compiled=True, zero=0, bare=False, autocast=True),
     "compiled-z0-static": lambda: loop_part(compiled=True, zero=0, bare=False, batches=BATCHES[:1], static=True),
     "profile": profile_part,
+    "compiled-z0-unpadded": lambda: loop_part(compiled=True, zero=0, bare=True, form="unpadded"),
+    "compiled-z0-static-form": lambda: loop_part(compiled=True, zero=0, bare=False, form="static"),
+    "unpad": unpad_part,
 }
 
 if __name__ == "__main__":

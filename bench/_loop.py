@@ -65,9 +65,11 @@ class BareLoop:
 
     def tokens_per_s(self, batches: list[dict], warmup: int = 0) -> float:
         """Tokens/s over `batches` after the first `warmup` (untimed), the device synchronised at both ends."""
+        from trainer.data.batch_forms import real_tokens
+
         autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                     else contextlib.nullcontext())
-        tokens = [int(b["attention_mask"].sum()) for b in batches]  # counted before timing, as the trainer does
+        tokens = [real_tokens(b) for b in batches]  # counted before timing, as the trainer does (any batch form)
         start = 0.0
         for i, batch in enumerate(batches):
             if i == warmup:
@@ -116,10 +118,12 @@ def paired_windows(bare: BareLoop, batches: list[dict], warmup: int):
 def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: int = 10, zero_stage=None,
             compile: str | None = None, precision: str = "auto", num_workers: int | None = None,
             vocab_size: int = 30522, folder: str | None = None, rt=None, bare: bool = True, bare_after: bool = True,
-            log_every: int | None = None, deepspeed_config: str | None = None, paired: bool = True) -> dict:
+            log_every: int | None = None, deepspeed_config: str | None = None, paired: bool = True,
+            train_options: dict | None = None) -> dict:
     """One trainer run and a bare run before it (and after it, with `bare_after`: on a shared CPU the mean of the
-    two is fairer); the figures named in the module docstring. A trainer that fails leaves `trainer_error` and
-    the bare figures."""
+    two is fairer); the figures named in the module docstring. `train_options`: more TrainConfig fields (e.g.
+    batch_form, attention_dropout); the bare side then steps the same batches in the same form. A trainer that
+    fails leaves `trainer_error` and the bare figures."""
     from schemas import Manifest
     from trainer.builders import build_model, open_phase
     from trainer.checkpoint import resume
@@ -142,6 +146,7 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             options["num_workers"] = num_workers
         if deepspeed_config is not None:  # a DeepSpeed JSON merged over the trainer's (bench/_gpu_check.py's variants)
             options["deepspeed_config"] = deepspeed_config
+        options.update(train_options or {})
         config = TrainConfig(data=data, output=os.path.join(folder, f"run-{time.time_ns()}"), model=preset, batch_size=batch,
                              max_steps=steps, log_every=log_every or warmup, eval_every=0, save_every=steps, dropout=0.1,
                              precision=precision, **options)
@@ -184,6 +189,8 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
                        "loop_num_workers": ran.get("num_workers"), "trainer_tokens_per_s": round(trainer_tps)})
         if peak:
             result["trainer_mfu"] = round(trainer_tps * per_token / peak, 3)
+            # the executed FLOPs' MFU (trainer/metrics.py ExecutedFlops: masked positions only, no padding)
+            result["trainer_mfu_executed"] = round(float(np.mean([r["mfu_executed"] for r in windows])), 3)
         if bare_tps:
             result["bare_tokens_per_s"] = round(float(np.mean(bare_tps)))
             result["loop_ratio_unpaired"] = round(trainer_tps / float(np.mean(bare_tps)), 3)

@@ -14,7 +14,7 @@ head; --examples synthetic rows of uniformly mixed lengths (8 to 128 word pieces
 Trainer with bf16=True, optim adamw_torch_fused, the same batch size, lr, warm-up ratio, linear decay, weight
 decay, clipping, and a collator that pads each batch to its longest row, as ours cuts it; no evaluation, no
 checkpoints. The last line is one JSON object: examples/s of each and `ratio` (ours / Trainer). Without a GPU it
-fails in one line (exit 2). Needs `accelerate` for Trainer (pip install 'clozeforge[bench]').
+fails in one line (exit 2). --group-by-length: both sides batch rows of similar length. Needs `accelerate` for Trainer (pip install 'clozeforge[bench]').
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=128, help="longest row in word pieces (default: 128)")
     ap.add_argument("--warmup-steps", type=int, default=10, help="untimed steps each side runs first (default: 10)")
+    ap.add_argument("--group-by-length", action="store_true",
+                    help="both sides batch rows of similar length: ours --group-by-length, Trainer its length-grouped sampler")
     return ap
 
 
@@ -76,6 +78,17 @@ def pad_batch(rows: list[dict]) -> dict:
         ids[i, :len(r["input_ids"])] = torch.tensor(r["input_ids"])
     return {"input_ids": ids, "attention_mask": (ids != 0).long(), "token_type_ids": torch.zeros_like(ids),
             "labels": torch.tensor([r["labels"] for r in rows])}
+
+
+def trainer_grouping(grouped: bool) -> dict:
+    """TrainingArguments' length grouping: a sampling strategy in transformers 5, a flag in 4."""
+    import inspect
+
+    from transformers import TrainingArguments
+
+    if "train_sampling_strategy" in inspect.signature(TrainingArguments).parameters:
+        return {"train_sampling_strategy": "group_by_length" if grouped else "random"}
+    return {"group_by_length": grouped}
 
 
 def compare(args) -> dict:
@@ -115,7 +128,8 @@ def compare(args) -> dict:
         model = new_model().to(place.device)  # as Trainer's constructor moves it, outside the timed call
         sync()
         started = time.perf_counter()
-        recipe.train(task, model, part, one, split.examples[:1], recipe.Recipe(epochs=1, batch_size=args.batch_size),
+        recipe.train(task, model, part, one, split.examples[:1],
+                     recipe.Recipe(epochs=1, batch_size=args.batch_size, group_by_length=args.group_by_length),
                      lr=lr, seed=0, progress=quiet, label="", place=place)
         sync()
         return time.perf_counter() - started
@@ -126,7 +140,8 @@ def compare(args) -> dict:
                                       learning_rate=lr, warmup_steps=0.1, weight_decay=0.01, lr_scheduler_type="linear",
                                       max_grad_norm=1.0, bf16=precision == "bf16", optim="adamw_torch_fused", seed=0,
                                       save_strategy="no", eval_strategy="no", report_to=[], logging_strategy="no",
-                                      use_cpu=not cuda, dataloader_num_workers=0, disable_tqdm=True)
+                                      use_cpu=not cuda, dataloader_num_workers=0, disable_tqdm=True,
+                                      **trainer_grouping(args.group_by_length))
             trainer = Trainer(model=new_model(), args=targs, train_dataset=rows[:n], data_collator=pad_batch)
             sync()
             started = time.perf_counter()
@@ -139,7 +154,7 @@ def compare(args) -> dict:
     ours_s, theirs_s = ours(args.examples), theirs(args.examples)
     return {"bench": "finetune_loop", "device": torch.cuda.get_device_name() if cuda else "cpu", "precision": precision,
             "model": "tiny" if args.tiny else "bert-base", "examples": args.examples, "batch_size": args.batch_size,
-            "max_len": args.max_len, "ours_s": round(ours_s, 3), "trainer_s": round(theirs_s, 3),
+            "max_len": args.max_len, "group_by_length": args.group_by_length, "ours_s": round(ours_s, 3), "trainer_s": round(theirs_s, 3),
             "ours_examples_per_s": round(args.examples / ours_s, 1), "trainer_examples_per_s": round(args.examples / theirs_s, 1),
             "ratio": round(theirs_s / ours_s, 3), "torch": torch.__version__, "transformers": transformers.__version__}
 

@@ -10,6 +10,7 @@ Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage and precision 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from schemas.jsonl import file_object
 from schemas.pairs import NSP_PAIRS
 from trainer.config import TrainConfig, TrainError
 from trainer.data import ShardStream
+from trainer.data.batch_forms import FORMS, default_predictions
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
@@ -29,11 +31,25 @@ from trainer.precision import Precision
 from trainer.run.runtime import Runtime
 
 
-def build_maskers(config: TrainConfig, manifest: Manifest) -> tuple[Masker, Masker]:
-    """The training masker, and the validation one: the same masking at --eval-mask-prob."""
+def build_maskers(config: TrainConfig, manifest: Manifest, predictions: int | None = None) -> tuple[Masker, Masker]:
+    """The training masker, and the validation one: the same masking at --eval-mask-prob; `predictions` (a static
+    batch form's slots a row) caps both."""
     counts = manifest.read_token_counts() if config.masking.random_token_dist == "unigram" else None
-    return tuple(Masker.for_manifest(masking, manifest, unigram_counts=counts)
-                 for masking in (config.masking, dataclasses.replace(config.masking, mask_prob=config.eval_mask_prob)))
+    masking = config.masking if predictions is None else dataclasses.replace(config.masking, max_predictions=predictions)
+    return tuple(Masker.for_manifest(m, manifest, unigram_counts=counts)
+                 for m in (masking, dataclasses.replace(masking, mask_prob=config.eval_mask_prob)))
+
+
+def batch_shape(config: TrainConfig, rt: Runtime, longest: Callable[[], int]) -> dict[str, Any]:
+    """The streams' batch form options (trainer/data/batch_forms.py): the form --batch-form means on this device, and a
+    fixed form's row length (`longest()`: the phase's longest rows, every --mix component's) and prediction slots a row
+    (--max-predictions, or NVIDIA's default for that length)."""
+    form = FORMS[config.batch_form_for(rt.on_gpu)]
+    if not form.fixed_predictions:
+        return {"batch_form": form.name}
+    max_seq_len = longest()
+    predictions = config.masking.max_predictions or default_predictions(config.masking.mask_prob, max_seq_len)
+    return {"batch_form": form.name, "predictions": predictions, "static_len": max_seq_len}
 
 
 def build_model(config: TrainConfig, manifest: Manifest, *, source=None, architecture: dict | None = None,
@@ -46,7 +62,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     row = families.family(config.family or "bert")
     nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind  # packed rows carry no next-sentence label
     training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
-                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout,
+                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
     pad = manifest.special_id("pad_token")
     try:
@@ -114,8 +130,11 @@ def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, lo
         _lighter_stage_zero(engine, data_parallel=_world_size())
     backend = config.compile_backend(rt.on_gpu)
     if backend:  # the engine's own compile, so ZeRO's hooks and the compiled graph agree (DeepSpeed >= 0.14)
-        engine.compile(backend=backend)
-        rt.log(f"compile: {backend} (--compile {config.compile})")
+        # one shape for the whole run (the static batch form) lets inductor replay each step as CUDA graphs: no launch
+        # per kernel, what small batches are bound by
+        graphs = backend == "inductor" and rt.on_gpu and config.batch_form_for(rt.on_gpu) == "static"
+        engine.compile(backend=backend, compile_kwargs={"mode": "reduce-overhead"} if graphs else {})
+        rt.log(f"compile: {backend}{' (CUDA graphs)' if graphs else ''} (--compile {config.compile})")
     return engine
 
 
@@ -227,11 +246,14 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     positions = model.config.max_position_embeddings - model.config.position_offset
     if manifest.max_seq_len > positions:
         raise TrainError(f"{manifest.url}: rows up to {manifest.max_seq_len} tokens, the model's positions stop at {positions}")
-    masker, valid_masker = build_maskers(config, manifest)
+    mixed = config.mix if number == 1 else ()
+    shape = batch_shape(config, rt, lambda: max([manifest.max_seq_len] + [Manifest.read(ComponentSpec.parse(m).data).max_seq_len for m in mixed]))
+    masker, valid_masker = build_maskers(config, manifest, shape.get("predictions"))
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
     common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
-              "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of}  # every stream: train, --mix, validation
+              "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of,
+              **shape}  # every stream: train, --mix, validation
     # phase 1 keeps the run's global batch in its canonical partitions (trainer/checkpoint/resume.py resolved them);
     # phase 2 is laid out per rank, so it resumes on the same number of ranks only
     batching = {"global_batch": config.global_batch_size, "partitions": config.partitions} if number == 1 else {}

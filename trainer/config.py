@@ -20,6 +20,11 @@ from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
+BATCH_FORMS = ("padded", "unpadded", "static")
+"""The names of trainer/data/batch_forms.py's FORMS (which checks them), here for the flag: that package imports this one."""
+AUTO_BATCH_FORM = {False: "padded", True: "padded"}
+"""--batch-form auto on a CPU (False) and on a GPU (True): padded on both until bench/README.md#unpadded-batches has
+figures from a quiet machine that say otherwise."""
 COMPILE_OFF = (None, "off", "none")
 """--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
 
@@ -64,6 +69,9 @@ class TrainConfig(Config):
     dropout: float = 0.1
     """Dropout on embeddings, sub-layer outputs and attention probabilities (BERT's 0.1). 0 suits a short run of
     a small model that underfits its data (the demo): every step then learns from the whole network."""
+    attention_dropout: float | None = None
+    """Dropout of the attention probabilities (default: --dropout). 0 lets --batch-form unpadded on a GPU run
+    FlashAttention's variable-length kernel, which has none (MosaicBERT and ModernBERT pretrain at 0)."""
     max_steps: int = 1000
     """Optimizer steps to train for (a resumed run counts the steps already done)."""
     batch_size: int = 32
@@ -161,6 +169,15 @@ class TrainConfig(Config):
     """Sort the rows of each N consecutive batches by length before batching, so batches pad less (0 = off)."""
     pad_to_multiple_of: int = 1
     """Round each batch's sequence length up to a multiple of this (8 suits tensor cores)."""
+    batch_form: str = flag("auto", choices=("auto", *BATCH_FORMS))
+    """How a micro batch reaches the model (trainer/data/batch_forms.py); the rows and masks are the same in each.
+    padded: padded to its longest row, a key mask in attention. unpadded: the rows' tokens packed with cu_seqlens, no
+    padding computed and no mask: each row attends to its own tokens (FlashAttention's variable-length kernel on a
+    GPU without attention dropout, else one attention call per run of equal-length rows); losses and gradients equal
+    padded's. static: every batch max_seq_len tokens a row and --max-predictions slots (default: NVIDIA's 20 at 128,
+    which caps the masks), one shape for the run, so a GPU compiles with CUDA graphs (mode reduce-overhead). auto:
+    padded on both until measured: `python bench/run.py unpad` on a quiet CPU, bench/gpu_check.sh on a GPU
+    (bench/README.md#unpadded-batches)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read (once per process)."""
     audit_rows: bool = False
@@ -171,6 +188,8 @@ class TrainConfig(Config):
         check_choices(self, TrainError)
         checks = [
             (0.0 <= self.dropout < 1.0, f"--dropout must be in [0, 1), got {self.dropout}"),
+            (self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+             f"--attention-dropout must be in [0, 1), got {self.attention_dropout}"),
             (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
             (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
             (self.grad_accum >= 1, f"--grad-accum must be >= 1, got {self.grad_accum}"),
@@ -209,6 +228,10 @@ class TrainConfig(Config):
         if self.zero_stage != "auto":
             return self.zero_stage
         return 0 if world_size == 1 or self.optimizer == "lamb" else 2
+
+    def batch_form_for(self, on_gpu: bool) -> str:
+        """The batch form --batch-form means on this device (auto: AUTO_BATCH_FORM's)."""
+        return AUTO_BATCH_FORM[on_gpu] if self.batch_form == "auto" else self.batch_form
 
     def compile_backend(self, on_gpu: bool) -> str | None:
         """The torch.compile backend --compile means on this device, or None (auto: inductor on a GPU only)."""
@@ -272,6 +295,8 @@ RESUME_RULES = (
     ResumeRule("num_workers", "--num-workers", True, "the batch order does not depend on it"),
     ResumeRule("stop_after", "--stop-after", True, "how far this invocation goes"),
     ResumeRule("max_steps", "--max-steps", True, "the schedule follows the new length"),
+    ResumeRule("batch_form", "--batch-form", True, "the same rows and masks in another shape (static caps the "
+               "predictions of a row at --max-predictions, which changes the masks of rows that selected more)"),
     ResumeRule("global_batch_size", "--global-batch-size", False, "the data position and the schedule are counted in its steps",
                data_key="global_batch"),
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),

@@ -24,7 +24,7 @@ from trainer.data import default_workers
 from trainer.data.audit import RowAudit
 from trainer.data.device import device_batches
 from trainer.evaluate import describe, evaluate, unmoved
-from trainer.metrics import MetricsLog, peak_flops
+from trainer.metrics import ExecutedFlops, MetricsLog, peak_flops
 from trainer.run import lock as run_lock
 from trainer.run.runtime import Runtime, mean_losses
 from trainer.run.stopping import StopFlag
@@ -41,8 +41,10 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         peak = peak_flops(rt.device_name)
         position = phase.train.state_dict(*phase.train.start)
         workers = default_workers(config.num_workers, rt.on_gpu, int(os.environ.get("LOCAL_WORLD_SIZE", rt.world_size)))
-        dynamic = config.compile_backend(rt.on_gpu) is not None  # compiled: one graph for every sequence length
-        window_tokens, window_start, last = 0, time.time(), {}
+        # compiled: one graph for every sequence length, unless the batch form has one shape for the whole run
+        dynamic = config.compile_backend(rt.on_gpu) is not None and config.batch_form_for(rt.on_gpu) != "static"
+        executed = ExecutedFlops.of(model.config)  # what a batch's real rows, tokens and predictions cost
+        window_tokens, window_flops, window_start, last = 0, 0, time.time(), {}
 
         def save() -> None:
             state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
@@ -86,6 +88,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     engine.backward(out["loss"])
                     engine.step()
                     window_tokens += sent.tokens
+                    window_flops += executed.of_batch(sent.host)
                     if logged:
                         losses.append({key: out[key].detach() for key in LOSSES if key in out})
                     position = phase.train.state_dict(epoch, k + 1)
@@ -94,11 +97,14 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     stats = rt.all_reduce_mean(mean_losses(losses, config.grad_accum))  # the one read of the window
                     elapsed = time.time() - window_start  # after the read: the device has finished the window
                     tokens_per_s = window_tokens * rt.world_size / max(elapsed, 1e-9)
+                    flops_per_s = window_flops * rt.world_size / max(elapsed, 1e-9)
                     record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
-                              "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None}
+                              "executed_flops": window_flops, "executed_flops_per_s": flops_per_s,
+                              "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None,
+                              "mfu_executed": flops_per_s / (peak * rt.world_size) if peak else None}
                     log.write(record)
                     log.progress(record)
-                    window_tokens, window_start = 0, time.time()
+                    window_tokens, window_flops, window_start = 0, 0, time.time()
                 if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
                     last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
                     if last:

@@ -3,16 +3,20 @@
 In:  per-step and per-evaluation dicts from the training loop (rank 0 only).
 Out: one JSON object per logged step or evaluation in metrics.jsonl (`{"step", "loss", ...}` for training,
      `{"step", "split": "validation", ...}` for evaluations), a progress line
-     `step 120/1000 | loss 6.12 (mlm 5.43 nsp 0.69) | lr 9.9e-04 | 14,212 tok/s | eta 3m12s`, TensorBoard
+     `step 120/1000 | loss 6.12 (mlm 5.43 nsp 0.69) | lr 9.9e-04 | 14,212 tok/s | eta 3m12s` (on a GPU whose peak
+     is known, `mfu 34.6% (executed 28.0%)` before the ETA: the old FLOPs count and ExecutedFlops'), TensorBoard
      scalars when the tensorboard package is installed, and a PNG of the training and validation curves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from typing import Any
+
+import numpy as np
 
 # Peak dense bf16 throughput per GPU, for the MFU estimate (vendor datasheets, without sparsity).
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
@@ -26,8 +30,57 @@ def peak_flops(device_name: str) -> float | None:
 
 
 def train_flops_per_token(num_parameters: int, num_layers: int, hidden: int, seq_len: int) -> float:
-    """6N for the weights (forward + backward) plus attention's 12·L·h·s (PaLM appendix B's estimate)."""
+    """6N for the weights (forward + backward) plus attention's 12·L·h·s (PaLM appendix B's estimate): the old
+    figure, printed as `mfu` beside `ExecutedFlops`' for one release. It credits the tied decoder (V·h of N) at every
+    token, where the MLM head runs at the masked ones only, and attention over s = max_seq_len keys for every token."""
     return 6 * num_parameters + 12 * num_layers * hidden * seq_len
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutedFlops:
+    """The training FLOPs of a batch that execute and do useful work: matrix products only, each 2 FLOPs a multiply-add
+    forward and twice that backward (6 a multiply-add in all), at real tokens, rows and predictions, never padding:
+
+        6 · [ T · L · (4h² + 2hf)          Q, K, V, output projections and the feed-forward block, per real token
+            + Σᵢ sᵢ² · L · 2h              attention's QKᵀ and AV: row i's sᵢ tokens each over its sᵢ keys
+            + M · (h² + hV)                 MLM transform and tied decoder at the M masked positions
+            + B · (h² + 2h)   (NSP)         pooler and NSP classifier per row
+            + M · (4h² + hV)  (SBO) ]       SpanBERT's two-layer head and the decoder at the same positions
+
+    T real tokens, sᵢ row lengths, B rows, L layers, h hidden, f intermediate, V vocabulary. Embedding lookups,
+    LayerNorm, GELU, softmax and the losses are not matrix products and count nothing (as in the old figure).
+    bench/README.md#honest-mfu writes it out; tests/trainer/test_mfu.py checks it by hand and against torch's
+    FlopCounterMode on an unpadded step."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    vocab: int
+    pooler: bool
+    sbo: bool
+
+    @classmethod
+    def of(cls, config) -> ExecutedFlops:
+        """For a ModelConfig."""
+        return cls(config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size, config.row.nsp,
+                   config.use_sbo)
+
+    def count(self, rows: int, tokens: int, attended: int, predictions: int) -> int:
+        """For B rows, T real tokens, Σ sᵢ² (`attended`) and M predictions."""
+        L, h, f, V = self.layers, self.hidden, self.intermediate, self.vocab
+        macs = tokens * L * (4 * h * h + 2 * h * f) + attended * L * 2 * h + predictions * (h * h + h * V)
+        if self.pooler:
+            macs += rows * (h * h + 2 * h)
+        if self.sbo:
+            macs += predictions * (4 * h * h + h * V)
+        return 6 * macs
+
+    def of_batch(self, batch) -> int:
+        """For a host batch in any form (trainer/data/batch_forms.py: padded, static or packed rows)."""
+        lengths = np.diff(np.asarray(batch["cu_seqlens"]).astype(np.int64)) if "cu_seqlens" in batch \
+            else np.asarray(batch["attention_mask"]).sum(axis=1).astype(np.int64)
+        predictions = int((np.asarray(batch["mlm_labels"]) != -100).sum()) if "mlm_labels" in batch else 0
+        return self.count(len(lengths), int(lengths.sum()), int((lengths * lengths).sum()), predictions)
 
 
 def _duration(seconds: float) -> str:
@@ -95,7 +148,7 @@ class MetricsLog:
         parts[-1] += f" ({heads})"
         parts += [f"lr {record['lr']:.2e}", f"{record['tokens_per_s']:,.0f} tok/s"]
         if record.get("mfu") is not None:
-            parts.append(f"mfu {100 * record['mfu']:.1f}%")
+            parts.append(f"mfu {100 * record['mfu']:.1f}% (executed {100 * record['mfu_executed']:.1f}%)")
         parts.append(f"eta {eta}")
         print(" | ".join(parts), flush=True)
 

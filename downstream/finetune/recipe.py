@@ -73,6 +73,8 @@ class Recipe:
     strategy: str = "full"
     unfreeze_layers: int = 2
     patience: int = 0
+    group_by_length: bool = False
+    """Batches of rows of similar length (`epoch_batches`), which pad less: faster on mixed lengths, other batches."""
 
 
 # -- where a run computes: its Place, and the processes of a job --------------------------------------------------
@@ -223,12 +225,39 @@ def freeze(model, strategy: str, unfreeze_layers: int) -> None:
                 p.requires_grad_(True)
 
 
-def _batch(tensors: dict[str, torch.Tensor], rows) -> dict[str, torch.Tensor]:
-    """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy).
-    Contiguous: a cut 2-D tensor is a strided view, and transformers' heads flatten per-token labels with
-    .view(-1), which refuses a strided tensor (the tag task's labels, whenever a batch is cut)."""
-    length = int(tensors["attention_mask"][rows].sum(1).max())
-    return {k: v[rows][:, :length].contiguous() if v.dim() == 2 else v[rows] for k, v in tensors.items()}
+def _batch(tensors: dict[str, torch.Tensor], rows, lengths: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Rows of every tensor, cut to the longest real sequence among them (padding costs time, not accuracy);
+    `lengths`: every row's real tokens, when the caller has counted them once. One gather per tensor, the cut inside
+    it (`v[rows, :length]`), so its result is contiguous without a second copy: transformers' heads flatten per-token
+    labels with .view(-1), which refuses a strided tensor (the tag task's labels, whenever a batch is cut)."""
+    if lengths is None:
+        lengths = tensors["attention_mask"][rows].sum(1)
+    else:
+        lengths = lengths[rows]
+    length = int(lengths.max())
+    return {k: v[rows, :length] if v.dim() == 2 else v[rows] for k, v in tensors.items()}
+
+
+GROUP_BATCHES = 50
+"""Batches whose rows `epoch_batches` sorts by length together (transformers' LengthGroupedSampler's megabatch)."""
+
+
+def epoch_batches(permutation: np.ndarray, lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    """An epoch's batches of row indices: `permutation` cut in order, or with `rng` (--group-by-length) each run of
+    GROUP_BATCHES batches of it sorted by length, longest first (stable), cut, and the epoch's batches shuffled by
+    `rng`: rows of a batch have similar lengths and pad less; every row still once an epoch, the same number of
+    batches (only the last one short), their order a function of the seed."""
+    if rng is None:
+        return [permutation[s:s + batch_size] for s in range(0, len(permutation), batch_size)]
+    group = GROUP_BATCHES * batch_size
+    batches = []
+    for g in range(0, len(permutation), group):
+        rows = permutation[g:g + group]
+        rows = rows[np.argsort(-lengths[rows], kind="stable")]
+        batches += [rows[s:s + batch_size] for s in range(0, len(rows), batch_size)]
+    last = batches.pop() if len(permutation) % batch_size else None  # the short batch stays last, as without grouping
+    batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches + ([last] if last is not None else [])
 
 
 @torch.no_grad()
@@ -257,6 +286,12 @@ def evaluate(task: Task, model, features: Features, examples: list[dict], calibr
 
 def _host_copy(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _final_state(model) -> dict[str, torch.Tensor]:
+    """The weights after the last epoch, on the host: the model's own tensors on a CPU (it trains no further, so
+    there is nothing to copy them from), a host copy from a GPU."""
+    return {k: v.detach() if v.device.type == "cpu" else v.detach().to("cpu") for k, v in model.state_dict().items()}
 
 
 def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
@@ -288,6 +323,8 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
     schedule = get_linear_schedule_with_warmup(optimizer, int(recipe.warmup * total), total)
     scaler = torch.amp.GradScaler(place.device.type) if place.precision == "fp16" else None
     order = np.random.default_rng(seed)  # batch order: a function of the seed only (the same on every rank)
+    lengths = train_features.tensors["attention_mask"].sum(1)  # each row's real tokens, counted once
+    grouping = np.random.default_rng([seed, 1]) if recipe.group_by_length else None  # its own stream: the plain order stays
     best: RunResult | None = None
     history, stale = [], 0
     for epoch in range(1, recipe.epochs + 1):
@@ -295,9 +332,9 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
         net.train()
         losses = []  # on the device: read once per epoch
         permutation = order.permutation(rows)
-        for start in range(0, rows, recipe.batch_size):
-            mine, weight = _my_rows(permutation[start:start + recipe.batch_size], place)
-            batch = place.to_device(_batch(train_features.tensors, torch.from_numpy(mine)))
+        for global_rows in epoch_batches(permutation, lengths.numpy(), recipe.batch_size, grouping):
+            mine, weight = _my_rows(global_rows, place)
+            batch = place.to_device(_batch(train_features.tensors, torch.from_numpy(mine), lengths))
             with place.autocast():
                 loss = net(**batch).loss
             if weight != 1.0:
@@ -338,7 +375,7 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
         if stop:
             break
     if recipe.patience == 0:  # BERT's recipe: the model after the last epoch, not the best on validation
-        best = RunResult(metrics, epoch, _host_copy(model), history, evaluation.calibration)
+        best = RunResult(metrics, epoch, _final_state(model), history, evaluation.calibration)
     best.history = history
     return best
 

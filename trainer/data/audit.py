@@ -23,8 +23,13 @@ def pair_digest(ids) -> str:
 
 
 def row_digests(batch: dict[str, torch.Tensor]) -> list[str]:
-    """The digest of each row's unmasked ids (the masked positions put back from the MLM labels)."""
+    """The digest of each row's unmasked ids (the masked positions put back from the MLM labels), in the batch's
+    row order (an unpadded batch's: longest first, trainer/data/batch_forms.py)."""
     ids = batch["input_ids"].numpy().copy()
+    if "cu_seqlens" in batch:  # packed rows: (tokens,) ids, (N,) predictions at packed positions
+        ids[batch["mlm_positions"].numpy()] = batch["mlm_labels"].numpy()
+        cu = batch["cu_seqlens"].tolist()
+        return [pair_digest(ids[a:b]) for a, b in zip(cu, cu[1:])]
     positions, labels = batch["mlm_positions"].numpy(), batch["mlm_labels"].numpy()
     rows, cols = np.nonzero(labels != -100)
     ids[rows, positions[rows, cols]] = labels[rows, cols]

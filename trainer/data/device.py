@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import torch
 
+from trainer.data.batch_forms import real_tokens
 from trainer.data.stream import loader, shutdown
 
 __all__ = ["DeviceBatches", "Sent", "pin_memory_for", "to_device"]
@@ -75,7 +76,7 @@ class DeviceBatches:
             for tensor in moved.values():
                 tensor.record_stream(current)
         epoch, k = host["position"].tolist()  # a host tensor: no device synchronisation
-        sent = Sent(host=host, position=(epoch, k), tokens=int(host["attention_mask"].sum()), device=moved)
+        sent = Sent(host=host, position=(epoch, k), tokens=real_tokens(host), device=moved)
         try:
             self.ahead = self._send()
         except StopIteration:  # a finite stream's last batch: the next call raises it again

@@ -23,6 +23,9 @@ num_tokens and cut into L chunks, whose order is shuffled (seeded by seed, epoch
 partition, so the chunks of one step have similar lengths). Dynamic padding then pads each micro batch to
 its own longest pair: fewer pad tokens, the same rows in the same epoch, still a function of (p, k).
 
+The micro batch reaches the model in the shape `batch_form` says (trainer/data/batch_forms.py): padded to its longest
+row, packed rows without padding, or one static shape; the rows and their masks are the same in every form.
+
 Each worker reads through a ShardReader (trainer/data/reader.py): it holds the shards of the window ahead
 of the current batch and fetches the next window's first shard(s) in a background thread (`readahead`), so
 a worker reads each shard once per epoch. Randomness: the layout from (seed, epoch, partition); the mask of
@@ -43,6 +46,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from schemas import ContractError, Manifest
 from trainer.config import DATA_POSITION_KEYS
+from trainer.data.batch_forms import FORMS
 from trainer.data.collate import ROW_COLLATORS
 from trainer.data.layout import Block, EpochLayout, rank_layout, split_blocks
 from trainer.data.partitions import merge_chunks, plan
@@ -97,6 +101,9 @@ class ShardStream(IterableDataset):
         readahead: int = 1,
         global_batch: int | None = None,
         partitions: int | None = None,
+        batch_form: str = "padded",
+        predictions: int | None = None,
+        static_len: int | None = None,
     ):
         if not manifest.split_shards(split):
             raise ContractError(f"{manifest.url}: no shards for split {split!r} (splits: {manifest.splits})")
@@ -114,6 +121,12 @@ class ShardStream(IterableDataset):
         self.seed, self.rank, self.world_size, self.verify, self.epochs = seed, rank, world_size, verify_checksums, epochs
         self.cache_dir, self.shuffle_window, self.length_buckets = cache_dir, shuffle_window, length_buckets
         self.pad_to_multiple_of, self.readahead = pad_to_multiple_of, readahead
+        self.form = FORMS[batch_form]
+        # the static form's shape: every row static_len tokens (a mixture's longest component's) and `predictions` slots
+        self.form_shape = {"max_seq_len": static_len or manifest.max_seq_len, "predictions": predictions,
+                           "pad_id": manifest.special_id("pad_token")}
+        if self.form.fixed_predictions and not predictions:
+            raise ValueError(f"the {batch_form} batch form needs its number of predictions a row")
         self.blocks = split_blocks(manifest, split)
         self.count_rows(sum(b.rows for b in self.blocks))
         self.specials = manifest.special_tokens
@@ -177,6 +190,7 @@ class ShardStream(IterableDataset):
         chunks = [self._chunk(cursor, epoch, k, self.own_partitions[c]) for c in range(first, last + 1)]
         arrays = merge_chunks(chunks, lo - first * chunk, lo - first * chunk + self.batch_size, self.manifest.special_id("pad_token"),
                               self.pad_to_multiple_of)
+        arrays = self.form.shape(arrays, **self.form_shape)
         tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in arrays.items()}
         tensors["position"] = torch.tensor([epoch, i])
         return tensors

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainer.model.attention import Packed, Padded, layout_of
 from trainer.model.config import ModelConfig
 
 IGNORE_INDEX = -100
@@ -91,13 +92,16 @@ class _Embeddings(nn.Module):
 
         self.position_offset = cfg.position_offset  # 0 for BERT; padding_idx + 1 for RoBERTa's (fairseq's count)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, seq) ids -> (batch, seq, hidden); packed (tokens,) ids with each token's `position_ids` (its place in
+        its row) -> (tokens, hidden)."""
         # NOTE: RoBERTa numbers a padded position padding_idx (transformers' create_position_ids_from_input_ids),
         # here it goes on counting: the same ids at every real token, and a padded position is attended by none.
-        positions = torch.arange(self.position_offset, self.position_offset + input_ids.shape[1], device=input_ids.device)  # (seq,)
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[-1], device=input_ids.device)  # (seq,), broadcast over batch
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-        x = x + self.position_embeddings(positions)  # broadcast over batch
-        return self.dropout(self.LayerNorm(x))  # (batch, seq, hidden)
+        x = x + self.position_embeddings(position_ids + self.position_offset)
+        return self.dropout(self.LayerNorm(x))
 
 
 class _SelfAttention(nn.Module):
@@ -108,29 +112,20 @@ class _SelfAttention(nn.Module):
         self.key = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.value = nn.Linear(cfg.hidden_size, cfg.hidden_size)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-        b, s, h = x.shape
+    def forward(self, x: torch.Tensor, layout: Padded | Packed) -> torch.Tensor:
+        p = self.p_drop if self.training else 0.0
+        return layout.attend(self.query(x), self.key(x), self.value(x), self.num_heads, self.attend, p)
 
-        def heads(t: torch.Tensor) -> torch.Tensor:  # (batch, seq, hidden) -> (batch, heads, seq, head_dim)
-            return t.view(b, s, self.num_heads, h // self.num_heads).transpose(1, 2)
-
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        bias = None
-        if keep is not None:
-            # An additive mask in q's dtype (which autocast may have changed) rather than a boolean one: a row
-            # whose keys are all padding then gets a finite uniform softmax on every torch version and backend
-            # (boolean masks gave NaN there on some; torch 2.13 CPU returns zeros).
-            bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill_(~keep, torch.finfo(q.dtype).min)
-        if self.training and self.p_drop > 0 and cpu_kernels(x):
+    @staticmethod
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, p: float) -> torch.Tensor:
+        """Attention over (rows, heads, seq, head_dim), `bias` an additive key mask or None, `p` the dropout."""
+        if p > 0 and cpu_kernels(q):
             # SDPA's CPU math path, written out so the probabilities' dropout is `dropout`'s cheap mask
-            scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(h // self.num_heads))  # (batch, heads, seq, seq)
+            scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(q.shape[-1]))  # (rows, heads, seq, seq)
             if bias is not None:
                 scores = scores + bias
-            out = dropout(scores.softmax(-1), self.p_drop, True) @ v
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
-                                                 dropout_p=self.p_drop if self.training else 0.0)
-        return out.transpose(1, 2).reshape(b, s, h)
+            return dropout(scores.softmax(-1), p, True) @ v
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
 
 
 class _DenseNorm(nn.Module):
@@ -164,12 +159,12 @@ class _Layer(nn.Module):
         self.intermediate = _Intermediate(cfg)
         self.output = _DenseNorm(cfg, cfg.intermediate_size)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, layout: Padded | Packed) -> torch.Tensor:
         attn, ffn = self.attention.output, self.output
         if self.pre_ln:  # the sub-layers' LayerNorms move to their inputs; the residual stream stays un-normed
-            x = x + attn.dropout(attn.dense(self.attention.self(attn.LayerNorm(x), keep)))
+            x = x + attn.dropout(attn.dense(self.attention.self(attn.LayerNorm(x), layout)))
             return x + ffn.dropout(ffn.dense(F.gelu(self.intermediate.dense(ffn.LayerNorm(x)))))
-        x = attn.LayerNorm(x + attn.dropout(attn.dense(self.attention.self(x, keep))))
+        x = attn.LayerNorm(x + attn.dropout(attn.dense(self.attention.self(x, layout))))
         return ffn.LayerNorm(x + ffn.dropout(ffn.dense(F.gelu(self.intermediate.dense(x)))))
 
 
@@ -186,8 +181,8 @@ class _Pooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
 
-    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(sequence_output[:, 0]))  # (batch, hidden), from [CLS]
+    def forward(self, first_tokens: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(first_tokens))  # (batch, hidden), from each row's [CLS]
 
 
 class _Bert(nn.Module):
@@ -244,14 +239,17 @@ class SpanBoundaryHead(nn.Module):
                 rel_pos: torch.Tensor) -> torch.Tensor:
         # NOTE: clamp rather than check: a check would sync the GPU every step, and a long word-piece span
         # sharing the last position row is harmless.
-        rel = self.position_embeddings(rel_pos.long().clamp(0, self.max_rel - 1))  # (batch, P, hidden)
+        rel = self.position_embeddings(rel_pos.long().clamp(0, self.max_rel - 1))  # (batch, P, hidden), or (N, hidden)
         x = torch.cat([_gather(sequence_output, left), _gather(sequence_output, right), rel], dim=-1)
         x = self.LayerNorm_1(F.gelu(self.dense_1(x)))
-        return self.LayerNorm_2(F.gelu(self.dense_2(x)))  # (batch, P, hidden)
+        return self.LayerNorm_2(F.gelu(self.dense_2(x)))  # (batch, P, hidden), or (N, hidden) packed
 
 
 def _gather(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """(batch, seq, hidden) at (batch, P) positions -> (batch, P, hidden)."""
+    """(batch, seq, hidden) at (batch, P) positions -> (batch, P, hidden); packed (tokens, hidden) at (N,) token
+    positions -> (N, hidden)."""
+    if sequence_output.dim() == 2:
+        return sequence_output.index_select(0, positions.long())
     index = positions.long().unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
     return torch.gather(sequence_output, 1, index)
 
@@ -353,43 +351,49 @@ class BertForPretraining(nn.Module):
                 if not (exported_only and (name.startswith("sbo.") or name.startswith("bert.encoder.LayerNorm")))}
         return sum(p.numel() for p in seen.values())
 
-    def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
-               output_hidden_states: bool = False):
+    def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+               attention_mask: torch.Tensor | None = None, output_hidden_states: bool = False, *,
+               cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
         """(sequence_output (batch, seq, hidden), pooled (batch, hidden; None without a pooler), hidden states or None).
 
-        `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. The hidden
+        `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. A packed batch
+        (trainer/data/batch_forms.py) gives (tokens,) ids, token types and `position_ids` (each token's place in its row)
+        with `cu_seqlens` (batch + 1,) instead, and gets (tokens, hidden) back (trainer/model/attention.py). The hidden
         states, when asked for, are the embedding output then each layer's output (num_layers + 1 tensors),
         as transformers returns them."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        keep = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (batch, 1, 1, seq)
-        x = self.bert.embeddings(input_ids, token_type_ids)
+        layout = layout_of(attention_mask, cu_seqlens, self.config.max_tokens)
+        x = self.bert.embeddings(input_ids, token_type_ids, position_ids)
         states = [x] if output_hidden_states else None
         for layer in self.bert.encoder.layer:
-            x = layer(x, keep)
+            x = layer(x, layout)
             if states is not None:
                 states.append(x)
         if self.bert.encoder.LayerNorm is not None:
             x = self.bert.encoder.LayerNorm(x)
             if states is not None:
                 states[-1] = x
-        pooled = self.bert.pooler(x) if self.bert.pooler is not None else None
+        pooled = self.bert.pooler(layout.first_tokens(x)) if self.bert.pooler is not None else None
         return x, pooled, None if states is None else tuple(states)
 
     def dense_mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """MLM logits at every position, (batch, seq, vocab): what transformers' prediction_logits holds."""
         return self.cls.predictions(sequence_output)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
-                mlm_positions: torch.Tensor | None = None, mlm_labels: torch.Tensor | None = None,
-                next_sentence_label: torch.Tensor | None = None, sbo_left: torch.Tensor | None = None,
-                sbo_right: torch.Tensor | None = None, sbo_rel_pos: torch.Tensor | None = None,
-                sbo_labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, mlm_positions: torch.Tensor | None = None,
+                mlm_labels: torch.Tensor | None = None, next_sentence_label: torch.Tensor | None = None,
+                sbo_left: torch.Tensor | None = None, sbo_right: torch.Tensor | None = None,
+                sbo_rel_pos: torch.Tensor | None = None, sbo_labels: torch.Tensor | None = None,
+                cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Logits, losses and counts for one batch.
 
         input_ids, token_type_ids, attention_mask: (batch, seq).
         mlm_positions, mlm_labels: (batch, P); padding entries have label -100 (their position may be anything
             in range, e.g. 0).
+        A packed batch (`encode`: cu_seqlens, position_ids, no attention_mask) has every per-prediction input as (N,)
+            real predictions, positions counted in the packed tokens; its logits are (N, vocab).
         next_sentence_label: (batch,), 1 when segment B is a random next (the shards' `is_random_next`).
         sbo_left, sbo_right: (batch, P) positions of the tokens just outside each target's span;
         sbo_rel_pos: (batch, P) 0-based offset of the target inside its span; sbo_labels: (batch, P), defaulting
@@ -404,12 +408,14 @@ class BertForPretraining(nn.Module):
         sum (times 0) so every parameter gets a gradient each step, which DDP and ZeRO-2/3 expect.
         """
         cfg = self.config
-        sequence_output, pooled, _ = self.encode(input_ids, token_type_ids, attention_mask)
+        sequence_output, pooled, _ = self.encode(input_ids, token_type_ids, attention_mask, cu_seqlens=cu_seqlens,
+                                                 position_ids=position_ids)
         out: dict[str, torch.Tensor] = {} if pooled is None else {"nsp_logits": self.cls.seq_relationship(pooled)}
         weighted: list[torch.Tensor] = []
         if mlm_positions is not None:
             # 2-D logits (batch * P, vocab), the decoder's own output and no view of it, which the loss spends
-            logits = self.cls.predictions(_gather(sequence_output, mlm_positions).flatten(0, 1))
+            hidden = _gather(sequence_output, mlm_positions)
+            logits = self.cls.predictions(hidden.reshape(-1, hidden.shape[-1]))
             if mlm_labels is None:
                 out["mlm_logits"] = logits.view(*mlm_positions.shape, -1)  # (batch, P, vocab)
             else:
@@ -420,7 +426,7 @@ class BertForPretraining(nn.Module):
             weighted.append(cfg.nsp_weight * out["nsp_loss"])
         if self.sbo is not None and sbo_left is not None and sbo_right is not None and sbo_rel_pos is not None:
             span = self.sbo(sequence_output, sbo_left, sbo_right, sbo_rel_pos)  # (batch, P, hidden)
-            logits = self.cls.predictions.decoder(span.flatten(0, 1))  # (batch * P, vocab)
+            logits = self.cls.predictions.decoder(span.reshape(-1, span.shape[-1]))  # (batch * P, vocab)
             labels = sbo_labels if sbo_labels is not None else mlm_labels
             if labels is None:
                 out["sbo_logits"] = logits.view(*sbo_left.shape, -1)

@@ -1,0 +1,136 @@
+"""Benchmark `finetune-vs-trainer`: `clozeforge finetune`'s loop against transformers' Trainer on a mixed-length task.
+
+    python bench/run.py finetune_vs_trainer [--quick]
+
+In:  one randomly initialised transformers BertForSequenceClassification (mini: 4 layers x 256, vocabulary 30,522;
+     --quick: 2 x 32), the same weights for every side; a learnable mixed-length task: rows [CLS] w... [SEP] of
+     uniform lengths 8..128 word pieces whose words (200 ids) lean to the lower or the upper half of them (65:35),
+     the label saying which (a bag-of-words task a small model learns in an epoch or two); train and validation rows
+     drawn apart. fp32 on the CPU (torch's threads as clozeforge's processes set them, bench/run.py).
+Out: one JSON object: per side examples/s (train rows x epochs / the training call's seconds, the median over the
+     rounds) and validation accuracy (downstream/finetune's own evaluation, after the timed call, the same for every
+     side), `ratio` = ours with --group-by-length / Trainer (the issue's figure), `ratio_plain` = ours without it /
+     Trainer. Sides: `ours` (recipe.train as `clozeforge finetune` runs it), `ours_grouped` (--group-by-length),
+     `trainer` (Trainer with a collator that pads each batch to its longest row, as ours cuts it; its defaults
+     otherwise: no length grouping), `trainer_grouped` (its length-grouped sampler, for a like-for-like reading). Same
+     batch size, epochs, lr, warm-up ratio, linear decay, weight decay, clipping; no evaluation and no checkpoint
+     inside either timed call (ours scores one validation row per epoch, its loop's fixed cost). The sides run in
+     turn, the order reversed each round. Needs `accelerate` for Trainer (pip install 'clozeforge[bench]').
+     Timing needs a quiet machine: a figure from a busy one says nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+WORDS = 200
+"""The task's words: ids 1000..1199, half of them leaning to each label."""
+SIDES = ("ours", "ours_grouped", "trainer", "trainer_grouped")
+
+
+def task_rows(n: int, max_len: int, vocab: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids (n, max_len) zero-padded, lengths, labels): lengths uniform in 8..max_len; label 1 rows draw 65% of their
+    words from the upper half of WORDS ids from 1000, label 0 rows 65% from the lower half (few enough words that
+    each is seen often in training, so validation rows are made of known words)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(min(8, max_len), max_len + 1, size=n)
+    labels = rng.integers(0, 2, size=n)
+    middle, top = 1000 + WORDS // 2, min(1000 + WORDS, vocab)
+    ids = np.zeros((n, max_len), dtype=np.int64)
+    for i, (length, label) in enumerate(zip(lengths, labels)):
+        upper = rng.random(length - 2) < (0.65 if label else 0.35)
+        words = np.where(upper, rng.integers(middle, top, length - 2), rng.integers(1000, middle, length - 2))
+        ids[i, :length] = [101, *words, 102]  # BERT's [CLS] and [SEP] ids
+    return ids, lengths, labels
+
+
+def _features(ids: np.ndarray, labels: np.ndarray):
+    import torch
+
+    from downstream.finetune.tasks import Features
+
+    tensors = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy((ids != 0).astype(np.int64)),
+               "token_type_ids": torch.zeros(ids.shape, dtype=torch.int64), "labels": torch.from_numpy(labels)}
+    return Features(tensors, np.arange(len(ids)))
+
+
+def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, batch: int, max_len: int, lr: float,
+            rounds: int) -> dict:
+    import torch
+    import transformers
+    from transformers import Trainer, TrainingArguments
+
+    from bench.finetune_loop import pad_batch, trainer_grouping
+    from downstream.finetune import recipe, tasks
+    from downstream.finetune.data import Split
+    from schemas.tables import Account
+
+    transformers.logging.set_verbosity_error()
+    config = transformers.BertConfig(num_labels=2, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                                     intermediate_size=4 * hidden, max_position_embeddings=max(max_len, 128))
+    ids, _, labels = task_rows(train + valid, max_len, config.vocab_size, seed=0)
+    train_features, valid_features = _features(ids[:train], labels[:train]), _features(ids[train:], labels[train:])
+    rows = [{"input_ids": ids[i][ids[i] != 0].tolist(), "labels": int(labels[i])} for i in range(train)]
+    examples = [{"label": int(y), "line": i + 1} for i, y in enumerate(labels)]
+    split = Split("synthetic", "", examples[:train], Account("jsonl", read=train))
+    task = tasks.of("classify")
+    task.prepare(split, [])
+    valid_examples = examples[train:]
+    one = tasks.Features({k: v[:1] for k, v in valid_features.tensors.items()}, valid_features.example_of_row[:1])
+    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
+    torch.manual_seed(0)
+    initial = transformers.BertForSequenceClassification(config).state_dict()
+
+    def new_model():
+        model = transformers.BertForSequenceClassification(config)
+        model.load_state_dict(initial)
+        return model
+
+    def ours(grouped: bool):
+        model = new_model()
+        started = time.perf_counter()
+        recipe.train(task, model, train_features, one, valid_examples[:1],
+                     recipe.Recipe(epochs=epochs, batch_size=batch, group_by_length=grouped), lr=lr, seed=0, progress=quiet, label="")
+        return time.perf_counter() - started, model
+
+    def theirs(grouped: bool):
+        with tempfile.TemporaryDirectory(prefix="bench-trainer.") as out:
+            targs = TrainingArguments(output_dir=out, per_device_train_batch_size=batch, num_train_epochs=epochs,
+                                      learning_rate=lr, warmup_steps=0.1, weight_decay=0.01, lr_scheduler_type="linear",
+                                      max_grad_norm=1.0, seed=0, save_strategy="no", eval_strategy="no", report_to=[],
+                                      logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+                                      **trainer_grouping(grouped))
+            trainer = Trainer(model=new_model(), args=targs, train_dataset=rows, data_collator=pad_batch)
+            started = time.perf_counter()
+            trainer.train()
+            return time.perf_counter() - started, trainer.model
+
+    run = {"ours": lambda: ours(False), "ours_grouped": lambda: ours(True), "trainer": lambda: theirs(False),
+           "trainer_grouped": lambda: theirs(True)}
+    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    scores: dict[str, list[float]] = {side: [] for side in SIDES}
+    for r in range(rounds):
+        for side in (SIDES if r % 2 == 0 else SIDES[::-1]):  # the order reversed each round: drift hits every side
+            took, model = run[side]()
+            seconds[side].append(took)
+            evaluation = recipe.evaluate(task, model.cpu(), valid_features, valid_examples)
+            scores[side].append(round(float(evaluation.metrics["accuracy"]), 4))
+    rate = {side: round(train * epochs / statistics.median(seconds[side]), 1) for side in SIDES}
+    return {"device": "cpu", "precision": "fp32", "model": f"{layers}x{hidden}", "train_rows": train, "valid_rows": valid,
+            "epochs": epochs, "batch_size": batch, "max_len": max_len, "lr": lr, "rounds": rounds,
+            **{f"{side}_examples_per_s": rate[side] for side in SIDES},
+            **{f"{side}_accuracy": scores[side] for side in SIDES},
+            "ratio": round(rate["ours_grouped"] / rate["trainer"], 3), "ratio_plain": round(rate["ours"] / rate["trainer"], 3),
+            "ratio_like_for_like": round(rate["ours_grouped"] / rate["trainer_grouped"], 3),
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def main(corpus: str | None, quick: bool) -> dict:
+    del corpus  # a synthetic task: its length mix is the point, not its words
+    if quick:
+        return measure(layers=2, hidden=32, train=256, valid=128, epochs=1, batch=32, max_len=64, lr=1e-3, rounds=1)
+    return measure(layers=4, hidden=256, train=2048, valid=512, epochs=3, batch=32, max_len=128, lr=3e-4, rounds=2)

@@ -1,0 +1,110 @@
+"""The shape a masked micro batch reaches the model in: `train --batch-form`, one row a form (`FORMS`).
+
+In:  a masked micro batch as collate + masking + merge_chunks make it: (batch, seq) `input_ids`, `token_type_ids`,
+     `attention_mask` with each row's tokens first and seq its longest row; (batch, P) `mlm_positions`, `mlm_labels`
+     (-100 in unused slots; and SpanBERT's `sbo_*`), P the most predictions of a row; `next_sentence_label` (batch,).
+Out: the same rows and masks in the form's shape:
+
+    padded    as it comes: padded to its longest row (dynamic padding), P its most predictions
+    static    every batch (batch, max_seq_len) and (batch, predictions): one shape for the whole run, what CUDA graphs
+              (torch.compile mode="reduce-overhead") need; `predictions` also caps the masker (NVIDIA's BERT: 20 at 128)
+    unpadded  rows packed: the real tokens of every row concatenated, (tokens,) `input_ids`, `token_type_ids` and
+              `position_ids` (a token's place in its row), `cu_seqlens` (batch + 1,) int32 where each row starts, no
+              `attention_mask`; the predictions (N,) real ones only, their positions counted in the packed tokens
+
+Unpadded rows are sorted longest first (stable), their NSP labels with them, so rows of one length are neighbours
+(trainer/model/attention.py attends each such run in one call); a micro batch's loss is a mean over its rows and
+predictions, so their order changes nothing but the order of a sum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from trainer.config import BATCH_FORMS
+
+IGNORE_INDEX = -100
+PREDICTION_KEYS = ("mlm_positions", "mlm_labels", "sbo_left", "sbo_right", "sbo_rel_pos", "sbo_labels")
+_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0}
+_PREDICTION_FILL = {"mlm_labels": IGNORE_INDEX, "sbo_labels": IGNORE_INDEX}
+
+
+def default_predictions(mask_prob: float, max_seq_len: int) -> int:
+    """Prediction slots a static row holds: mask_prob x max_seq_len rounded up to a multiple of 4, NVIDIA's BERT's
+    max_predictions_per_seq (20 at 128 and 80 at 512 for 15%); BERT's budget rule never selects more there."""
+    return max(4, -(-math.ceil(mask_prob * max_seq_len) // 4) * 4)
+
+
+def padded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: int | None, pad_id: int) -> dict[str, np.ndarray]:
+    return arrays
+
+
+def static(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: int | None, pad_id: int) -> dict[str, np.ndarray]:
+    """Every (batch, seq) array to max_seq_len and every (batch, P) array to `predictions` columns."""
+    out = {}
+    for key, value in arrays.items():
+        if value.ndim != 2:
+            out[key] = value
+            continue
+        width, fill = (predictions, _PREDICTION_FILL.get(key, 0)) if key in PREDICTION_KEYS else \
+            (max_seq_len, _SEQ_FILL.get(key, pad_id))
+        if value.shape[1] > width:
+            raise ValueError(f"a static batch holds {width} columns of {key}, this one has {value.shape[1]}")
+        grown = np.full((value.shape[0], width), fill, dtype=value.dtype)
+        grown[:, : value.shape[1]] = value
+        out[key] = grown
+    return out
+
+
+def unpadded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: int | None, pad_id: int) -> dict[str, np.ndarray]:
+    """The rows packed (see the module docstring)."""
+    lengths = arrays["attention_mask"].sum(axis=1)  # (batch,)
+    order = np.argsort(-lengths, kind="stable")
+    real = arrays["attention_mask"][order].astype(bool)  # (batch, seq), each row's tokens first
+    cu = np.zeros(len(order) + 1, dtype=np.int32)
+    np.cumsum(lengths[order], out=cu[1:])
+    out = {"cu_seqlens": cu, "input_ids": arrays["input_ids"][order][real], "token_type_ids": arrays["token_type_ids"][order][real],
+           "position_ids": np.broadcast_to(np.arange(real.shape[1]), real.shape)[real]}
+    labelled = arrays["mlm_labels"][order] != IGNORE_INDEX  # (batch, P)
+    rows, _ = np.nonzero(labelled)
+    start = cu[:-1].astype(np.int64)[rows]  # (N,) where each prediction's row starts in the packed tokens
+    for key in PREDICTION_KEYS:
+        if key in arrays:
+            values = arrays[key][order][labelled]
+            out[key] = start + values if key in ("mlm_positions", "sbo_left", "sbo_right") else values
+    for key, value in arrays.items():
+        if key not in out and key != "attention_mask":
+            out[key] = value[order]  # (batch,): the NSP labels
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchForm:
+    name: str
+    shape: Callable[..., dict[str, np.ndarray]]
+    """(the masked micro batch; max_seq_len, predictions, pad_id) -> the batch in this form."""
+    fixed_predictions: bool
+    """Its rows hold a fixed number of prediction slots, which caps the masker (MaskingConfig.max_predictions)."""
+    packed: bool
+    """Its rows are packed (cu_seqlens), not padded."""
+
+
+FORMS: dict[str, BatchForm] = {f.name: f for f in (
+    BatchForm("padded", padded, fixed_predictions=False, packed=False),
+    BatchForm("unpadded", unpadded, fixed_predictions=False, packed=True),
+    BatchForm("static", static, fixed_predictions=True, packed=False),
+)}
+"""Every form by its --batch-form name (trainer/config.py's BATCH_FORMS, the flag's choices, in the same order)."""
+if tuple(FORMS) != BATCH_FORMS:
+    raise ImportError(f"trainer/config.py's BATCH_FORMS {BATCH_FORMS} are not the forms {tuple(FORMS)}")
+
+
+def real_tokens(batch) -> int:
+    """The real (non-padding) tokens of a host batch in any form (numpy arrays or CPU tensors)."""
+    if "cu_seqlens" in batch:
+        return int(batch["cu_seqlens"][-1])
+    return int(batch["attention_mask"].sum())

@@ -195,7 +195,8 @@ class Job:
             owners.update({tuple(spec): owner(i, place) for i, spec in enumerate(plan)})
             records += spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
             rates = {a: new for a in rates if (new := searches[a].next(self.means(records, a)))}
-            progress.add(sum(arms[spec[0]].epochs for i, spec in enumerate(self.plan(arms, rates)) if owner(i, place) == place.rank))
+            mine = [spec for i, spec in enumerate(self.plan(arms, rates)) if owner(i, place) == place.rank]
+            progress.add(sum(arms[spec[0]].epochs for spec in mine))  # this rank's share of the next round
         results = [self.summary(arms, a, records, searches[a]) for a in range(len(arms))]
         for a, result in enumerate(results):
             if arms[a].saved:

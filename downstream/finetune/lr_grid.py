@@ -74,8 +74,8 @@ class Search:
         others = [means[r] for r in rates if r != chosen]
         strictly = all(means[chosen] > m for m in others)
         wanted = []
-        if len(rates) == 1:
-            wanted = [below(chosen), above(chosen)]
+        if len(rates) == 1:  # one rate is no evidence either way: it grows both ways if it may, and warns of nothing
+            wanted = [below(chosen), above(chosen)] if self.budget else []
         elif strictly and chosen == rates[0]:
             wanted = [below(chosen)]
         elif strictly and chosen == rates[-1]:

@@ -4,8 +4,9 @@ In:  per arm (the pretrained model, each checkpoint of a sweep, the baseline), t
      learning rate, one run per seed 0..N-1 with its validation score and its score and predictions on the
      scored split (test when given, else validation); the task (its metric and per-example statistics).
 Out: `select` → each lr's mean ± SE of the selection metric on validation over seeds, and the chosen lr (the
-     highest mean; the lowest lr on a tie; lr_grid.py grows the grid while the chosen lr sits at an edge); `best_seed` → the run model/ is saved from: the chosen
-     lr's best seed by validation, never a run of another lr; `gain` → the gain of one arm over another:
+     highest mean; the first in the given order on a tie, which job.py makes the lowest lr; lr_grid.py grows the
+     grid while the chosen lr sits at an edge); `best_seed` → the run model/ is saved from: the chosen lr's best
+     seed by validation, never a run of another lr; `gain` → the gain of one arm over another:
        - the PAIRED per-seed difference: seed s of both arms shares its batch order (and, between two
          pretrained models, the head's initialisation), so d_s = a_s - b_s and the gain is mean(d) ± sd(d)/√n,
          which drops the variation the two arms share (the unpaired √(SE_a² + SE_b²) counts it twice);

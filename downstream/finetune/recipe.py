@@ -6,13 +6,13 @@ Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies),
 
 The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
 LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, the learning rate
-picked on validation from a grid that grows while its best rate sits at an edge (lr_grid.py). Strategies: `full` trains every weight;
-`probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the cleanest measure
-of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the pooler and the
-head. With `patience` > 0 (the command's default) a run stops after that many epochs without a better validation
-score (the schedule still spans `epochs`), and keeps the best epoch: "fine-tune until validation stops improving",
-so that an arm which converges later (a model from random weights) is not cut short by an epoch count chosen for
-the other (BERT's 3 epochs assume a pretrained model).
+picked on validation from a grid that grows while its best rate sits at an edge (lr_grid.py). Strategies: `full`
+trains every weight; `probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the
+cleanest measure of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the
+pooler and the head. With `patience` > 0 (the command's default) a run stops after that many epochs without a
+better validation score (the schedule still spans `epochs`), and keeps the best epoch: "fine-tune until validation
+stops improving", so that an arm which converges later (a model from random weights) is not cut short by an epoch
+count chosen for the other (BERT's 3 epochs assume a pretrained model).
 
 Where it runs: a `Place` (`join_ranks` builds it from --device, --precision, --nproc-per-node, --data-parallel and a
 launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, as torchrun sets them) puts the model and each batch on a

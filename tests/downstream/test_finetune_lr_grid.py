@@ -46,6 +46,8 @@ def test_a_tie_at_an_edge_and_a_spent_budget_stop_the_grid():
 def test_one_rate_grows_both_ways_within_its_budget():
     assert Search((1e-3,), budget=4).next({1e-3: 0.5}) == [3e-4, 3e-3]
     assert Search((1e-3,), budget=1).next({1e-3: 0.5}) == [3e-4]
+    given = Search((1e-3,), budget=0)  # a single given rate: nothing to add and no edge to warn of
+    assert given.next({1e-3: 0.5}) == [] and given.record()["at_edge"] is None
 
 
 def _peaked(rates, seeds, peak=3e-3):
@@ -87,7 +89,8 @@ def test_a_tiny_model_whose_best_rate_lies_above_the_old_grid_gets_it(tmp_path):
     """The 32-wide tiny export on 18 topic sentences, 8 epochs of batch 4: its best rate is 3e-3. The old protocol
     gave this width BERT's grid x 768/32 capped at 1e-3, {4.8e-4, 7.2e-4, 1e-3}, where it stays near chance; the
     default grid starts at {3e-4, 1e-3, 3e-3}, finds its best at the top edge, adds 1e-2 (worse) and keeps 3e-3,
-    inside. Scratch gets the same epochs and its own search."""
+    inside. Scratch gets the same epochs and its own search, from a rung higher: {1e-3, 3e-3, 1e-2}, best (on a tie
+    with 1e-2, the lower) at 3e-3, inside."""
     pytest.importorskip("transformers")
     from downstream.finetune.command import finetune_main
 
@@ -110,9 +113,11 @@ def test_a_tiny_model_whose_best_rate_lies_above_the_old_grid_gets_it(tmp_path):
     means = {float(k): v["validation_mean"] for k, v in model["per_lr"].items()}
     assert means[3e-3] > max(means[3e-4], means[1e-3], means[1e-2])  # the peak, strictly inside the grown grid
     assert scratch["grid"]["epochs"] == model["grid"]["epochs"] == 8  # the same budget for both arms
-    assert scratch["grid"]["search"]["start"] == [1e-3, 3e-3, 1e-2] and scratch["lr"] not in (1e-3,)
+    assert scratch["grid"]["search"]["start"] == scratch["grid"]["lrs"] == [1e-3, 3e-3, 1e-2]  # a rung higher
+    assert scratch["lr"] == 3e-3 and [r["added"] for r in scratch["grid"]["search"]["rounds"]] == [[]]  # inside
     old = run(tmp_path / "old", "--lr", "4.8e-4", "--lr", "7.2e-4", "--lr", "1e-3")["pretrained"]
     assert old["grid"]["lrs"] == [4.8e-4, 7.2e-4, 1e-3] and "search" in old["grid"]  # a given grid: searched as given
-    assert old["grid"]["search"]["rounds"][0]["added"] == [] and old["grid"]["search"]["at_edge"] == "budget"
+    # a given grid is searched as given; this one is flat at chance, so no edge is better than the others
+    assert old["grid"]["search"]["rounds"] == [{"lrs": [4.8e-4, 7.2e-4, 1e-3], "chosen": 4.8e-4, "added": []}]
     best_old = max(v["validation_mean"] for v in old["per_lr"].values())
     assert means[3e-3] >= best_old + 20  # the old protocol judged this model 20+ points below its best rate

@@ -128,8 +128,9 @@ class ModelConfig(Config):
             raise ValueError(f"ModelConfig: --objective {self.objective} trains the {' or '.join(goal.families)} family, "
                              f"not {self.family}")
         if goal.name == "electra":
-            if self.nsp_weight or self.use_sbo:
-                raise ValueError("ModelConfig: an ELECTRA model has neither NSP nor SBO heads (nsp_weight 0, no span masking)")
+            if self.nsp_weight or self.use_sbo or self.pre_layernorm:
+                raise ValueError("ModelConfig: an ELECTRA model is post-LN with neither NSP nor SBO heads (nsp_weight 0, "
+                                 "no span masking, no --pre-layernorm)")
             if not 0 < self.generator_fraction <= 1 or self.discriminator_weight <= 0:
                 raise ValueError(f"ModelConfig: generator_fraction must be in (0, 1] and discriminator_weight > 0, got "
                                  f"{self.generator_fraction} and {self.discriminator_weight}")

@@ -42,9 +42,11 @@ from trainer.model import electra
 from trainer.model.hf_names import WeightsError, from_transformers
 from trainer.start.rate import read_card
 
-ARCHITECTURE = ("family", "objective", "generator_fraction", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
                 "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
+OBJECTIVE_FIELDS = ("objective", "generator_fraction")
+"""What an ELECTRA source fixes besides (schemas/objectives.py); a source without them is a masked LM."""
 SUPPORTED = ", ".join([*(f"{f.hf_pretraining_class} ({f.hf_model_type})" for f in FAMILIES.values()),
                        *(f"{o.hf_pretraining_class} ({o.hf_model_type})" for o in OBJECTIVES.values() if o.hf_model_type)])
 
@@ -283,6 +285,8 @@ class RunDirectory(Source):
         except (IndexError, KeyError, TypeError, ContractError) as e:
             raise TrainError(f"--init-from {folder}: not a clozeforge checkpoint ({type(e).__name__}: {e})") from None
         self.architecture = {k: model_config[k] for k in ARCHITECTURE if k in model_config}
+        if model_config.get("objective", "mlm") != "mlm":
+            self.architecture.update({k: model_config[k] for k in OBJECTIVE_FIELDS})
         self.kind = f"clozeforge run, step {self.step}"
         train_config = meta.get("train_config") or {}
         self.masking = train_config.get("masking")

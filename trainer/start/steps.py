@@ -54,6 +54,8 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     if not goal.trains(row.name):
         raise TrainError(f"--objective {goal.name} trains the {' or '.join(goal.families)} family; this run's is {row.name}"
                          + ("" if config.family else " (from --data's vocabulary)"))
+    if goal.name != "mlm" and (config.masking.strategy == "span" or config.pre_layernorm):
+        raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
     changes, notes = {"family": row.name}, []
     if not (row.nsp and packing == "nsp" and goal.name == "mlm"):
         if "nsp_weight" in given and config.nsp_weight:

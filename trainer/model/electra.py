@@ -11,8 +11,8 @@ One step: the generator reads the masked input and predicts each masked position
 softmax (no gradient flows through the sample, as in the paper); the discriminator reads the input with those
 samples in place of the masks and labels every real token replaced (the sample differs from the original) or not: a
 sample that happens to be the original counts as original, as the paper does. The masked input is --masking's (BERT's
-80/10/10 by default, where the paper's code puts [MASK] at 85% of the chosen positions and keeps 15%): the generator
-is trained on it as BERT's MLM is, and the discriminator never sees it, only the samples.
+80/10/10 by default; the paper's released code splits the chosen positions between [MASK] and kept tokens its own
+way, not checked here): the generator is trained on it as BERT's MLM is; the discriminator sees only the samples.
 
 Parameter names are transformers' ElectraForPreTraining's (`electra.`, `discriminator_predictions.`), and under
 `generator.` those of ElectraForMaskedLM less its embeddings (the discriminator's, shared: `electra.embeddings.`):

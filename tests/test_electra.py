@@ -210,3 +210,21 @@ def test_nsp_beside_electra_is_refused_in_one_line(prepped, tmp_path):
                      "electra", "--nsp-weight", "1", "--max-steps", "2")
     assert result.returncode == 2 and not os.path.exists(tmp_path / "r")
     assert result.stderr.strip() == "clozeforge train: error: --nsp-weight 1: --objective electra has no NSP head"
+
+
+@pytest.mark.integration
+def test_electra_trains_at_zero_2_on_two_ranks_and_exports_exactly(prepped, tmp_path):
+    """The shared embeddings and the tied generator decoder under ZeRO 2's partitions, the samples drawn on each rank."""
+    from tests.helpers import run_cli
+
+    run, hf = str(tmp_path / "run"), str(tmp_path / "hf")
+    result = run_cli("train", "--data", os.path.join(prepped, "pairs"), "--output", run, "--objective", "electra",
+                     "--zero-stage", "2", "--nproc-per-node", "2", "--batch-size", "4", "--num-workers", "0",
+                     "--precision", "fp32", "--max-steps", "3", "--save-every", "3", "--log-every", "1")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    losses = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
+    assert [r["step"] for r in losses if "rtd_loss" in r and r.get("split") != "validation"] == [1, 2, 3]
+    exported = run_cli("export", run, "--output", hf, "--verify")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    diffs = exported.stdout.split("verify: max |ours - transformers|", 1)[1].split()
+    assert diffs[0] == "rtd" and diffs[2] == "mlm" and max(float(diffs[1]), float(diffs[3])) <= 1e-5

@@ -228,3 +228,9 @@ def test_electra_trains_at_zero_2_on_two_ranks_and_exports_exactly(prepped, tmp_
     assert exported.returncode == 0, exported.stdout + exported.stderr
     diffs = exported.stdout.split("verify: max |ours - transformers|", 1)[1].split()
     assert diffs[0] == "rtd" and diffs[2] == "mlm" and max(float(diffs[1]), float(diffs[3])) <= 1e-5
+    # a run is a source too: its checkpoint's tensors, our names, every part of them
+    continued = run_cli("train", "--data", os.path.join(prepped, "pairs"), "--output", str(tmp_path / "continued"),
+                        "--objective", "electra", "--init-from", run, "--max-steps", "1", "--batch-size", "4",
+                        "--num-workers", "0", "--precision", "fp32")
+    assert continued.returncode == 0, continued.stdout[-2000:] + continued.stderr[-3000:]
+    assert "tensors loaded; fresh from --seed: none" in continued.stdout + continued.stderr

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from downstream import export_electra
 from downstream.output_dir import (
     CARD_TAGS,
     OutputDirError,
@@ -43,7 +44,8 @@ from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
 from schemas.tokenizer_formats import FORMATS, format_of
 from trainer.checkpoint import store
-from trainer.model import BertForPretraining, ModelConfig
+from trainer.model import BertForPretraining, ModelConfig, build
+from trainer.model import electra as electra_names
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
     PROJECT_ONLY_PREFIXES,
     TIED_KEYS,
@@ -136,7 +138,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int)
 
 def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
     c, row = model_config, model_config.row
-    objectives = "masked LM + next sentence" if c.nsp_weight else "masked LM"
+    objectives = c.objectives_text()
     lines = [
         "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS.format(family=row.name), "---",
         "",
@@ -154,7 +156,10 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
            if max_length < c.max_position_embeddings else "(every position was trained)."), "",
         "## Heads", "",
-        ("Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
+        ("Exported: the discriminator (encoder and replaced-token head) as transformers' `ElectraForPreTraining`; the "
+         f"generator as `ElectraForMaskedLM` in `{c.goal.generator_dir}/` (fill-mask), sharing the embeddings."
+         if c.objective == "electra" else
+         "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
          f"next-sentence head, under transformers' `{row.hf_pretraining_class}` names." if row.nsp else
          "Exported: the encoder and the masked-LM head (decoder tied to the word embeddings), under transformers' "
          f"`{row.hf_pretraining_class}` names."),
@@ -162,7 +167,8 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
     if n_dropped:
         lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
                      "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
-    lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if row.nsp else "")
+    lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if c.nsp_weight else "")
+              + (f", replaced-token detection x {c.discriminator_weight:g}" if c.objective == "electra" else "")
               + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
     for key, value in card.items():
         if key in ("name", "description", "tokenizer", "packing"):
@@ -185,8 +191,12 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
     see replace_directory. `trained_seq_len` (default: every position) becomes the tokenizer's model_max_length."""
     from safetensors.torch import save_file
 
-    tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
-    dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
+    generator = None
+    if model_config.objective == "electra":  # the discriminator here, the generator in its own directory
+        (tensors, generator), dropped = export_electra.tensors(state_dict, model_config), 0
+    else:
+        tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
+        dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
     max_length = trained_seq_len or model_config.max_position_embeddings
     if not 0 < max_length <= model_config.max_position_embeddings:
         raise ExportError(f"trained sequence length {max_length} is outside the model's {model_config.max_position_embeddings} positions")
@@ -199,6 +209,8 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
         for name, text in texts.items():
             with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
                 f.write(text)
+        if generator is not None:
+            export_electra.write_generator(staging, model_config, generator, texts)
 
     replace_directory(output_dir, write, overwrite=overwrite)
 
@@ -214,6 +226,8 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
+    if model.config.objective == "electra":
+        return export_electra.verify(transformers, hf_dir, model, batch)
     row = model.config.row
     device = next(model.parameters()).device
     reference = getattr(transformers, row.hf_pretraining_class).from_pretrained(hf_dir).to(device).eval()
@@ -241,9 +255,10 @@ def load_run_model(run_dir: str, tag: str | None = None) -> tuple[BertForPretrai
     """The project's model with a checkpoint's consolidated fp32 weights, its client state and tag."""
     state, client, tag = store.consolidated_state_dict(run_dir, tag)
     model_config = ModelConfig.from_dict(client["model_config"])
-    model = BertForPretraining(model_config)
+    model = build(model_config)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if k != "cls.predictions.decoder.weight"]  # tied to the word embeddings
+    tied = ("cls.predictions.decoder.weight", *electra_names.TIED)  # the word embeddings under another name
+    missing = [k for k in missing if k not in tied]
     if missing or unexpected:
         raise ContractError(f"{run_dir}/{tag}: checkpoint does not fit the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
     return model.eval(), client, tag, state
@@ -318,7 +333,7 @@ def export_checkpoint(run_dir: str, tag: str | None, output_dir: str, *, overwri
             "data_fingerprint": _data_fingerprint(run_dir), "checkpoint": tag, **_data_kind(run_dir, client)}
     source = (client.get("train_config") or {}).get("init_from")
     if source:  # a continued pretraining says what it continued (the run's train_config.json records it too)
-        objectives = "masked LM + next sentence" if model.config.nsp_weight else "masked LM"
+        objectives = model.config.objectives_text()
         card = {"description": f"A {model.config.family} encoder continued from {source} with clozeforge ({objectives}) "
                                "on a corpus of its own.", "continued_from": source, **card}
     length = trained_length(client)

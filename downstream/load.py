@@ -1,8 +1,9 @@
 """An exported HuggingFace directory loaded as the project's own model, without transformers.
 
 In:  a directory written by `clozeforge export` of any family (config.json, model.safetensors, tokenizer.json), or
-     any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json).
-Out: (BertForPretraining in eval mode, tokenizers.Tokenizer); `roles` gives the tokenizer's special tokens by their
+     any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json),
+     or an ELECTRA export (ElectraForPreTraining, its generator in generator/).
+Out: (BertForPretraining, or ElectraForPretraining, in eval mode, tokenizers.Tokenizer); `roles` gives the tokenizer's special tokens by their
      transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece, <s>/</s>/<pad>/<mask> for RoBERTa's and XLM-R's);
      `batch` encodes texts the way the model reads them (cls ... sep, cut at the model's positions, padded).
 """
@@ -31,6 +32,8 @@ def load_exported(hf_dir: str):
     with open(os.path.join(hf_dir, "config.json")) as f:
         hf = json.load(f)
     architecture = ModelConfig.architecture_of_hf(hf, f"{hf_dir}/config.json")
+    if architecture.get("objective") == "electra":
+        return _load_electra(hf_dir, hf, architecture), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
     config = ModelConfig(**architecture, nsp_weight=1.0 if ModelConfig(**architecture, nsp_weight=0.0).row.nsp else 0.0,
                          hidden_dropout=0.0, attention_dropout=0.0)
     model = BertForPretraining(config)
@@ -43,6 +46,30 @@ def load_exported(hf_dir: str):
         raise ContractError(f"{where}: no masked-LM head (a bare encoder: export a pre-training model)")
     model.load_state_dict(state, strict=False)  # the tied decoder entries, and a head the file lacks (NSP) stay
     return model.eval(), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+
+
+def _load_electra(hf_dir: str, hf: dict, architecture: dict):
+    """An ELECTRA export (schemas/objectives.py) as ElectraForPretraining: the discriminator (what `embed` reads) and
+    its generator/ (the masked LM `fill-mask` reads), which it must have."""
+    from safetensors.torch import load_file
+
+    from trainer.model import electra
+
+    generator = os.path.join(hf_dir, "generator")
+    if not os.path.exists(os.path.join(generator, "model.safetensors")):
+        raise ContractError(f"{hf_dir}: an ELECTRA discriminator without its generator/ (clozeforge export writes both)")
+    with open(os.path.join(generator, "config.json")) as f:
+        fraction = electra.generator_fraction_of(hf, json.load(f), f"{generator}/config.json")
+    config = ModelConfig(**architecture, generator_fraction=fraction, nsp_weight=0.0, hidden_dropout=0.0, attention_dropout=0.0)
+    tensors = electra.from_transformers(load_file(os.path.join(hf_dir, "model.safetensors")),
+                                        load_file(os.path.join(generator, "model.safetensors")))
+    try:
+        state, lacking, _ = electra.load_tensors(tensors, config, f"{hf_dir}/model.safetensors")
+    except WeightsError as e:
+        raise ContractError(str(e)) from None
+    model = electra.ElectraForPretraining(config)
+    model.load_state_dict(state, strict=False)  # the tied decoder, and a discriminator head an ElectraModel lacks
+    return model.eval()
 
 
 def roles(tokenizer) -> dict[str, str]:

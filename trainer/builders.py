@@ -25,7 +25,7 @@ from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
 from trainer.metrics import train_flops_per_token
-from trainer.model import BertForPretraining, ModelConfig
+from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.optim import adamw, parameter_groups
 from trainer.precision import Precision
 from trainer.run.runtime import Runtime
@@ -60,14 +60,18 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     trainer/start/steps.py), dropout and loss weights either way."""
     span = config.masking.strategy == "span"
     row = families.family(config.family or "bert")
-    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind  # packed rows carry no next-sentence label
+    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind and config.objective == "mlm"  # packed rows: no label
     training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
-                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout, "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
+                "objective": config.objective, "generator_fraction": config.generator_fraction,
+                "discriminator_weight": config.discriminator_weight,
+                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout,
+                "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
     pad = manifest.special_id("pad_token")
     try:
         if architecture is not None:
-            model_config = ModelConfig.from_dict({**architecture, **training})
+            fixed = {k: architecture[k] for k in ("generator_fraction",) if k in architecture}  # the source's generator
+            model_config = ModelConfig.from_dict({**architecture, **training, **fixed})
         else:
             model_config = ModelConfig.preset(config.model or "tiny", vocab_size=manifest.vocab["size"],
                                               pad_token_id=pad, pre_layernorm=config.pre_layernorm, **training)
@@ -80,7 +84,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     if manifest.max_seq_len + model_config.position_offset > model_config.max_position_embeddings:
         raise TrainError(f"rows are up to {manifest.max_seq_len} tokens, the model's positions stop at "
                          f"{model_config.max_position_embeddings - model_config.position_offset}")
-    model = BertForPretraining(model_config, seed=config.seed)  # every part random: the heads a source lacks stay so
+    model = build(model_config, seed=config.seed)  # every part random: the heads a source lacks stay so
     if source is not None:
         state, lacking, dropped = source.state_dict(model_config)
         with torch.no_grad():

@@ -15,6 +15,7 @@ from typing import Any
 
 from schemas.config import Config, check_choices, flag, from_dict
 from schemas.families import FAMILIES
+from schemas.objectives import OBJECTIVES
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
 from trainer.precision import PRECISIONS
@@ -62,6 +63,14 @@ class TrainConfig(Config):
     rows), roberta or xlm-roberta (MLM on packed rows; no token types; exported as RobertaForMaskedLM /
     XLMRobertaForMaskedLM). Default: the family of --data's vocabulary and packing (its manifest); a family whose
     tokenizer or packing the data is not is refused in one line."""
+    objective: str = flag("mlm", choices=tuple(OBJECTIVES))
+    """The pre-training objective (schemas/objectives.py): mlm (the family's masked LM, with NSP where it has it), or
+    electra (replaced-token detection, Clark et al. 2020: a generator --generator-fraction of the model's width,
+    sharing its embeddings, fills the masked positions with samples; the model learns which tokens were replaced,
+    its loss x --discriminator-weight; the bert family; exported as ElectraForPreTraining, the generator as
+    ElectraForMaskedLM in EXPORT/generator)."""
+    generator_fraction: float = flag(doc_from=(ModelConfig, "generator_fraction"))
+    discriminator_weight: float = flag(doc_from=(ModelConfig, "discriminator_weight"))
     model: str | None = flag(None, choices=PRESET_NAMES)
     """Model preset: tiny (the default), mini (CPU-sized), small, base (BERT-base), large. With --init-from the
     source's shape; a preset that disagrees with it is refused."""
@@ -301,6 +310,8 @@ RESUME_RULES = (
                data_key="global_batch"),
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),
     ResumeRule("family", "--family", False, "the network's heads and the names its weights export under"),
+    ResumeRule("objective", "--objective", False, "the networks it trains and what export writes"),
+    ResumeRule("generator_fraction", "--generator-fraction", False, "the generator's shapes"),
     ResumeRule("model", "--model", False, "the shapes of the weights"),
     ResumeRule("pre_layernorm", "--pre-layernorm", False, "the layers' structure"),
     ResumeRule("zero_stage", "--zero-stage", False, "the layout of the saved optimizer state"),

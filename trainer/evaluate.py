@@ -17,6 +17,9 @@ import torch
 from trainer.data import ShardStream
 from trainer.run.runtime import Runtime
 
+HEADS = ("mlm", "nsp", "sbo", "rtd")
+"""The heads whose loss, correct and count a batch's output may carry (rtd: ELECTRA's replaced-token detection)."""
+
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items() if k != "position"}
@@ -31,7 +34,7 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
     sums: dict[str, float] = {}
     for _, batch in zip(range(batches), stream):
         out = engine(**to_device(batch, device))
-        for head in ("mlm", "nsp", "sbo"):
+        for head in HEADS:
             if f"{head}_count" in out:
                 n = out[f"{head}_count"].float()
                 for key, value in ((f"{head}_loss_sum", out[f"{head}_loss"] * n), (f"{head}_correct", out[f"{head}_correct"].float()), (f"{head}_count", n)):
@@ -43,7 +46,7 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
 def from_totals(totals: dict[str, float]) -> dict[str, float]:
     """Per head: mean loss, accuracy, its count and its binomial standard error, from summed losses and counts."""
     result = {}
-    for head in ("mlm", "nsp", "sbo"):
+    for head in HEADS:
         n = totals.get(f"{head}_count", 0.0)
         if n:
             acc = totals[f"{head}_correct"] / n
@@ -57,7 +60,7 @@ def from_totals(totals: dict[str, float]) -> dict[str, float]:
 def describe(result: dict[str, float]) -> str:
     """One console line: `mlm_loss 5.2800 mlm_acc 0.1450 ± 0.0030 (n 41,200) nsp_loss ...`."""
     parts = []
-    for head in ("mlm", "nsp", "sbo"):
+    for head in HEADS:
         if f"{head}_loss" in result:
             parts.append(f"{head}_loss {result[f'{head}_loss']:.4f}")
         if f"{head}_acc" in result:

@@ -124,7 +124,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     return last
 
 
-LOSSES = ("loss", "mlm_loss", "nsp_loss", "sbo_loss")
+LOSSES = ("loss", "mlm_loss", "nsp_loss", "sbo_loss", "rtd_loss")
 """The model outputs a logged step records."""
 
 

@@ -113,7 +113,8 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
     except TrainError as e:
         raise said_once(e, per_node=True) from None
     if os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
-        objectives = "mlm + nsp" if config.nsp_weight else "mlm"
+        objectives = ("mlm + nsp" if config.nsp_weight else "mlm") if config.objective == "mlm" else (
+            f"electra: generator {config.generator_fraction:g} of the width, mlm + {config.discriminator_weight:g} x replaced-token detection")
         if config.family:  # else --data's manifest is unreadable, which preflight says
             print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
         for note in notes:  # the rate and why, then the other defaults applied

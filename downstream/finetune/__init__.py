@@ -9,6 +9,7 @@
     tasks/        one class per kind of task (classify/regression, pair, tag, span) and their table: columns,
                   reading a row, label map, inputs for transformers' heads, decoding, gold, metric, pipeline
     recipe.py     BERT's fine-tuning recipe and its loop, and where a run computes (Place: device, precision, ranks)
+    lr_grid.py    each arm's learning-rate grid: where it starts, and how it grows while its best rate is at an edge
     protocol.py   selection (each lr's mean ± SE, the chosen lr, the run model/ comes from) and statistics (the
                   gain's paired SE over seeds, its bootstrap interval over test examples, scratch's own lr grid)
     metrics.py    accuracy, macro-F1, MCC, Pearson, Spearman, entity F1 over BIO spans, SQuAD EM and F1

@@ -57,11 +57,16 @@ class FinetuneConfig(Config):
     seeds: int = 3
     """Runs per learning rate, seeds 0..N-1 (head initialisation and batch order); scores are mean ± SE."""
     lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
-    """The model's learning rate; repeat the flag for a grid (default: BERT's {2e-5, 3e-5, 5e-5} x 768/hidden, at
-    most 1e-3)."""
-    epochs: int = 3
-    """Epochs per run (the longest a run goes with --patience)."""
-    patience: int = 0
+    """The model's learning rate; repeat the flag for a grid, searched as given (default: three rungs of the 1-3
+    ladder centred on BERT's 3e-5 x 768/hidden, grown while the best rate is at an edge: --lr-extend)."""
+    lr_extend: int | None = flag(default=None, metavar="N")
+    """Rates an arm's grid may add: while its best mean validation score sits at the grid's lowest (highest) rate,
+    strictly above the others, the next rung below (above) of the 1-3 ladder is tried, up to N per arm; results.json
+    records each round (`grid.search`). Default: 4 for a default grid, 0 for one given by --lr / --baseline-lr."""
+    epochs: int = 20
+    """Epochs per run, every arm alike (--baseline-epochs sets the baseline's apart): the most a run goes, as
+    --patience ends each run when validation stops improving."""
+    patience: int = 3
     """Stop a run after this many epochs without a better validation score and keep its best epoch; 0 trains
     all --epochs and keeps the last, as BERT's recipe does."""
     batch_size: int = 32
@@ -93,11 +98,11 @@ class FinetuneConfig(Config):
     initialisation), or MODEL2 (another export or RUN, e.g. the source of a continued pretraining).
     results.json then holds the gain with its paired SE and a bootstrap interval over test examples."""
     baseline_lr: tuple[float, ...] = flag(default=(), metavar="X", convert=_floats)
-    """The baseline's own learning rate; repeat for a grid (default: scratch's wider, higher grid, the model's
-    top two rates, then 3x and 10x its top one; MODEL2: BERT's grid for its width)."""
+    """The baseline's own learning rate; repeat for a grid, searched as given (default: the model's rule for its
+    width, from scratch a rung higher, grown at an edge as --lr-extend says)."""
     baseline_epochs: int | None = flag(default=None, metavar="N")
-    """The baseline's epochs per run (default: twice --epochs from scratch, which converges later: its best epochs
-    were 15-22 where the demo model's were 10-13, bench/README.md "finetune"; --epochs for MODEL2)."""
+    """The baseline's epochs per run (default: --epochs; early stopping lets an arm that converges later, as
+    scratch does, use more of them)."""
     bootstrap: int = 1000
     """Resamples of the scored split's examples for the gain's 95% interval (0: none)."""
     device: str = flag(default="auto", choices=DEVICES)
@@ -119,6 +124,7 @@ class FinetuneConfig(Config):
         checks = [(self.seeds >= 1, f"--seeds must be >= 1, got {self.seeds}"),
                   (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
                   (self.patience >= 0, f"--patience must be >= 0, got {self.patience}"),
+                  (self.lr_extend is None or self.lr_extend >= 0, f"--lr-extend must be >= 0, got {self.lr_extend}"),
                   (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
                   (0 <= self.warmup < 1, f"--warmup must be in [0, 1), got {self.warmup}"),
                   (0 <= self.dropout < 1, f"--dropout must be in [0, 1), got {self.dropout}"),

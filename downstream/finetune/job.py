@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output, protocol, recipe, tasks
+from downstream.finetune import lr_grid, models, output, protocol, recipe, tasks
 from downstream.finetune.data import Split
 from downstream.finetune.models import Arm, build_model
 from downstream.finetune.recipe import Place
@@ -94,9 +94,19 @@ class Job:
                                    for name, s in self.splits.items()}
         return self._features[key]
 
-    def plan(self, arms: list[Arm]) -> list[tuple[int, float, int]]:
-        """Every run of the job, (arm index, lr, seed), in the order one process runs them."""
-        return [(a, lr, seed) for a, arm in enumerate(arms) for lr in arm.lrs for seed in range(self.config.seeds)]
+    def plan(self, arms: list[Arm], rates: dict[int, list[float]] | None = None) -> list[tuple[int, float, int]]:
+        """The runs (arm index, lr, seed) of `rates` ({arm: its new rates}; default: every arm's starting grid), in
+        the order one process runs them."""
+        rates = {a: list(arm.lrs) for a, arm in enumerate(arms)} if rates is None else rates
+        return [(a, lr, seed) for a, lrs in rates.items() for lr in lrs for seed in range(self.config.seeds)]
+
+    def means(self, records: list[dict], a: int) -> dict[float, float]:
+        """Arm `a`'s mean validation score per lr over its seeds, from the records so far."""
+        per_lr: dict[float, list[float]] = {}
+        for r in records:
+            if r["spec"][0] == a:
+                per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
+        return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
     def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
                 place: Place = Place()) -> dict:
@@ -124,11 +134,13 @@ class Job:
             self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
         return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
 
-    def summary(self, arms: list[Arm], a: int, records: list[dict]) -> ArmResult:
-        """One arm from its runs' records: each lr's validation mean ± SE, the chosen lr and its best seed."""
+    def summary(self, arms: list[Arm], a: int, records: list[dict], search: lr_grid.Search) -> ArmResult:
+        """One arm from its runs' records: each lr's validation mean ± SE (lowest lr first), the chosen lr and its
+        best seed, and how its grid grew."""
         arm = arms[a]
         mine = [r for r in records if r["spec"][0] == a]
-        per_lr = {lr: sorted((r for r in mine if r["spec"][1] == lr), key=lambda r: r["spec"][2]) for lr in arm.lrs}
+        rates = sorted({r["spec"][1] for r in mine})
+        per_lr = {lr: sorted((r for r in mine if r["spec"][1] == lr), key=lambda r: r["spec"][2]) for lr in rates}
         lr, table = protocol.select({k: [r["run"]["validation"]["score"] for r in v] for k, v in per_lr.items()})
         runs = [r["run"] for r in per_lr[lr]]
         best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
@@ -137,7 +149,7 @@ class Job:
         record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
                   "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
                              for k, (m, s) in table.items()},
-                  "grid": {"lrs": list(arm.lrs), "from": arm.grid, "epochs": arm.epochs},
+                  "grid": {"lrs": rates, "from": arm.grid, "epochs": arm.epochs, "search": search.record()},
                   "best_seed": best["seed"]}
         kept = self.kept.get((a, lr))
         return ArmResult(arm, record, scores, [r["predictions"] for r in per_lr[lr]],
@@ -146,38 +158,49 @@ class Job:
                           "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
     def run_arms(self, arms: list[Arm], progress: recipe.Progress | None = None, place: Place = Place()) -> list[ArmResult]:
-        """Every run of every arm, in one process (or by all ranks together, --data-parallel); weights of an
-        (arm, lr) that lost are dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights
-        per lr of the arm in progress and of the best saved arm so far, besides the model training."""
+        """Every run of every arm, in one process (or by all ranks together, --data-parallel): an arm's grid, then
+        the rates its search adds (lr_grid.Search), before the next arm; weights of an (arm, lr) that lost are
+        dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in
+        progress and of the best saved arm so far, besides the model training."""
         if progress is None:
             progress = job_progress(self.plan(arms), [a.epochs for a in arms], place)
         if place.world_size > 1 and not place.data_parallel:
             return self.run_spread(arms, progress, place)
-        plan, results, records, leader = self.plan(arms), [], [], None
-        for i, spec in enumerate(plan):
-            records.append(self.one_run(arms, spec, progress, place))
-            a = spec[0]
-            if i + 1 < len(plan) and plan[i + 1][0] == a:
-                continue
-            results.append(self.summary(arms, a, records))  # the arm's last run: its lr is chosen now
-            if arms[a].saved and (leader is None or results[-1].validation_mean > results[leader].validation_mean):
+        results, records, leader = [], [], None
+        for a, arm in enumerate(arms):
+            search, rates = lr_grid.Search(arm.lrs, arm.extend), list(arm.lrs)
+            while rates:
+                records += [self.one_run(arms, spec, progress, place) for spec in self.plan(arms, {a: rates})]
+                rates = search.next(self.means(records, a))
+                progress.add(len(rates) * self.config.seeds * arm.epochs)
+            results.append(self.summary(arms, a, records, search))  # the arm's last run: its lr is chosen now
+            if arm.saved and (leader is None or results[-1].validation_mean > results[leader].validation_mean):
                 leader = a
             keep = {(leader, results[leader].record["lr"])} if leader is not None else set()
             self.kept = {k: v for k, v in self.kept.items() if k in keep}
         return results
 
     def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: Place) -> list[ArmResult]:
-        """run_arms' results with each run computed on one rank (`spread`, below): every rank gets every record and makes
-        the same choice; the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other
-        ranks `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
+        """run_arms' results with each run computed on one rank (`spread`, below), in rounds: every arm's grid, then
+        the rates each arm's search adds, all arms at once. Every rank gets every record and makes the same choice;
+        the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other ranks
+        `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
         seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
         it can know."""
-        plan = self.plan(arms)
-        records = spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
-        results = [self.summary(arms, a, records) for a in range(len(arms))]
+        searches = [lr_grid.Search(arm.lrs, arm.extend) for arm in arms]
+        rates = {a: list(arm.lrs) for a, arm in enumerate(arms)}
+        records, owners = [], {}
+        while rates:
+            plan = self.plan(arms, rates)
+            owners.update({tuple(spec): owner(i, place) for i, spec in enumerate(plan)})
+            records += spread(plan, lambda spec: self.one_run(arms, spec, progress, place), place)
+            rates = {a: new for a in rates if (new := searches[a].next(self.means(records, a)))}
+            mine = [spec for i, spec in enumerate(self.plan(arms, rates)) if owner(i, place) == place.rank]
+            progress.add(sum(arms[spec[0]].epochs for spec in mine))  # this rank's share of the next round
+        results = [self.summary(arms, a, records, searches[a]) for a in range(len(arms))]
         for a, result in enumerate(results):
             if arms[a].saved:
-                source = owner(plan.index((a, result.record["lr"], result.best["seed"])), place)
+                source = owners[(a, result.record["lr"], result.best["seed"])]
                 result.best["state"] = fetch_state(result.best["state"], source, place)
         self.kept = {}
         return results

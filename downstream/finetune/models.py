@@ -9,8 +9,9 @@ Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, chec
 
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
 an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
-tasks of a suite share it. The pretrained arms get BERT's learning-rate grid scaled by 768 / hidden (recipe.py),
-scratch its own wider, higher grid (protocol.baseline_lrs) and twice the epochs unless the flags say otherwise.
+tasks of a suite share it. Every arm gets the same epoch budget (--epochs, with early stopping on validation) and a
+learning-rate grid that grows while its best rate sits at an edge (lr_grid.py: scratch's starts a rung higher),
+unless the flags set them apart (--baseline-epochs, --lr, --baseline-lr).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 
 import torch
 
-from downstream.finetune import protocol, recipe
+from downstream.finetune import lr_grid
 from downstream.finetune.tasks import Task
 from schemas import ContractError, run_dir
 
@@ -115,6 +116,8 @@ class Arm:
     grid: str
     """Where the lr grid came from (a flag, or which default)."""
     epochs: int
+    extend: int = 0
+    """Rates its grid may add at an edge (lr_grid.Search); 0: the grid as given."""
     step: int | None = None
     tokenizer: object = None
     saved: bool = True
@@ -139,12 +142,12 @@ class Models:
         first_dir, _ = exports.directory(config.model, sources[0][1])
         tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
         hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
-        lrs, grid = (config.lr, "--lr") if config.lr else (recipe.default_lrs(hidden), "default (BERT's grid x 768/hidden)")
+        lrs, grid, extend = grid_of(config.lr, "--lr", hidden, config.lr_extend)
         arms = []
         for step, tag in sources:
             model_dir, step = exports.directory(config.model, tag)
             arms.append(Arm("pretrained" if step is None else f"step {step}", model_dir, True, lrs, grid, config.epochs,
-                            step=step, tokenizer=tokenizer))
+                            extend, step=step, tokenizer=tokenizer))
         baseline = _baseline_arm(config, first_dir, tokenizer, hidden, exports)
         max_len, length_from = sequence_length(config, [first_dir] + ([baseline.model_dir] if baseline else []))
         return cls(arms, baseline, max_len, length_from)
@@ -180,20 +183,28 @@ def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
     return config.max_seq_len, "--max-seq-len"
 
 
+def grid_of(given: tuple[float, ...], flag: str, hidden: int, extend: int | None,
+            from_scratch: bool = False) -> tuple[tuple[float, ...], str, int]:
+    """(an arm's starting grid, where it came from, the rates it may add): the flag's rates, searched as given unless
+    --lr-extend says otherwise, or lr_grid's default start for its width, which grows by lr_grid.DEFAULT_EXTEND."""
+    if given:
+        return given, flag, extend or 0
+    where = "default: lr_grid.start" + (" (from scratch: a rung higher)" if from_scratch else "")
+    return lr_grid.start(hidden, from_scratch=from_scratch), where, lr_grid.DEFAULT_EXTEND if extend is None else extend
+
+
 def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Exports) -> Arm | None:
     import transformers
 
     if config.baseline == "none":
         return None
+    epochs = config.baseline_epochs or config.epochs  # the same budget (early stopping ends each run) unless set apart
     if config.baseline == "scratch":
-        lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
-                     (protocol.baseline_lrs(hidden), "default scratch grid (protocol.baseline_lrs)"))
-        return Arm("scratch", first_dir, False, lrs, grid, config.baseline_epochs or 2 * config.epochs,
-                   tokenizer=tokenizer, saved=False)
+        lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", hidden, config.lr_extend, from_scratch=True)
+        return Arm("scratch", first_dir, False, lrs, grid, epochs, extend, tokenizer=tokenizer, saved=False)
     model_dir, _ = exports.directory(config.baseline, None)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
-    lrs, grid = ((config.baseline_lr, "--baseline-lr") if config.baseline_lr else
-                 (recipe.default_lrs(width), "default (BERT's grid x 768/hidden)"))
+    lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", width, config.lr_extend)
     name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"
-    return Arm(name, model_dir, True, lrs, grid, config.baseline_epochs or config.epochs,
+    return Arm(name, model_dir, True, lrs, grid, epochs, extend,
                tokenizer=transformers.AutoTokenizer.from_pretrained(model_dir), saved=False)

@@ -134,19 +134,35 @@ def summary(config, points: list[dict], baseline: dict | None, metric: str, scor
     """Each arm's score (and gain) on stdout, once the output is in place; a warning when a gain is within its SE."""
     for p in points:
         name = "pretrained" if p["step"] is None else f"step {p['step']}"
-        print(f"{name:<12} {scored_on} {metric} {p['mean']:.2f} ± {p['se']:.2f}  (lr {p['lr']:g}, "
+        print(f"{name:<12} {scored_on} {metric} {p['mean']:.2f} ± {p['se']:.2f}  ({_grid_text(p)}, "
               f"{config.seeds} seeds){_gain_text(p.get('gain'), scored_on)}")
     if baseline:
         print(f"{baseline['name']:<12} {scored_on} {metric} {baseline['mean']:.2f} ± {baseline['se']:.2f}  "
-              f"(lr {baseline['lr']:g} of its grid {'/'.join(f'{x:g}' for x in baseline['grid']['lrs'])}, "
-              f"{baseline['grid']['epochs']} epoch{'s' * (baseline['grid']['epochs'] != 1)}, {config.seeds} seeds)")
+              f"({_grid_text(baseline)}, {config.seeds} seeds)")
     print(f"wrote {config.output}/results.json, {config.output}/model")
+    for arm in [*points, *([baseline] if baseline else [])]:
+        edge = arm["grid"].get("search", {}).get("at_edge")
+        if edge:
+            name = arm.get("name") or ("pretrained" if arm.get("step") is None else f"step {arm['step']}")
+            print(f"clozeforge finetune: warning: {name}'s best lr {arm['lr']:g} is at the edge of its grid "
+                  f"({'/'.join(f'{x:g}' for x in arm['grid']['lrs'])}) and the "
+                  + ("search may add no more rates (--lr-extend)" if edge == "budget" else "ladder ends there")
+                  + ": a better rate may lie beyond it", file=sys.stderr, flush=True)
     within = [p for p in points if p.get("gain") and p["gain"]["within_se"]]
     if within:
         g = within[-1]["gain"]
         print(f"clozeforge finetune: warning: the gain over {baseline['name']} ({g['mean']:+.2f} ± {g['se']:.2f}) is "
               f"within its standard error{f' at {len(within)} of {len(points)} checkpoints' if len(points) > 1 else ''}: "
               f"no measurable difference at {config.seeds} seeds", file=sys.stderr, flush=True)
+
+
+def _grid_text(arm: dict) -> str:
+    """"lr X of its grid a/b/c, N epochs at most": the chosen rate, the grid it was chosen from, the budget."""
+    grid = arm["grid"]
+    added = sum(len(r["added"]) for r in grid.get("search", {}).get("rounds", []))
+    return (f"lr {arm['lr']:g} of its grid {'/'.join(f'{x:g}' for x in grid['lrs'])}"
+            + (f" ({added} added at its edges)" if added else "")
+            + f", {grid['epochs']} epoch{'s' * (grid['epochs'] != 1)}")
 
 
 def _gain_text(gain: dict | None, scored_on: str) -> str:

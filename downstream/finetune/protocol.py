@@ -4,8 +4,9 @@ In:  per arm (the pretrained model, each checkpoint of a sweep, the baseline), t
      learning rate, one run per seed 0..N-1 with its validation score and its score and predictions on the
      scored split (test when given, else validation); the task (its metric and per-example statistics).
 Out: `select` → each lr's mean ± SE of the selection metric on validation over seeds, and the chosen lr (the
-     highest mean; the first in grid order on a tie); `best_seed` → the run model/ is saved from: the chosen
-     lr's best seed by validation, never a run of another lr; `gain` → the gain of one arm over another:
+     highest mean; the first in the given order on a tie, which job.py makes the lowest lr; lr_grid.py grows the
+     grid while the chosen lr sits at an edge); `best_seed` → the run model/ is saved from: the chosen lr's best
+     seed by validation, never a run of another lr; `gain` → the gain of one arm over another:
        - the PAIRED per-seed difference: seed s of both arms shares its batch order (and, between two
          pretrained models, the head's initialisation), so d_s = a_s - b_s and the gain is mean(d) ± sd(d)/√n,
          which drops the variation the two arms share (the unpaired √(SE_a² + SE_b²) counts it twice);
@@ -13,9 +14,6 @@ Out: `select` → each lr's mean ± SE of the selection metric on validation ove
          (a fixed seed, the same draw for both arms), score each arm's predictions of every seed on the draw,
          average over seeds, and take the 2.5 and 97.5 percentiles of the difference. It says how much the
          gain could move on another test set of the same size, which the seed SE does not see.
-     `baseline_lrs` → the default grid of a model trained from scratch: wider and higher than a pretrained
-     model's (random weights want larger steps), so the baseline is tuned as carefully as the model it is
-     compared with and does not flatter the gain.
 Scores are points (x 100). When the gain is within its SE, `gain` says so and the command prints one warning.
 """
 
@@ -26,20 +24,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from downstream.finetune.metrics import mean_and_se
-from downstream.finetune.recipe import default_lrs
 from downstream.finetune.tasks.base import draw_sums
 
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_CHUNK = 100
 """Resamples drawn at once (a (chunk, examples) index array): bounded memory on a large test split."""
-
-
-def baseline_lrs(hidden_size: int) -> tuple[float, ...]:
-    """Scratch's grid: a pretrained model's top two rates, then 3x and 10x its top one (capped at 3e-3). The
-    demo's 128-wide model: {1.8e-4, 3e-4, 9e-4, 3e-3}; BERT-base: {3e-5, 5e-5, 1.5e-4, 5e-4}."""
-    grid = default_lrs(hidden_size)
-    top = grid[-1]
-    return tuple(dict.fromkeys((*grid[1:], *(float(f"{min(top * k, 3e-3):.3g}") for k in (3, 10)))))
 
 
 def select(per_lr: dict[float, Sequence[float]]) -> tuple[float, dict[float, tuple[float, float]]]:

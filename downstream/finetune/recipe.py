@@ -5,14 +5,14 @@ Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies),
      a progress line per epoch (loss, score, seconds, ETA for the whole job) through `Progress`.
 
 The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
-LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, 3 epochs, the
-learning rate picked from a small grid on validation. BERT-base's grid {2e-5, 3e-5, 5e-5} is scaled by
-768 / hidden (capped at 1e-3): small models want larger steps (Turc et al. 2019 tune their 2-12 layer BERTs
-up to 1e-4; the 128-wide demo model gets {1.2e-4, 1.8e-4, 3e-4}). Strategies: `full` trains every weight;
-`probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the cleanest measure
-of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the pooler and the
-head. With `patience` > 0 a run stops after that many epochs without a better validation score (the schedule
-still spans `epochs`), and keeps the best epoch: "fine-tune until validation stops improving".
+LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, the learning rate
+picked on validation from a grid that grows while its best rate sits at an edge (lr_grid.py). Strategies: `full`
+trains every weight; `probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the
+cleanest measure of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the
+pooler and the head. With `patience` > 0 (the command's default) a run stops after that many epochs without a
+better validation score (the schedule still spans `epochs`), and keeps the best epoch: "fine-tune until validation
+stops improving", so that an arm which converges later (a model from random weights) is not cut short by an epoch
+count chosen for the other (BERT's 3 epochs assume a pretrained model).
 
 Where it runs: a `Place` (`join_ranks` builds it from --device, --precision, --nproc-per-node, --data-parallel and a
 launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, as torchrun sets them) puts the model and each batch on a
@@ -54,14 +54,8 @@ from trainer.optim import adamw
 from trainer.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 
 STRATEGIES = ("full", "probe", "last-n")
-BERT_BASE_LRS = (2e-5, 3e-5, 5e-5)
 DEVICES = ("auto", "cpu", "cuda")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def default_lrs(hidden_size: int) -> tuple[float, ...]:
-    scale = 768 / hidden_size
-    return tuple(float(f"{min(lr * scale, 1e-3):.3g}") for lr in BERT_BASE_LRS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +191,10 @@ class Progress:
 
     def __init__(self, total_epochs: int, print_fn=print) -> None:
         self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
+
+    def add(self, epochs: int) -> None:
+        """More epochs to come (a grid that grew: lr_grid.Search)."""
+        self.total += epochs
 
     def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
               seconds: float, skipped: int = 0) -> None:

@@ -86,8 +86,13 @@ def test_same_seed_same_scores_and_a_scratch_baseline(assets, tmp_path):
     assert a["gain"]["se"] == pytest.approx(np.std(differences, ddof=1) / np.sqrt(2), abs=1e-3)
     lo, hi = a["gain"]["bootstrap"]
     assert lo <= hi and a["gain"]["bootstrap_examples"] == len(ROWS["classify"]())
-    assert a["baseline"]["grid"] == {"lrs": [1e-3, 3e-3], "from": "--baseline-lr", "epochs": 4}  # twice --epochs
-    assert a["pretrained"]["grid"] == {"lrs": [1e-3], "from": "--lr", "epochs": 2}
+    search = a["baseline"]["grid"]["search"]  # a given grid: searched as given, one round that adds nothing
+    assert a["baseline"]["grid"] == {"lrs": [1e-3, 3e-3], "from": "--baseline-lr", "epochs": 2, "search": search}
+    assert search["start"] == [1e-3, 3e-3] and [r["added"] for r in search["rounds"]] == [[]]
+    means = [a["baseline"]["per_lr"][k]["validation_mean"] for k in ("0.001", "0.003")]
+    assert search["at_edge"] == (None if means[0] == means[1] else "budget")  # two rates: the best is at an edge
+    assert a["pretrained"]["grid"] == {"lrs": [1e-3], "from": "--lr", "epochs": 2, "search": {
+        "start": [1e-3], "rounds": [{"lrs": [1e-3], "chosen": 1e-3, "added": []}], "at_edge": None}}  # one rate: no edge
     assert a["best_model"]["source"] == "pretrained" and a["best_model"]["lr"] == a["pretrained"]["lr"]
     # the two seeds are different runs: different batch orders give different losses
     histories = a["pretrained"]["runs"]
@@ -268,14 +273,20 @@ def test_another_model_as_the_baseline_and_a_gain_within_its_se(assets, tmp_path
 
 
 def test_scratch_gets_its_own_default_grid(assets, tmp_path):
-    from downstream.finetune.protocol import baseline_lrs
+    """No --baseline-lr: scratch's grid starts a rung above the model's default for its width (lr_grid.start) and
+    grows at an edge; --baseline-epochs sets its budget apart from --epochs."""
+    from downstream.finetune import lr_grid
 
     hf, files, _ = assets
     assert _run(hf, "classify", files["classify"], tmp_path / "o", "--baseline", "scratch", "--baseline-epochs", "1",
                 "--bootstrap", "0") == 0
     base = _results(tmp_path / "o")["baseline"]
-    assert base["kind"] == "scratch" and base["grid"]["lrs"] == list(baseline_lrs(32)) and base["grid"]["epochs"] == 1
-    assert base["grid"]["from"].startswith("default scratch grid") and set(base["per_lr"]) == {f"{x:g}" for x in baseline_lrs(32)}
+    search = base["grid"]["search"]
+    assert base["kind"] == "scratch" and base["grid"]["epochs"] == 1 and base["grid"]["from"].startswith("default")
+    assert search["start"] == list(lr_grid.start(32, from_scratch=True)) == [1e-3, 3e-3, 1e-2]
+    added = [lr for r in search["rounds"] for lr in r["added"]]
+    assert base["grid"]["lrs"] == sorted(search["start"] + added) and set(base["per_lr"]) == {f"{x:g}" for x in base["grid"]["lrs"]}
+    assert len(added) <= lr_grid.DEFAULT_EXTEND and search["rounds"][-1]["added"] == []
     assert "bootstrap" not in _results(tmp_path / "o")["gain"]
 
 

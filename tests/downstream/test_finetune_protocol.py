@@ -34,13 +34,6 @@ def test_select_takes_the_best_mean_and_the_first_on_a_tie():
     assert protocol.best_seed([0.3, 0.7, 0.7]) == 1
 
 
-def test_scratch_grid_is_wider_and_higher():
-    assert protocol.baseline_lrs(128) == (1.8e-4, 3e-4, 9e-4, 3e-3)
-    assert protocol.baseline_lrs(768) == (3e-5, 5e-5, 1.5e-4, 5e-4)
-    for hidden in (32, 128, 256, 768):
-        assert max(protocol.baseline_lrs(hidden)) > max(protocol.default_lrs(hidden))
-
-
 def _accuracy_task():
     task = tasks.of("classify")
     task.target = Classes(LabelMap([0, 1]))

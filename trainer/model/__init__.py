@@ -1,13 +1,28 @@
-"""The model: a BERT-family encoder whose parameter names are transformers' BertForPreTraining's, plus SpanBERT's SBO head.
+"""The model: a BERT-family encoder whose parameter names are transformers' BertForPreTraining's, plus SpanBERT's SBO head;
+or ELECTRA's discriminator and generator under ElectraForPreTraining's and ElectraForMaskedLM's names.
 
-    config.py    ModelConfig: the family, the shape (presets tiny .. large) and the loss weights
+    config.py    ModelConfig: the family, the objective, the shape (presets tiny .. large) and the loss weights
     bert.py      BertForPretraining: encoder, MLM head (sparse: masked positions only), NSP head, SBO head; the
                  family's differences (RoBERTa: no NSP head nor pooler, one token type, positions after padding_idx)
+    electra.py   ElectraForPretraining: replaced-token detection, a small generator sharing the embeddings
     families/    each family's network as its transformers class names it (BERT's, RoBERTa's and XLM-R's)
     hf_names.py  the one table between our tensors and a transformers checkpoint's (export, --init-from)
+
+`build(config)` makes the network of a ModelConfig's objective (its row's `network`, schemas/objectives.py).
 """
 
 from trainer.model.bert import IGNORE_INDEX, BertForPretraining
 from trainer.model.config import PRESET_NAMES, ModelConfig
+from trainer.model.electra import ElectraForPretraining
 
-__all__ = ["IGNORE_INDEX", "PRESET_NAMES", "BertForPretraining", "ModelConfig"]
+NETWORK_CLASSES = {"bert": BertForPretraining, "electra": ElectraForPretraining}
+"""The trainer's network of each objective row's `network`."""
+
+
+def build(config: ModelConfig, *, seed: int = 0):
+    """The network of `config`'s objective, initialised from `seed`."""
+    return NETWORK_CLASSES[config.goal.network](config, seed=seed)
+
+
+__all__ = ["IGNORE_INDEX", "NETWORK_CLASSES", "PRESET_NAMES", "BertForPretraining", "ElectraForPretraining", "ModelConfig",
+           "build"]

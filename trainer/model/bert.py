@@ -377,6 +377,11 @@ class BertForPretraining(nn.Module):
         pooled = self.bert.pooler(layout.first_tokens(x)) if self.bert.pooler is not None else None
         return x, pooled, None if states is None else tuple(states)
 
+    def masked_lm_hidden(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                         attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """The hidden states (batch, seq, hidden) the MLM head reads (fill-mask asks any of our networks for them)."""
+        return self.encode(input_ids, token_type_ids, attention_mask)[0]
+
     def dense_mlm_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
         """MLM logits at every position, (batch, seq, vocab): what transformers' prediction_logits holds."""
         return self.cls.predictions(sequence_output)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from schemas import families
+from schemas import families, objectives
+from schemas.errors import ContractError
 from schemas.config import Config
 
 HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
@@ -89,6 +90,13 @@ class ModelConfig(Config):
     logits and accuracy are still reported."""
     sbo_weight: float = 1.0
     """Weight of the span-boundary loss in `loss` (used only with `use_sbo`)."""
+    objective: str = "mlm"
+    """The pre-training objective (schemas/objectives.py): mlm, or electra (this shape is the discriminator's; a
+    generator of `generator_fraction` its width shares its embeddings: trainer/model/electra.py)."""
+    generator_fraction: float = 0.25
+    """ELECTRA's generator width (hidden, heads, ffn) as a fraction of the discriminator's; its depth is the same."""
+    discriminator_weight: float = 50.0
+    """ELECTRA's λ: the replaced-token-detection loss's weight beside the generator's MLM loss (x mlm_weight)."""
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -115,6 +123,21 @@ class ModelConfig(Config):
             raise ValueError(f"ModelConfig: a {self.family} model has one token type, got type_vocab_size {self.type_vocab_size}")
         if not self.row.nsp and self.nsp_weight:
             raise ValueError(f"ModelConfig: a {self.family} model has no NSP head; nsp_weight must be 0, got {self.nsp_weight}")
+        goal = objectives.objective(self.objective)  # a ContractError (a ValueError) naming the objectives otherwise
+        if not goal.trains(self.family):
+            raise ValueError(f"ModelConfig: --objective {self.objective} trains the {' or '.join(goal.families)} family, "
+                             f"not {self.family}")
+        if goal.name == "electra":
+            if self.nsp_weight or self.use_sbo or self.pre_layernorm:
+                raise ValueError("ModelConfig: an ELECTRA model is post-LN with neither NSP nor SBO heads (nsp_weight 0, "
+                                 "no span masking, no --pre-layernorm)")
+            if not 0 < self.generator_fraction <= 1 or self.discriminator_weight <= 0:
+                raise ValueError(f"ModelConfig: generator_fraction must be in (0, 1] and discriminator_weight > 0, got "
+                                 f"{self.generator_fraction} and {self.discriminator_weight}")
+            g = self.generator_shape()
+            if g["hidden_size"] % g["num_heads"] or min(g.values()) < 1:
+                raise ValueError(f"ModelConfig: a generator {self.generator_fraction} of this width has hidden "
+                                 f"{g['hidden_size']} and {g['num_heads']} heads; choose another --generator-fraction")
         if self.mlm_weight == 0 and self.nsp_weight == 0 and not (self.use_sbo and self.sbo_weight > 0):
             raise ValueError("ModelConfig: every loss weight is zero, nothing would be trained")
 
@@ -129,11 +152,29 @@ class ModelConfig(Config):
         row = families.family(fields.get("family", "bert"))
         if not row.token_types:
             fields.setdefault("type_vocab_size", 1)
-        if not row.nsp:
+        if not row.nsp or fields.get("objective", "mlm") != "mlm":  # ELECTRA has no NSP head either
             fields.setdefault("nsp_weight", 0.0)
         if row.position_offset == "after-pad":  # the preset's 512 tokens, numbered from padding_idx + 1 (roberta-base: 514)
             fields.setdefault("max_position_embeddings", 512 + fields.get("pad_token_id", 0) + 1)
         return cls.from_dict(fields)
+
+    def generator_shape(self) -> dict[str, int]:
+        """ELECTRA's generator: this model's hidden, heads and ffn times generator_fraction (heads at least one)."""
+        f = self.generator_fraction
+        return {"hidden_size": round(self.hidden_size * f), "num_heads": max(1, round(self.num_heads * f)),
+                "intermediate_size": round(self.intermediate_size * f)}
+
+    def objectives_text(self) -> str:
+        """The objectives this model trains, in words (an export's card and description)."""
+        if self.objective == "electra":
+            return (f"ELECTRA: replaced-token detection x {self.discriminator_weight:g} beside a masked-LM generator "
+                    f"{self.generator_fraction:g} of its width")
+        return "masked LM + next sentence" if self.nsp_weight else "masked LM"
+
+    @property
+    def goal(self):
+        """The objective's row (schemas/objectives.py)."""
+        return objectives.objective(self.objective)
 
     @property
     def row(self):
@@ -149,10 +190,14 @@ class ModelConfig(Config):
     def architecture_of_hf(cls, body: dict[str, Any], where: str) -> dict[str, Any]:
         """The ModelConfig fields a transformers config.json fixes (its family from model_type, the shape; an absent
         key takes the config class's default, as transformers does); ContractError for a model_type of no family."""
-        family = families.of_model_type(body.get("model_type"), where)
+        goal = objectives.of_model_type(body.get("model_type"))  # ELECTRA's "electra": the bert family's network
+        family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
         shape = {ours: body.get(theirs, HF_DEFAULTS[ours]) for theirs, ours in HF_CONFIG_KEYS.items()}
         shape["pad_token_id"] = shape["pad_token_id"] or 0  # null in some configs
-        return {"family": family.name, **shape, "pre_layernorm": False}
+        if goal and body.get("embedding_size", shape["hidden_size"]) != shape["hidden_size"]:
+            raise ContractError(f"{where}: embedding_size {body['embedding_size']} differs from hidden_size "
+                                         f"{shape['hidden_size']}; clozeforge's ELECTRA discriminator has one width")
+        return {"family": family.name, **shape, "pre_layernorm": False, **({"objective": goal.name} if goal else {})}
 
     @property
     def max_tokens(self) -> int:
@@ -164,10 +209,11 @@ class ModelConfig(Config):
         if self.pre_layernorm:
             raise ValueError("a pre-LayerNorm model has no transformers BERT-family equivalent; train with "
                              "pre_layernorm=False to export")
-        row = self.row
+        row, goal = self.row, self.goal
         return {
-            "architectures": [row.hf_pretraining_class],
-            "model_type": row.hf_model_type,
+            "architectures": [goal.hf_pretraining_class or row.hf_pretraining_class],
+            "model_type": goal.hf_model_type or row.hf_model_type,
+            **({"embedding_size": self.hidden_size} if goal.name == "electra" else {}),  # no projection: one width
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,
@@ -189,3 +235,10 @@ class ModelConfig(Config):
             "tie_word_embeddings": True,
             "dtype": "float32",
         }
+
+    def generator_hf_config(self) -> dict[str, Any]:
+        """The config.json of ELECTRA's generator (transformers' ElectraForMaskedLM): its own width and heads over
+        the discriminator's embeddings (embedding_size: the discriminator's hidden, projected to its own)."""
+        g = self.generator_shape()
+        return {**self.to_hf_config(), "architectures": [self.goal.hf_generator_class], "hidden_size": g["hidden_size"],
+                "num_attention_heads": g["num_heads"], "intermediate_size": g["intermediate_size"]}

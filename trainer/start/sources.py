@@ -34,16 +34,21 @@ import torch
 from schemas import ContractError, families
 from schemas import vocab as vocab_files
 from schemas.families import FAMILIES
+from schemas.objectives import OBJECTIVES
 from schemas.jsonl import file_object
 from trainer.config import TrainError
 from trainer.model import ModelConfig
+from trainer.model import electra
 from trainer.model.hf_names import WeightsError, from_transformers
 from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
                 "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
-SUPPORTED = ", ".join(f"{f.hf_pretraining_class} ({f.hf_model_type})" for f in FAMILIES.values())
+OBJECTIVE_FIELDS = ("objective", "generator_fraction")
+"""What an ELECTRA source fixes besides (schemas/objectives.py); a source without them is a masked LM."""
+SUPPORTED = ", ".join([*(f"{f.hf_pretraining_class} ({f.hf_model_type})" for f in FAMILIES.values()),
+                       *(f"{o.hf_pretraining_class} ({o.hf_model_type})" for o in OBJECTIVES.values() if o.hf_model_type)])
 
 
 def _fs(url: str):
@@ -85,12 +90,20 @@ class Source:
     def state_dict(self, model_config: ModelConfig) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         """(our state dict, parts lacking, names dropped) for `model_config` (built from `architecture`)."""
         try:
-            return from_transformers(self.tensors(), model_config, self.weights_where())
+            return weights_of(self.tensors(), model_config, self.weights_where())
         except WeightsError as e:
             raise TrainError(f"--init-from {e}") from None
 
     def weights_where(self) -> str:
         return self.url
+
+
+def weights_of(tensors: dict, model_config: ModelConfig, where: str) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
+    """hf_names.from_transformers for a model of the family's names, trainer/model/electra.py's load_tensors for
+    ELECTRA (whose names are transformers' own, its generator's under `generator.`)."""
+    if model_config.objective == "electra":
+        return electra.load_tensors(tensors, model_config, where)
+    return from_transformers(tensors, model_config, where)
 
 
 class HuggingFaceDirectory(Source):
@@ -114,7 +127,11 @@ class HuggingFaceDirectory(Source):
         body = file_object(self.fs.cat_file(posixpath.join(self.root, "config.json")), f"--init-from {where}", TrainError)
         try:
             self.architecture = ModelConfig.architecture_of_hf(body, f"--init-from {where}")
-        except ContractError as e:
+            if self.architecture.get("objective") == "electra":  # its generator, when it has one, beside it
+                self.generator = self._generator_config()
+                fraction = electra.generator_fraction_of(body, self.generator, f"--init-from {self.url}/generator/config.json")
+                self.architecture["generator_fraction"] = fraction or ModelConfig.__dataclass_fields__["generator_fraction"].default
+        except (ContractError, ValueError) as e:
             raise TrainError(f"{e} (--init-from continues a {SUPPORTED}, or a clozeforge run)") from None
         checks = [("hidden_act", "gelu", "clozeforge's BERT uses exact GELU"),
                   ("position_embedding_type", "absolute", "clozeforge's BERT learns absolute positions"),
@@ -136,9 +153,18 @@ class HuggingFaceDirectory(Source):
         except ContractError as e:
             raise TrainError(f"--init-from {e}") from None
 
-    def _weights(self) -> tuple[str, str]:
+    generator: dict | None = None
+    """An ELECTRA export's generator/config.json (None: none there, or not ELECTRA)."""
+
+    def _generator_config(self) -> dict | None:
+        path = posixpath.join(self.root, "generator", "config.json")
+        if not self.fs.exists(path):
+            return None
+        return file_object(self.fs.cat_file(path), f"--init-from {self.url}/generator/config.json", TrainError)
+
+    def _weights(self, root: str | None = None) -> tuple[str, str]:
         for name, kind in self.WEIGHTS:
-            if self.fs.exists(posixpath.join(self.root, name)):
+            if self.fs.exists(posixpath.join(root or self.root, name)):
                 return name, kind
         names = ", ".join(name for name, _ in self.WEIGHTS)
         raise TrainError(f"--init-from {self.url}: no weights file ({names})")
@@ -164,8 +190,10 @@ class HuggingFaceDirectory(Source):
         shapes: dict[str, Any] = {}
         for file in files:
             shapes.update(self._shapes(file) if kind == "safetensors" else self._read(file, kind))
+        if self.generator is not None:
+            shapes = electra.from_transformers(shapes, self._generator_shapes())
         try:
-            from_transformers(shapes, ModelConfig(**self.architecture), where)
+            weights_of(shapes, ModelConfig(**self.architecture, nsp_weight=0.0), where)  # shapes: no weight changes them
         except (WeightsError, ValueError) as e:
             raise TrainError(f"--init-from {e}") from None
 
@@ -202,7 +230,16 @@ class HuggingFaceDirectory(Source):
         out: dict[str, torch.Tensor] = {}
         for file in files:
             out.update(self._read(file, kind))
+        if self.generator is not None:  # an ELECTRA export's generator, under our names
+            name, kind = self._weights(posixpath.join(self.root, "generator"))
+            out = electra.from_transformers(out, self._read(f"generator/{name}", kind))
         return out
+
+    def _generator_shapes(self) -> dict[str, tuple[int, ...]]:
+        name, kind = self._weights(posixpath.join(self.root, "generator"))
+        if kind == "safetensors" and not name.endswith(".index.json"):
+            return self._shapes(f"generator/{name}")
+        return {k: tuple(v.shape) for k, v in self._read(f"generator/{name}", kind).items()}
 
     def weights_where(self) -> str:
         return self._files()[2]
@@ -248,6 +285,8 @@ class RunDirectory(Source):
         except (IndexError, KeyError, TypeError, ContractError) as e:
             raise TrainError(f"--init-from {folder}: not a clozeforge checkpoint ({type(e).__name__}: {e})") from None
         self.architecture = {k: model_config[k] for k in ARCHITECTURE if k in model_config}
+        if model_config.get("objective", "mlm") != "mlm":
+            self.architecture.update({k: model_config[k] for k in OBJECTIVE_FIELDS})
         self.kind = f"clozeforge run, step {self.step}"
         train_config = meta.get("train_config") or {}
         self.masking = train_config.get("masking")
@@ -315,7 +354,10 @@ def source_problem(config, manifest) -> str | None:
                  f"{manifest.max_seq_len} tokens"),
                 (shape.get("family", "bert") == config.family or config.family is None,
                  f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} (prep --vocab the source "
-                 "and the packing its family trains on)")]
+                 "and the packing its family trains on)"),
+                (shape.get("objective", "mlm") == config.objective, f"it was trained with --objective "
+                 f"{shape.get('objective', 'mlm')}, this run's is {config.objective} (the networks differ: pass --objective "
+                 f"{shape.get('objective', 'mlm')})")]
         for ok, why in fits:
             if not ok:
                 return f"--init-from {config.init_from}: {why}"

@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 
-from schemas import ContractError, Manifest, families
+from schemas import ContractError, Manifest, families, objectives
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import recorded
@@ -55,10 +55,17 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     refusal = families.refusal(row, manifest.tokenizer, packing)
     if refusal:
         raise TrainError(refusal)
+    goal = objectives.objective(config.objective)
+    if not goal.trains(row.name):
+        raise TrainError(f"--objective {goal.name} trains the {' or '.join(goal.families)} family; this run's is {row.name}"
+                         + ("" if config.family else " (from --data's vocabulary)"))
+    if goal.name != "mlm" and (config.masking.strategy == "span" or config.pre_layernorm):
+        raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
     changes, notes = {"family": row.name}, []
-    if not (row.nsp and packing == "nsp"):
+    if not (row.nsp and packing == "nsp" and goal.name == "mlm"):
         if "nsp_weight" in given and config.nsp_weight:
-            why = f"--family {row.name} has no NSP head" if not row.nsp else f"--data's {packing} rows carry no next-sentence label"
+            why = (f"--family {row.name} has no NSP head" if not row.nsp else f"--objective {goal.name} has no NSP head"
+                   if goal.name != "mlm" else f"--data's {packing} rows carry no next-sentence label")
             raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
         changes["nsp_weight"] = 0.0
     if row.mix_alpha is not None and config.mix and config.mix_alpha is None:

@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any
 
+from pipelines.documents.languages import LanguageConfig
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
@@ -42,6 +43,7 @@ class PrepConfig(Config):
     language: str | None = flag(None, choices=LANGUAGES, metavar="CODE")
     """Keep only documents in this language (one of en, de, fr, es, it, pt, nl, by stop-word score), with any
     --filters preset."""
+    languages: LanguageConfig = LanguageConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     dedup: str = flag("exact", choices=DEDUP_MODES)
     """Deduplication: none, exact (normalized-text hash) or near (MinHash LSH over word 5-grams, plus exact)."""
     near_threshold: float = flag(0.8, metavar="J")

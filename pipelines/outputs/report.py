@@ -56,6 +56,22 @@ def row_figures(stats: dict[str, int], max_seq_len: int) -> dict[str, float]:
     return {"tokens_per_row": round(tokens / rows, 3), "padding_fraction": round(1.0 - tokens / (rows * max_seq_len), 5)}
 
 
+def language_report(tallies: list[tuple[tuple[str, str], int]], vocab: dict[str, dict]) -> dict[str, Any]:
+    """report.json's `languages` (prep --identify-languages): per language code, read, kept and dropped by reason
+    (balanced as the files are; "und" also holds the records no identifier saw, dropped as they were read), and
+    `vocab`, the vocabulary's figures on its held-out documents, the most read language first."""
+    table: dict[str, dict[str, Any]] = {}
+    for (code, key), count in tallies:
+        _add(table.setdefault(code, _empty()), key, count)
+    ordered = sorted(table.items(), key=lambda kv: (-kv[1]["read"], kv[0]))
+    out = {}
+    for code, entry in ordered:
+        finished = _finish(entry)
+        del finished["events"]
+        out[code] = {**finished, "vocab": vocab.get(code, {})}
+    return out
+
+
 def build_report(
     tallies: list[tuple[tuple[str, str], int]],
     *,

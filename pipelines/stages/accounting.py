@@ -38,14 +38,17 @@ NAMESPACE = "clozeforge"
 class TallyFn(beam.DoFn):
     """Records → ((path, key), count) per distinct key of a bundle, at the bundle's end."""
 
-    def __init__(self, key_of: Callable[[object], tuple[str, str]]):
-        self.key_of = key_of
+    def __init__(self, key_of: Callable[[object], tuple[str, str]], *, several: bool = False):
+        self.key_of, self.several = key_of, several  # several: key_of gives a list of keys, each counted
 
     def start_bundle(self):
         self.counts: Counter = Counter()
 
     def process(self, element):
-        self.counts[self.key_of(element)] += 1
+        if self.several:
+            self.counts.update(self.key_of(element))
+        else:
+            self.counts[self.key_of(element)] += 1
 
     def finish_bundle(self):
         for key, count in self.counts.items():
@@ -72,6 +75,24 @@ def count_drops(label_prefix: str):
 def count_kept(label_prefix: str):
     """Kept documents → their ((path, 'kept'), count) sums; bumps `records_kept`."""
     return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(_kept_key))
+
+
+def count_languages(label_prefix: str, what: str):
+    """Per-language accounting (prep --identify-languages): records → ((language, key), count) sums, `what` one of
+    "read" (identified documents: their language's read), "kept" (kept Docs), "dropped" (Drops: their reason), or
+    "read_drops" (ReadCorpus' drops, which no identifier saw: read and dropped under "und"). No counter is bumped:
+    the file tallies do that once."""
+    from pipelines.documents.languages import UND
+
+    keys = {
+        "read": lambda raw: (raw.language, "read"),
+        "kept": lambda doc: (doc.language, "kept"),
+        "dropped": lambda drop: (drop.language or UND, f"dropped:{drop.reason}"),
+    }
+    if what == "read_drops":
+        return f"{label_prefix}LanguageTally" >> beam.ParDo(
+            TallyFn(lambda drop: [(UND, "read"), (UND, f"dropped:{drop.reason}")], several=True))
+    return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(keys[what]))
 
 
 def count_keys(label_prefix: str):

@@ -28,7 +28,8 @@ from pipelines.errors import PrepError
 from pipelines.outputs.atomic import put_atomically
 from pipelines.outputs.attempts import commit_all
 from pipelines.outputs.ownership import Leftovers, sweep
-from pipelines.outputs.report import build_report
+from pipelines.outputs.report import build_report, is_balanced, language_report
+from pipelines.stages.language_vocab_stats import vocab_figures
 from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from pipelines.stages.make_packed_rows import packing_record
 from schemas import Manifest
@@ -38,7 +39,7 @@ from schemas.tokenizer_formats import FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
-             token_counts, clean_shards, eval_files=()) -> dict:
+             token_counts, clean_shards, eval_files=(), scripts=None, language_tallies=None, language_vocab=None) -> dict:
     """Commit the staged files, write token counts, the manifest (last: its presence marks pairs/ complete) and the
     report; remove every file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under
     --overwrite) and the run's temporary directory."""
@@ -80,6 +81,15 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
+    if scripts is not None:
+        report["scripts"] = scripts["scripts"]
+        if scripts["warning"]:
+            report["warnings"].append(scripts["warning"])
+    if language_tallies is not None:
+        languages = language_report(one_each(language_tallies, lambda t: t[0], "language tallies"),
+                                    vocab_figures(one_each(language_vocab, lambda t: t[0], "language statistics")))
+        report["languages"] = languages
+        report["unbalanced"] += [f"language {code}" for code, entry in languages.items() if not is_balanced(entry)]
     report["decontamination"] = _decontamination(eval_files)
     report["packing"] = manifest.packing
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
@@ -116,11 +126,17 @@ class Finalize(beam.PTransform):
     """PBegin → the report (a singleton), once every input below is complete; the step that commits the run."""
 
     def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
-                 token_counts, clean_shards, eval_files=()):
+                 token_counts, clean_shards, eval_files=(), scripts=None, languages=None):
         super().__init__()
         self.config, self.temp, self.leftovers, self.eval_files = config, temp, leftovers, tuple(eval_files)
         self.inputs = {"shards": shards, "vocab": vocab, "tallies": tallies, "stats": stats, "token_counts": token_counts,
                            "clean_shards": clean_shards}
+        self.optional = {}  # side inputs of some runs only: the scripts table, the per-language tallies
+        if scripts is not None:
+            self.optional["scripts"] = beam.pvalue.AsSingleton(scripts)
+        if languages is not None:
+            self.optional["language_tallies"] = beam.pvalue.AsList(languages["tallies"])
+            self.optional["language_vocab"] = beam.pvalue.AsList(languages["vocab"])
 
     def expand(self, pbegin):
         config, temp, leftovers, inputs, eval_files = self.config, self.temp, self.leftovers, self.inputs, self.eval_files
@@ -135,5 +151,6 @@ class Finalize(beam.PTransform):
                 stats=beam.pvalue.AsList(inputs["stats"]),
                 token_counts=beam.pvalue.AsSingleton(inputs["token_counts"]),
                 clean_shards=beam.pvalue.AsList(inputs["clean_shards"]),
+                **self.optional,
             )
         )

@@ -54,7 +54,7 @@ class TokenizeFn(beam.DoFn):
         if not sentences:
             Metrics.counter(NAMESPACE, "pairs_doc_without_tokens").inc()
             return
-        yield TokenizedDoc(source=doc.source, path=doc.path, doc_id=doc.doc_id, sentences=sentences)
+        yield TokenizedDoc(source=doc.source, path=doc.path, doc_id=doc.doc_id, sentences=sentences, language=doc.language)
 
     def _count_pending(self):
         ids = np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))

@@ -1,0 +1,147 @@
+"""gettext catalogs as translation pairs: .mo (compiled) and .po (source) files, read as data (no Beam import).
+
+In:  a catalog's bytes and its path. Out: `Catalog(language, entries)`, each entry (line, msgid, msgstr, fuzzy): the
+     English message and its translation (the first plural form for a plural entry, the context dropped), in the
+     file's order; the header entry (msgid "") is metadata, not an entry.
+
+Every Debian system installs thousands of catalogs (/usr/share/locale/<lang>/LC_MESSAGES/*.mo): real English-to-N
+translations of short interface strings. A .mo file is read with its own struct reader (GNU gettext's layout: magic
+0x950412de in either byte order, revision 0 or 1, N strings, the offsets of the original and translated string
+tables), never through `gettext.GNUTranslations`, whose plural-forms header is compiled into Python code. A .po file is
+read line by line (msgctxt, msgid, msgid_plural, msgstr, msgstr[n], continued "..." lines, C escapes; `#, fuzzy`
+marks a translation its translator did not confirm). The language is the header's `Language:` field, else the
+catalog's directory (`<lang>/LC_MESSAGES/`); a catalog with neither is a PrepError naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import struct
+
+from pipelines.errors import PrepError
+
+MO_MAGIC = 0x950412DE
+_CONTEXT, _PLURAL = "\x04", "\x00"
+_LOCALE_DIR_RE = re.compile(r"/([^/]+)/LC_MESSAGES/[^/]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    line: int
+    """The entry's number in a .mo file (1-based), its msgid's line in a .po file."""
+    msgid: str
+    msgstr: str
+    fuzzy: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Catalog:
+    language: str
+    entries: tuple[Entry, ...]
+
+
+def is_mo(head: bytes) -> bool:
+    """Whether the first 4 bytes are a .mo file's magic number (either byte order)."""
+    return len(head) >= 4 and MO_MAGIC in (struct.unpack("<I", head[:4])[0], struct.unpack(">I", head[:4])[0])
+
+
+def _language(header: str, path: str) -> str:
+    for line in header.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "language" and value.strip():
+            return value.strip()
+    match = _LOCALE_DIR_RE.search(path)
+    if match:
+        return match.group(1)
+    raise PrepError(f"{path}: the catalog names no language (no Language: header, not under <lang>/LC_MESSAGES/)")
+
+
+def _message(raw: str) -> str:
+    """A msgid's or msgstr's text: the context dropped, the first plural form kept."""
+    return raw.rpartition(_CONTEXT)[2].split(_PLURAL)[0]
+
+
+def read_mo(data: bytes, path: str) -> Catalog:
+    """A .mo file's entries; a PrepError naming `path` when it is no catalog (magic, revision, offsets)."""
+    if not is_mo(data):
+        raise PrepError(f"{path}: not a gettext .mo catalog (magic number {data[:4].hex() or 'missing'}, expected 950412de)")
+    order = "<" if struct.unpack("<I", data[:4])[0] == MO_MAGIC else ">"
+    try:
+        revision, count, originals, translations = struct.unpack(f"{order}4I", data[4:20])
+        if revision >> 16 > 1:
+            raise PrepError(f"{path}: .mo revision {revision >> 16}.{revision & 0xFFFF}, this reader knows 0 and 1")
+
+        def string(table: int, i: int) -> str:
+            length, offset = struct.unpack(f"{order}2I", data[table + 8 * i: table + 8 * i + 8])
+            if offset + length > len(data):
+                raise PrepError(f"{path}: string {i} lies past the file's end (truncated .mo?)")
+            return data[offset: offset + length].decode("utf-8")
+
+        pairs = [(string(originals, i), string(translations, i)) for i in range(count)]
+    except struct.error:
+        raise PrepError(f"{path}: a truncated .mo catalog (its tables lie past the file's end)") from None
+    except UnicodeDecodeError as e:
+        raise PrepError(f"{path}: a .mo string is not UTF-8 ({e.reason} at byte {e.start})") from None
+    header = next((msgstr for msgid, msgstr in pairs if msgid == ""), "")
+    entries = tuple(Entry(i + 1, _message(msgid), _message(msgstr)) for i, (msgid, msgstr) in enumerate(pairs) if msgid)
+    return Catalog(_language(header, path), entries)
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_ESCAPE_RE = re.compile(r'\\(.)')
+
+
+def _unquote(text: str, path: str, line: int) -> str:
+    text = text.strip()
+    if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
+        raise PrepError(f"{path}:{line}: expected a quoted string, found {text[:40]!r}")
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), text[1:-1])
+
+
+def read_po(text: str, path: str) -> Catalog:
+    """A .po file's entries (obsolete `#~` entries left out); a PrepError naming file and line for a line it cannot read."""
+    entries: list[Entry] = []
+    header = ""
+    current: dict = {}
+    field = None
+
+    def close() -> None:
+        nonlocal header, current
+        if "msgid" in current:
+            msgstr = current.get("msgstr", current.get("msgstr[0]", ""))
+            if current["msgid"] == "" and "msgctxt" not in current:
+                header = msgstr
+            else:
+                entries.append(Entry(current["line"], current["msgid"], msgstr, current.get("fuzzy", False)))
+        current = {}
+
+    fuzzy = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):  # comments open the next entry (obsolete `#~` entries are comments too)
+            if (field or "").startswith("msgstr"):
+                close()
+                field = None
+            if stripped.startswith("#,") and "fuzzy" in stripped:
+                fuzzy = True
+            continue
+        keyword, _, rest = stripped.partition(" ")
+        if stripped.startswith('"'):
+            if field is None:
+                raise PrepError(f"{path}:{number}: a continued string outside an entry")
+            current[field] += _unquote(stripped, path, number)
+            continue
+        if keyword in ("msgctxt", "msgid") and (field or "").startswith("msgstr"):
+            close()
+        if keyword not in ("msgctxt", "msgid", "msgid_plural", "msgstr") and not re.fullmatch(r"msgstr\[\d+\]", keyword):
+            raise PrepError(f"{path}:{number}: not a .po line ({stripped[:40]!r})")
+        if keyword == "msgid":
+            current["line"] = number
+            current["fuzzy"], fuzzy = fuzzy, False
+        current[keyword] = _unquote(rest, path, number)
+        field = keyword
+    close()
+    return Catalog(_language(header, path), tuple(entries))

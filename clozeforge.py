@@ -5,7 +5,9 @@
     clozeforge inspect   a pairs/ directory: manifest, statistics, checksums
     clozeforge train     pairs → DeepSpeed checkpoints                     (torch; never imports apache_beam)
     clozeforge export    a run's checkpoint → a HuggingFace directory
-    clozeforge fill-mask / embed   use an exported model
+    clozeforge fill-mask / embed   use an exported model (embed --pooling words: a vector per whole word)
+    clozeforge senses    word sense disambiguation by the nearest sense embedding: fit, predict, evaluate
+    clozeforge similarity  word similarity against human scores, and the anisotropy of the vectors, per layer
     clozeforge finetune  fine-tune an export (or a run's checkpoints) on labelled data, beside a scratch baseline
     clozeforge demo      all of the above on a built-in corpus, no flags, no download
 
@@ -32,6 +34,8 @@ COMMANDS = {
     "fill-mask": ("downstream.fill_mask", "fill_mask_main"),
     "embed": ("downstream.embed", "embed_main"),
     "finetune": ("downstream.finetune.command", "finetune_main"),
+    "senses": ("downstream.contextual.senses_command", "senses_main"),
+    "similarity": ("downstream.contextual.similarity", "similarity_main"),
     "demo": ("demo.command", "demo"),
 }
 

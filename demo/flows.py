@@ -144,10 +144,10 @@ def adapt(args: argparse.Namespace) -> int:
                            "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                            "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
     run_stage("continue pretraining (--init-from the export)",
-              # NOTE: --lr 1e-3, not --init-from's 1e-4 (BERT-base's): the demo's tiny model trained at 3e-3, and at 1e-4
-              # 1,000 steps moved its man-page MLM accuracy 0.212 -> 0.226, at 1e-3 3,000 steps to 0.344 (trainer/start/README.md)
+              # no --lr: --init-from takes the rate the export's card records, the 3e-3 the demo trained at
+              # (trainer/start/rate.py); the masking and dropout are the demo's short-run recipe, as in its training
               [*stage_command("trainer.pretrain"), "--data", os.path.join(prep_dir, "pairs"), "--init-from", source,
-               "--batch-size", "32", "--lr", "1e-3", "--mask-prob", "0.3", "--dropout", "0", "--zero-stage", "0",
+               "--batch-size", "32", "--mask-prob", "0.3", "--dropout", "0", "--zero-stage", "0",
                "--output", run, "--max-steps", str(args.adapt_steps), "--log-every", str(max(1, args.adapt_steps // 10)),
                "--eval-every", str(max(1, args.adapt_steps // 4)), "--save-every", str(args.adapt_steps)],
               saved=training_kept(run, args.adapt_steps))

@@ -10,6 +10,10 @@ Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, o
      average of the last four layers (the feature-based recipe of the BERT paper, section 5.3), whose rows
      `embedded_tokens` names; written to .npy, or .arrow with the texts, their line numbers (rows, for Parquet)
      and the tokens beside.
+     --pooling words: one vector per whole word, the mean of its pieces over --layers (the last four by default),
+     words found by the tokenizer's own word boundaries (downstream/contextual/encoder.py: any transformers
+     encoder), in .arrow with `words` and `word_spans` naming each row; --standardize center|zscore with statistics
+     fitted on --reference (or reused from --stats) and saved beside the output as X.standardize.npz.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import numpy as np
 import torch
 
+from downstream.contextual.vectors import WordVectors
 from downstream.fill_mask import _fail
 from downstream.load import batch, encode, load_exported
 from schemas import ContractError
@@ -30,6 +35,7 @@ from schemas.tables import Account, TableError, TableReading, Undecodable, read_
 from trainer.model import BertForPretraining
 
 POOLINGS = ("cls", "mean", "tokens")
+"""What embed_texts pools (the project's own model); `words` goes through downstream/contextual/encoder.py."""
 
 
 def embedded_tokens(model: BertForPretraining, tokenizer, texts: list[str]) -> list[list[str]]:
@@ -102,12 +108,14 @@ def embed_parser() -> argparse.ArgumentParser:
                     "(any fsspec URL)")
     ap.add_argument("--text-column", default="text", metavar="NAME", help="column of a table's texts (default: text)")
     ap.add_argument("--output", required=True, help=".npy, or .arrow (with the texts, and for --pooling tokens the tokens)")
-    ap.add_argument("--pooling", default="cls", choices=("cls", "mean", "tokens"),
-                    help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 layers)")
+    ap.add_argument("--pooling", default="cls", choices=(*POOLINGS, "words"),
+                    help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 "
+                         "layers); 'words': per-word vectors (the mean of a word's pieces over --layers), any transformers encoder")
     ap.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per forward pass (default: 32)")
     ap.add_argument("--encoding", default="utf-8",
                     help="how --input is decoded, strictly: a byte that does not decode is an error (default: utf-8)")
     add_flags(ap.add_argument_group("reading a table"), TableReading)
+    add_flags(ap.add_argument_group("--pooling words: layers and standardisation"), WordVectors)
     return ap
 
 
@@ -155,12 +163,48 @@ def _accounted(account: Account, kept: int) -> str:
         f": {dropped}" if dropped else "")
 
 
+def embed_words(model_dir: str, texts: list[str], lines: list[int], config: WordVectors, output: str,
+                batch_size: int = 32, read: str = "") -> int:
+    """--pooling words: each text's words and their vectors (standardised as `config` says, the statistics saved
+    beside `output`), written to the .arrow `output`; `read` (the input's account) is said once the flags hold."""
+    from downstream.contextual.encoder import Encoder
+    from downstream.contextual.standardize import beside, fit_or_load
+    from downstream.contextual.vectors import layer_indices
+    from downstream.finetune.recipe import resolve_device
+
+    encoder = Encoder(model_dir, resolve_device("auto"))
+    layers, note = layer_indices(config.layers, encoder.num_layers)
+    say = lambda line: print(f"clozeforge embed: note: {line}", file=sys.stderr)
+    stats = fit_or_load(encoder, config, layers, per_layer=False, batch_size=batch_size, log=say)
+    if read:
+        print(f"clozeforge embed: {read}", file=sys.stderr)
+    if note:  # said once the flags are known to hold: an error stays the one line
+        say(note)
+    found = encoder.words(texts, layers, batch_size=batch_size)
+    cut = [line for line, w in zip(lines, found) if w.cut]
+    if cut:
+        say(f"{len(cut)} text(s) longer than the model's {encoder.max_length} positions: their words past it have no "
+            f"vector (line {', '.join(map(str, cut[:5]))}{' ...' if len(cut) > 5 else ''})")
+    vectors = [stats.apply(w.vectors) if stats is not None else w.vectors for w in found]
+    try:
+        write_embeddings(vectors, output, {"text": texts, "line": lines, "words": [w.words for w in found],
+                                           "word_spans": [[list(s) for s in w.spans] for w in found]})
+        if stats is not None:
+            stats.save(beside(output))
+    except OSError as e:
+        return _fail("embed", f"--output {output}: {e.strerror or e}")
+    print(f"embedded {sum(len(w.words) for w in found)} words of {len(texts)} texts (layers {','.join(map(str, layers))}"
+          f"{', ' + config.standardize if stats is not None else ''}) -> {output}"
+          + (f" (statistics: {beside(output)})" if stats is not None else ""))
+    return 0
+
+
 def embed_main(argv: list[str] | None = None) -> int:
     args = embed_parser().parse_args(argv)
     if not args.output.endswith((".npy", ".arrow")):
         return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
-    if args.pooling == "tokens" and args.output.endswith(".npy"):
-        return _fail("embed", "per-token embeddings have ragged lengths: use an .arrow --output")
+    if args.pooling in ("tokens", "words") and args.output.endswith(".npy"):
+        return _fail("embed", f"per-{args.pooling.removesuffix('s')} embeddings have ragged lengths: use an .arrow --output")
     if args.batch_size < 1:
         return _fail("embed", f"--batch-size must be >= 1, got {args.batch_size}")
     try:
@@ -168,10 +212,15 @@ def embed_main(argv: list[str] | None = None) -> int:
     except LookupError:
         return _fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
     try:
-        reading = from_flags(TableReading, args)
+        reading, words = from_flags(TableReading, args), from_flags(WordVectors, args)
+        if args.pooling != "words" and words != WordVectors():
+            return _fail("embed", "--layers, --standardize, --reference and --stats go with --pooling words")
         texts, lines, account = read_texts(args.input, args.encoding, args.text_column, reading)
         if not texts:
             return _fail("embed", f"{args.input}: no text (read {account.read}, dropped {dict(account.dropped)})")
+        if args.pooling == "words":
+            return embed_words(args.model, texts, lines, words, args.output, args.batch_size,
+                               read=f"{args.input}: {_accounted(account, len(texts))}")
         model, tokenizer = load_exported(args.model)
     except Undecodable as e:
         return _fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")

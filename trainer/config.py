@@ -47,9 +47,11 @@ class TrainConfig(Config):
     config.json + model.safetensors or pytorch_model.bin, or a sharded checkpoint's index), a clozeforge export,
     or a clozeforge run (RUN: its newest intact checkpoint; RUN@STEP). The architecture, and the vocabulary
     --data must be prepped with (`prep --vocab SOURCE`), are the source's; heads it lacks start fresh; the
-    optimizer, schedule and data position start fresh. Unless given, --lr becomes 1e-4, --warmup-ratio 0.01
-    and the masking the source's (trainer/start/recipe.py says why). A RUN that has checkpoints resumes instead:
-    rerun it without --init-from."""
+    optimizer, schedule and data position start fresh. Unless given, --lr becomes the rate the source's own
+    training used where its run or export records it, else 1e-4 x 768 / its width (trainer/start/rate.py; the
+    choice and why are printed at start), and the masking the source's (trainer/start/recipe.py). With
+    --eval-every, step 0 is evaluated too (the source's score). A RUN that has checkpoints resumes instead: rerun
+    it without --init-from."""
     family: str | None = flag(None, choices=tuple(FAMILIES))
     """The member of the BERT family (schemas/families.py): bert (MLM + NSP on NSP pairs, or MLM alone on packed
     rows), roberta or xlm-roberta (MLM on packed rows; no token types; exported as RobertaForMaskedLM /
@@ -79,11 +81,11 @@ class TrainConfig(Config):
     to 64, that divide the global batch, that the first number of ranks divides and that leave 16 pairs per
     partition and step (each partition's pairs are masked on their own: small chunks slow the input path)."""
     lr: float = 1e-3
-    """Peak learning rate (after warmup); 1e-4 with --init-from (BERT's own rate; Gururangan et al. 2020 continued
-    at 1e-4-5e-4)."""
+    """Peak learning rate (after warmup). With --init-from: the source's own training rate where recorded, else
+    1e-4 x 768 / its width (BERT-base's rate, scaled µP-style; trainer/start/rate.py)."""
     warmup_ratio: float = 0.06
     """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
-    length; --warmup-steps overrides it. 0.01 with --init-from (BERT's 10,000 of 1M steps)."""
+    length, also with --init-from (whose optimizer state starts fresh); --warmup-steps overrides it."""
     warmup_steps: int | None = None
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""

@@ -5,6 +5,7 @@ Out: {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", ("sbo_loss", "sbo_acc")} ove
      each accuracy's count (`nsp_n`: pairs, `mlm_n`: masked tokens) and binomial standard error
      (`nsp_acc_se` = sqrt(acc (1 - acc) / n)), so that an accuracy over 44 pairs reads as what it is. For MLM
      the masked tokens of one sequence are not independent draws, so its standard error is a lower bound.
+     `unmoved`: the warning of an --init-from run whose MLM accuracy and loss have not moved from its source's (step 0).
 """
 
 from __future__ import annotations
@@ -64,3 +65,23 @@ def describe(result: dict[str, float]) -> str:
     return " ".join(parts)
 
 
+LOSS_FALL = 0.05
+"""The fall of validation MLM loss (a fraction of the source's) past which a run is adapting although its accuracy has
+not moved yet. Measured (trainer/start/README.md): by step 200 the man-page runs that went on to gain held-out
+accuracy had cut it by 10-32% (1e-4 included), one of them (mini at 1e-3) with its accuracy still within its SE;
+the run of issue 49 that gained nothing cut its training loss by 4.8% in all of its 1,500 steps."""
+
+
+def unmoved(first: dict[str, float], now: dict[str, float], step: int, lr: float) -> str | None:
+    """The warning an --init-from run prints after its first evaluation past step 0 when validation MLM accuracy
+    moved by no more than its standard error since step 0 (the source's own score, `first`) and the MLM loss fell by
+    less than LOSS_FALL of its own, or None: at that rate the run spends its compute and leaves the source as it was."""
+    if "mlm_acc" not in first or "mlm_acc" not in now:
+        return None
+    moved, se = now["mlm_acc"] - first["mlm_acc"], max(first["mlm_acc_se"], now["mlm_acc_se"])
+    fell = (first["mlm_loss"] - now["mlm_loss"]) / first["mlm_loss"] if first["mlm_loss"] else 0.0
+    if abs(moved) > se or fell >= LOSS_FALL:
+        return None
+    return (f"warning: validation MLM accuracy moved {moved:+.4f} in {step} steps ({first['mlm_acc']:.4f} at step 0, "
+            f"the source; {now['mlm_acc']:.4f} now), within its standard error {se:.4f}, and its loss fell {100 * fell:.1f}%: "
+            f"at lr {lr:g} the run is not adapting the source; rerun with a larger --lr (e.g. {lr * 10:g})")

@@ -4,7 +4,9 @@ evaluation, checkpoints, phases and stopping.
 In:  a TrainConfig and the Runtime; the start-up is trainer/start/steps.py's `start`.
 Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mixture.json with --mix; returns the last evaluation's figures. Resumes from RUN's latest
      checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step. A new run starts
-     from random weights or from --init-from's source (fresh optimizer, schedule and data position).
+     from random weights or from --init-from's source (fresh optimizer, schedule and data position), which with
+     --eval-every is evaluated at step 0 too (the source's score), and warned about when its first evaluation after
+     that has not moved.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from trainer.config import TrainConfig
 from trainer.data import default_workers
 from trainer.data.audit import RowAudit
 from trainer.data.device import device_batches
-from trainer.evaluate import describe, evaluate
+from trainer.evaluate import describe, evaluate, unmoved
 from trainer.metrics import MetricsLog, peak_flops
 from trainer.run import lock as run_lock
 from trainer.run.runtime import Runtime, mean_losses
@@ -48,6 +50,13 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                      "trained_seq_len": phase.trained_seq_len}  # export's model_max_length
             rt.log(f"saved checkpoint {store.save(engine, config.output, step, state, config.keep_last)}")
 
+        # an --init-from run is read at step 0 too: its curve starts at the source's score, and its first evaluation
+        # after that says whether the run moved it (evaluate.unmoved)
+        source_score = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt) \
+            if step == 0 and config.init_from and config.eval_every else {}
+        if source_score:
+            log.write({"step": 0, "split": "validation", **source_score})
+            rt.log("eval " + describe(source_score) + " (step 0: the source)")
         end = config.max_steps if config.stop_after is None else min(config.max_steps, step + config.stop_after)
         # the loader's workers shut down (they ignore SIGTERM; left to interpreter exit they would hang it) and
         # --audit-rows' file closed however the loop ends, before a last checkpoint
@@ -95,6 +104,11 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     if last:
                         log.write({"step": step, "split": "validation", **last})
                         rt.log("eval " + describe(last))
+                    if source_score and last:
+                        warning = unmoved(source_score, last, step, config.lr)
+                        if warning:
+                            rt.log(warning)
+                        source_score = {}
                 if step % config.save_every == 0 or step == config.max_steps:
                     save()
             stop.settle()

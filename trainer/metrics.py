@@ -138,7 +138,8 @@ def read_metrics(run_dir: str) -> list[dict[str, Any]]:
 
 
 def plot_curves(run_dir: str) -> str | None:
-    """Draw RUN/curves.png: losses (train and validation) and validation accuracies against steps."""
+    """Draw RUN/curves.png: losses (train and validation) and validation accuracies against steps; for an --init-from
+    run (evaluated at step 0) the source's MLM accuracy as a line, and what the run gained over it."""
     records = read_metrics(run_dir)
     train = [r for r in records if "split" not in r]
     valid = [r for r in records if r.get("split") == "validation"]
@@ -166,6 +167,9 @@ def plot_curves(run_dir: str) -> str | None:
     for key in ("mlm_acc", "nsp_acc", "sbo_acc"):
         if any(key in r for r in valid):
             ax_acc.plot(vsteps, [r.get(key) for r in valid], "o-", label=f"valid {key.split('_')[0]} accuracy")
+    if valid and valid[0]["step"] == 0 and "mlm_acc" in valid[0]:  # an --init-from run: its source's score, and the gain
+        source, end = valid[0]["mlm_acc"], valid[-1].get("mlm_acc", valid[0]["mlm_acc"])
+        ax_acc.axhline(source, linestyle=":", color="gray", label=f"the source (step 0): mlm {source:.3f}, {end - source:+.3f} since")
     ax_acc.set_xlabel("step")
     ax_acc.set_ylabel("accuracy")
     ax_acc.set_ylim(0, 1)

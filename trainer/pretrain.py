@@ -110,8 +110,8 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
     if os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
         objectives = "mlm + nsp" if config.nsp_weight else "mlm"
         print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
-        if notes:
-            print(f"init-from {config.init_from}: continued pretraining's defaults: {', '.join(notes)}", flush=True)
+        for note in notes:  # the rate and why, then the other defaults applied
+            print(f"init-from {config.init_from}: {note}", flush=True)
     try:
         if config.mix:  # here, not when the mixture is first streamed: on every rank, after minutes of start-up
             try:

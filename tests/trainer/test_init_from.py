@@ -23,6 +23,7 @@ from trainer.config import TrainConfig, TrainError  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 from trainer.model.hf_names import our_name  # noqa: E402
 from trainer.start import recipe  # noqa: E402
+from trainer.start.rate import Rate  # noqa: E402
 from trainer.start.sources import ARCHITECTURE, open_source, source_problem  # noqa: E402
 
 TEXTS = ["Paris is the capital of France, and Berlin is the capital of Germany.",
@@ -252,10 +253,12 @@ def test_a_disagreeing_model_preset_is_refused_and_defaults_follow_the_recipe(vo
     config = TrainConfig(data="unused", output=str(tmp_path / "run"), init_from=source, model="tiny")
     found = recipe.agreement(config, open_source(source).architecture)
     assert found and found.startswith("--model tiny disagrees with --init-from") and "hidden_size 128 (--model tiny) vs 32" in found
-    settled, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source), set(), None)
-    assert (settled.lr, settled.warmup_ratio) == (1e-4, 0.01) and len(notes) == 2
-    kept, _ = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"})
-    assert kept.lr == 3e-4 and kept.warmup_ratio == 0.01 and kept.masking.strategy == "wwm"
+    chosen = Rate(6e-4, "the width rule")
+    settled, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source), set(), None, chosen)
+    assert (settled.lr, settled.warmup_ratio) == (6e-4, 0.06) and notes == ["lr 0.0006: the width rule"]  # warmup: scratch's 6%
+    kept, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"}, chosen)
+    assert kept.lr == 3e-4 and kept.warmup_ratio == 0.06 and kept.masking.strategy == "wwm"
+    assert notes == ["lr 0.0003: given (--lr)", "masking wwm 0.15 (the source's)"]
 
 
 def test_a_source_that_is_no_directory_of_either_kind_is_one_line(tmp_path):
@@ -284,9 +287,10 @@ def _started_run(run, record: dict) -> str:
 def test_a_resume_keeps_the_source_and_its_recipe_without_the_flag_and_refuses_it_with(tmp_path):
     from trainer.start.steps import settle
 
-    run = _started_run(tmp_path / "run", {"init_from": "/gone/source", "masking": {"strategy": "wwm", "mask_prob": 0.2}})
+    run = _started_run(tmp_path / "run", {"init_from": "/gone/source", "masking": {"strategy": "wwm", "mask_prob": 0.2},
+                                          "lr": 6e-4})
     config, notes = settle(TrainConfig(data="d", output=run), set())
-    assert (config.init_from, config.lr, config.warmup_ratio, config.model) == ("/gone/source", 1e-4, 0.01, None)
+    assert (config.init_from, config.lr, config.warmup_ratio, config.model) == ("/gone/source", 6e-4, 0.06, None)
     assert (config.masking.strategy, config.masking.mask_prob) == ("wwm", 0.2) and notes  # the source need not exist
     with pytest.raises(TrainError, match="already has checkpoints .* rerun without --init-from"):
         settle(TrainConfig(data="d", output=run, init_from="/gone/source"), set())

@@ -4,7 +4,10 @@ vocabulary mismatch is one line before any rank starts; --init-from on a run wit
 
 How "the source's weights reached the engine" is measured: one optimizer step at a learning rate of 1e-12 moves no
 weight by more than ~1e-12, so the run's export must give the source's MLM and NSP logits within 1e-5 (a random
-start misses by ~1)."""
+start misses by ~1).
+
+An --init-from run says its learning rate and why in one line, is evaluated at step 0 (the source's score) and not a
+fresh run, and is warned about when its accuracy did not move from the source's by its first evaluation."""
 
 from __future__ import annotations
 
@@ -81,13 +84,14 @@ def test_a_run_started_from_a_source_resumes_as_if_uninterrupted(prepped, source
     for run, extra in ((straight, ()), (interrupted, ("--stop-after", "2"))):
         result = train(prepped, run, *flags, *extra)
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "continued pretraining's defaults: lr 0.0001" in result.stdout
+        assert f"init-from {source}: lr 0.0024: the source records no training rate" in result.stdout  # 32 wide
     again = train(prepped, interrupted, *flags)  # --init-from on a run with checkpoints: that is a resume
     assert again.returncode == 2 and "already has checkpoints" in again.stderr and "rerun without --init-from" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1, again.stderr
     resumed = train(prepped, interrupted, "--max-steps", "4", "--zero-stage", "2", "--save-every", "100")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from step_00000002" in resumed.stdout + resumed.stderr
+    assert f"init-from {source}: lr 0.0024: the rate this run started with ({interrupted}/train_config.json)" in resumed.stdout
 
     def losses(run):
         with open(os.path.join(run, "metrics.jsonl")) as f:
@@ -97,7 +101,7 @@ def test_a_run_started_from_a_source_resumes_as_if_uninterrupted(prepped, source
     assert sorted(a) == sorted(b) == [1, 2, 3, 4]
     for step in a:
         assert abs(a[step][0] - b[step][0]) <= 1e-5 and a[step][1] == b[step][1], (step, a[step], b[step])
-    assert max(lr for _, lr in a.values()) <= 1e-4  # the recipe's rate, kept by the resume without the flag
+    assert max(lr for _, lr in a.values()) <= 2.4e-3  # the width rule's rate, kept by the resume without the flag
 
 
 def test_a_run_is_a_source_too(prepped, source, tmp_path):
@@ -129,3 +133,41 @@ def test_bad_sources_are_one_line_before_any_rank_starts(prepped, source, tmp_pa
         assert not os.path.exists(os.path.join(run, "train_config.json"))  # no rank started
     conflicting = train(prepped, str(tmp_path / "conflict"), "--init-from", source, "--model", "mini")
     assert conflicting.returncode == 2 and "--model mini disagrees with --init-from" in conflicting.stderr
+
+
+def validation_steps(run: str) -> list[int]:
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        return [r["step"] for r in map(json.loads, f) if r.get("split") == "validation"]
+
+
+def test_an_init_from_run_is_read_at_step_0_and_takes_the_rate_its_source_trained_at(prepped, tmp_path):
+    fresh = str(tmp_path / "fresh")
+    result = train(prepped, fresh, "--max-steps", "2", "--eval-every", "2", "--eval-batches", "2", "--lr", "2e-3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert validation_steps(fresh) == [2] and "init-from" not in result.stdout  # a fresh run: no step 0, no rate line
+    continued = str(tmp_path / "continued")
+    result = train(prepped, continued, "--init-from", fresh, "--max-steps", "2", "--eval-every", "2", "--eval-batches", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (f"init-from {fresh}: lr 0.002: the rate the source's own training used ({fresh}/checkpoints/step_00000002, "
+            "its train config)\n") in result.stdout
+    assert validation_steps(continued) == [0, 2] and "(step 0: the source)" in result.stdout
+    with open(os.path.join(continued, "train_config.json")) as f:
+        assert json.load(f)["lr"] == 2e-3
+
+
+@pytest.mark.parametrize("lr, warned", [("1e-9", True), ("1e-2", False)])
+def test_a_run_whose_accuracy_did_not_move_from_its_source_is_warned_about(prepped, source, tmp_path, lr, warned):
+    run = str(tmp_path / "run")
+    result = train(prepped, run, "--init-from", source, "--max-steps", "6", "--eval-every", "6", "--eval-batches", "4", "--lr", lr)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"init-from {source}: lr {float(lr):g}: given (--lr)\n" in result.stdout
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        first, last = (r for r in map(json.loads, f) if r.get("split") == "validation")
+    moved = abs(last["mlm_acc"] - first["mlm_acc"])
+    print(f"lr {lr}: validation MLM accuracy {first['mlm_acc']:.4f} -> {last['mlm_acc']:.4f} (SE {last['mlm_acc_se']:.4f})")
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("warning: validation MLM accuracy moved")]
+    assert len(warnings) == int(warned), result.stdout[-2000:]
+    if warned:
+        assert moved <= max(first["mlm_acc_se"], last["mlm_acc_se"]) and "--lr" in warnings[0] and "at lr 1e-09" in warnings[0]
+    else:
+        assert moved > max(first["mlm_acc_se"], last["mlm_acc_se"])

@@ -7,7 +7,9 @@ In:  SOURCE as typed: a directory (any fsspec URL) with config.json and model.sa
      (config.json's model_type names the family: schemas/families.py); or a run directory of `clozeforge train`
      (its newest intact checkpoint; RUN@STEP for that step's).
 Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among them), `vocab_sha256` (of its
-     tokens in id order, as prep writes vocab.txt, from vocab.txt or tokenizer.json: compared with the manifest's), `masking` (a run's recorded masking; None for a HuggingFace directory),
+     tokens in id order, as prep writes vocab.txt, from vocab.txt or tokenizer.json: compared with the manifest's),
+     `masking` (a run's recorded masking; None for a HuggingFace directory),
+     `training` (the training config a run's checkpoint or an export's model card records; trainer/start/rate.py),
      `check()` (files and tensor shapes, without loading the weights where a header tells the shapes) and
      `state_dict(model_config)`: our names (trainer/model/hf_names.py), the parts it lacks and the names it drops.
 Every problem is one TrainError line naming the file. Pickled files are read only through
@@ -36,6 +38,7 @@ from schemas.jsonl import file_object
 from trainer.config import TrainError
 from trainer.model import ModelConfig
 from trainer.model.hf_names import WeightsError, from_transformers
+from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
                 "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
@@ -65,6 +68,9 @@ class Source:
     vocab_dir: str
     """Where its vocab.txt is: what `prep --vocab` takes to prep data for it."""
     masking: dict | None = None
+    training: dict | None = None
+    """The training config the source was trained with, where it records one (trainer/start/rate.py reads its lr)."""
+    training_where: str | None = None
 
     @classmethod
     def matches(cls, url: str) -> bool:
@@ -118,6 +124,7 @@ class HuggingFaceDirectory(Source):
                 raise TrainError(f"--init-from {where}: {key} {body[key]!r} is not supported ({why}: {want!r})")
         self.kind = "/".join(body.get("architectures") or ["BertModel"])
         self.vocab_dir = self.url
+        self.training, self.training_where = read_card(self.fs, self.root, self.url)  # a clozeforge export's card
         vocab_url = f"{self.url}/{vocab_files.VOCAB_FILE}"
         try:
             self.vocab_sha256 = canonical_vocab_sha256(self.fs.cat_file(posixpath.join(self.root, vocab_files.VOCAB_FILE)), vocab_url)
@@ -244,6 +251,7 @@ class RunDirectory(Source):
         self.kind = f"clozeforge run, step {self.step}"
         train_config = meta.get("train_config") or {}
         self.masking = train_config.get("masking")
+        self.training, self.training_where = train_config or None, f"{folder}, its train config"
         self.vocab_dir = os.path.join(self.run, "vocab")
         vocab_url = os.path.join(self.vocab_dir, vocab_files.VOCAB_FILE)
         try:

@@ -30,7 +30,7 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec
 from trainer.run.runtime import Runtime
-from trainer.start import preflight, recipe
+from trainer.start import preflight, rate, recipe
 from trainer.start.sources import ARCHITECTURE, open_source
 
 ARCHITECTURE_KEY = "init_architecture"
@@ -80,7 +80,8 @@ def language_components(data: str, manifest: Manifest) -> tuple[str, ...]:
 
 
 def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]]:
-    """The config the run trains with, and a note per continued-pretraining default applied (see the module)."""
+    """The config the run trains with, and for an --init-from run the lines to print: its learning rate and why, the
+    other continued-pretraining defaults applied (see the module)."""
     before = recorded(config.output)  # None for a new run
     if before is not None and config.init_from:
         raise TrainError(f"--init-from {config.init_from}: {config.output} already has checkpoints (latest "
@@ -90,14 +91,16 @@ def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]
         return dataclasses.replace(config, model=config.model or "tiny"), []
     config = dataclasses.replace(config, init_from=source_url)
     if before is not None:  # a resume: the source may be gone; the run recorded what it took from it
-        return recipe.with_defaults(config, given, before.get("masking"))
+        started = rate.Rate(before.get("lr", config.lr), f"the rate this run started with ({config.output}/train_config.json)")
+        return recipe.with_defaults(config, given, before.get("masking"), started)
     source = open_source(source_url)
     found = recipe.agreement(config, source.architecture)
     if found:
         raise TrainError(found)
     if source.architecture.get("pre_layernorm"):
         config = dataclasses.replace(config, pre_layernorm=True)
-    return recipe.with_defaults(config, given, source.masking)
+    chosen = rate.for_source(source.architecture["hidden_size"], source.training, source.training_where)
+    return recipe.with_defaults(config, given, source.masking, chosen)
 
 
 @dataclasses.dataclass

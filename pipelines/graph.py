@@ -1,15 +1,17 @@
 """The prep graph: which Beam stage feeds which (pipelines/stages/, in the order below).
 
-    ReadCorpus ─ IdentifyLanguage ─ CleanDocuments ─ Deduplicate ─ Decontaminate ─┬─ WriteCleanDocs ─ (clean/) ─┐
-                                                      CountScripts ─┤ └─ CountWords ─ LearnVocabulary ─┴─ Tokenize ─ ...
+    ReadCorpus ─ (IdentifyLanguage) ─ CleanDocuments ─ Deduplicate ─ (Decontaminate) ─┬─ WriteCleanDocs ─ (clean/) ─┐
+                                                                                     ├─ CountWords ─ LearnVocabulary ─┴─ Tokenize ─ ...
+                                                                                     └─ CountScripts ─ Finalize
     ... ─ MakeNspPairs (--packing nsp) | MakePackedRows (full-sentences, doc-sentences) ─ WriteShards ─ Finalize
-                                         (clean/) ─ LanguageVocabStats ─┘
+    (clean/) ─ (LanguageVocabStats) ─ Finalize
 
-IdentifyLanguage and LanguageVocabStats run only with --identify-languages (then every record is also tallied under its
-language), Decontaminate only with --decontaminate. CountScripts sums the kept documents' characters per script, for
-report.json and the warning (or --strict's refusal) when uncased normalisation would delete a script's letters. CountWords and LearnVocabulary ask the --tokenizer kind's row
-(pipelines/tokenizer_kinds.py) how to split text into words and learn; Tokenize asks the vocabulary's. Tokenize
-reads the documents back from the clean shards once the vocabulary exists, rather than Beam holding them until then,
+The stages in parentheses run only with their flag: IdentifyLanguage and LanguageVocabStats with
+--identify-languages (then every record is also tallied under its language), Decontaminate with --decontaminate.
+CountScripts sums the kept documents' letters per script, for report.json's `scripts` table and the warning (or
+--strict's refusal) when uncased normalisation would delete a script's letters. CountWords and LearnVocabulary ask
+the --tokenizer kind's row (pipelines/tokenizer_kinds.py) how to split text into words and learn; Tokenize asks the
+vocabulary's. Tokenize reads the documents back from the clean shards once the vocabulary exists, rather than Beam holding them until then,
 and every shuffle of documents, word counts or pairs goes, on the local runners, through run files under
 DIR/.tmp-<id>/ (pipelines/shuffle), removed as each is read: a run's memory does not grow with the corpus. On any
 other runner (Dataflow, Flink, Spark, the portable Job API) the same transforms use Beam's GroupByKey instead
@@ -64,9 +66,9 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")  # the run's: run files, and the attempts' staged files
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
     read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read, output=config.output)
-    raw_docs = read["docs"]
-    identified = raw_docs | "IdentifyLanguage" >> IdentifyLanguage(config.languages) if config.languages.identify_languages else None
-    if identified is not None:
+    raw_docs, identified = read["docs"], None
+    if config.languages.identify_languages:
+        identified = raw_docs | "IdentifyLanguage" >> IdentifyLanguage(config.languages)
         raw_docs = identified["docs"]
     cleaned = raw_docs | "CleanDocuments" >> CleanDocuments(
         NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text),
@@ -135,9 +137,9 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     languages = None
     if identified is not None:
         language_tallies = (
-            read["drops"] | count_languages("Read", "read_drops"),
+            read["drops"] | count_languages("Read", "read_and_dropped"),
             identified["docs"] | count_languages("Identified", "read"),
-            identified["drops"] | count_languages("Identify", "dropped"),
+            identified["drops"] | count_languages("Identify", "read_and_dropped"),
             cleaned["drops"] | count_languages("Clean", "dropped"),
             deduped["drops"] | count_languages("Dedup", "dropped"),
             *([decontaminated["drops"] | count_languages("Decontaminate", "dropped")] if decontaminated is not None else []),

@@ -6,8 +6,10 @@ In:  a catalog's bytes and its path. Out: `Catalog(language, entries)`, each ent
 
 Every Debian system installs thousands of catalogs (/usr/share/locale/<lang>/LC_MESSAGES/*.mo): real English-to-N
 translations of short interface strings. A .mo file is read with its own struct reader (GNU gettext's layout: magic
-0x950412de in either byte order, revision 0 or 1, N strings, the offsets of the original and translated string
-tables), never through `gettext.GNUTranslations`, whose plural-forms header is compiled into Python code. A .po file is
+0x950412de in either byte order, revision 0.0 or 0.1, N strings, the offsets of the original and translated string
+tables; 0.1's system-dependent strings, messages with `<PRIdMAX>`-style macros, are counted, not read; strings in
+the header's charset), never through `gettext.GNUTranslations`, whose plural-forms header is compiled into Python
+code (checked against GNU msgunfmt on this machine's catalogs: tests/pipelines/test_parallel.py). A .po file is
 read line by line (msgctxt, msgid, msgid_plural, msgstr, msgstr[n], continued "..." lines, C escapes; `#, fuzzy`
 marks a translation its translator did not confirm). The language is the header's `Language:` field, else the
 catalog's directory (`<lang>/LC_MESSAGES/`); a catalog with neither is a PrepError naming it.
@@ -15,6 +17,7 @@ catalog's directory (`<lang>/LC_MESSAGES/`); a catalog with neither is a PrepErr
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import re
 import struct
@@ -39,11 +42,29 @@ class Entry:
 class Catalog:
     language: str
     entries: tuple[Entry, ...]
+    system_dependent: int = 0
+    """Messages of a revision 1 .mo's system-dependent table (`%<PRIdMAX>`: printf formats all), counted, not read."""
 
 
 def is_mo(head: bytes) -> bool:
     """Whether the first 4 bytes are a .mo file's magic number (either byte order)."""
     return len(head) >= 4 and MO_MAGIC in (struct.unpack("<I", head[:4])[0], struct.unpack(">I", head[:4])[0])
+
+
+_CHARSET_RE = re.compile(rb"charset=([A-Za-z0-9_.:-]+)")
+
+
+def _charset(header: bytes, path: str) -> str:
+    """The header's `Content-Type: ...; charset=X` (UTF-8 without one; old catalogs use ISO-8859-1, EUC-JP, ...), a
+    PrepError when Python knows no such codec."""
+    match = _CHARSET_RE.search(header)
+    if not match or match.group(1).upper() == b"CHARSET":  # "CHARSET": the template's placeholder
+        return "utf-8"
+    name = match.group(1).decode("ascii")
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        raise PrepError(f"{path}: the catalog's charset {name!r} is not one Python decodes") from None
 
 
 def _language(header: str, path: str) -> str:
@@ -69,23 +90,27 @@ def read_mo(data: bytes, path: str) -> Catalog:
     order = "<" if struct.unpack("<I", data[:4])[0] == MO_MAGIC else ">"
     try:
         revision, count, originals, translations = struct.unpack(f"{order}4I", data[4:20])
-        if revision >> 16 > 1:
-            raise PrepError(f"{path}: .mo revision {revision >> 16}.{revision & 0xFFFF}, this reader knows 0 and 1")
+        if revision >> 16:
+            raise PrepError(f"{path}: .mo revision {revision >> 16}.{revision & 0xFFFF}, this reader knows 0.0 and 0.1")
 
-        def string(table: int, i: int) -> str:
+        def raw(table: int, i: int) -> bytes:
             length, offset = struct.unpack(f"{order}2I", data[table + 8 * i: table + 8 * i + 8])
             if offset + length > len(data):
                 raise PrepError(f"{path}: string {i} lies past the file's end (truncated .mo?)")
-            return data[offset: offset + length].decode("utf-8")
+            return data[offset: offset + length]
 
-        pairs = [(string(originals, i), string(translations, i)) for i in range(count)]
+        raw_pairs = [(raw(originals, i), raw(translations, i)) for i in range(count)]
     except struct.error:
         raise PrepError(f"{path}: a truncated .mo catalog (its tables lie past the file's end)") from None
+    charset = next((_charset(msgstr, path) for msgid, msgstr in raw_pairs if msgid == b""), "utf-8")
+    try:
+        pairs = [(msgid.decode(charset), msgstr.decode(charset)) for msgid, msgstr in raw_pairs]
     except UnicodeDecodeError as e:
-        raise PrepError(f"{path}: a .mo string is not UTF-8 ({e.reason} at byte {e.start})") from None
+        raise PrepError(f"{path}: a .mo string is not {charset} ({e.reason} at byte {e.start})") from None
     header = next((msgstr for msgid, msgstr in pairs if msgid == ""), "")
     entries = tuple(Entry(i + 1, _message(msgid), _message(msgstr)) for i, (msgid, msgstr) in enumerate(pairs) if msgid)
-    return Catalog(_language(header, path), entries)
+    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if revision & 0xFFFF and len(data) >= 40 else 0
+    return Catalog(_language(header, path), entries, system_dependent)
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
@@ -97,6 +122,15 @@ def _unquote(text: str, path: str, line: int) -> str:
     if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
         raise PrepError(f"{path}:{line}: expected a quoted string, found {text[:40]!r}")
     return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), text[1:-1])
+
+
+def decode_po(data: bytes, path: str) -> str:
+    """A .po file's text in the charset its header names (the header is ASCII in every charset gettext allows)."""
+    charset = _charset(data[:4096], path)
+    try:
+        return data.decode(charset)
+    except UnicodeDecodeError as e:
+        raise PrepError(f"{path}: a .po catalog that is not {charset} ({e.reason} at byte {e.start})") from None
 
 
 def read_po(text: str, path: str) -> Catalog:

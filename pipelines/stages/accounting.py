@@ -80,18 +80,19 @@ def count_kept(label_prefix: str):
 def count_languages(label_prefix: str, what: str):
     """Per-language accounting (prep --identify-languages): records → ((language, key), count) sums, `what` one of
     "read" (identified documents: their language's read), "kept" (kept Docs), "dropped" (Drops: their reason), or
-    "read_drops" (ReadCorpus' drops, which no identifier saw: read and dropped under "und"). No counter is bumped:
-    the file tallies do that once."""
+    "read_and_dropped" (Drops of records never passed on: ReadCorpus' drops, which no identifier saw, under "und",
+    and IdentifyLanguage's --keep-language drops, under their language: each is read and dropped). No counter is
+    bumped: the file tallies do that once."""
     from pipelines.documents.languages import UND
 
+    if what == "read_and_dropped":
+        return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(
+            lambda drop: [(drop.language or UND, "read"), (drop.language or UND, f"dropped:{drop.reason}")], several=True))
     keys = {
         "read": lambda raw: (raw.language, "read"),
         "kept": lambda doc: (doc.language, "kept"),
         "dropped": lambda drop: (drop.language or UND, f"dropped:{drop.reason}"),
     }
-    if what == "read_drops":
-        return f"{label_prefix}LanguageTally" >> beam.ParDo(
-            TallyFn(lambda drop: [(UND, "read"), (UND, f"dropped:{drop.reason}")], several=True))
     return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(keys[what]))
 
 

@@ -1,0 +1,164 @@
+"""Parallel text (issue 44): gettext catalogs read as English → language pairs, checked against GNU gettext's own
+msgunfmt on this machine's catalogs; TSV and line-aligned pairs; each pair's drop reasons; bad input in one line."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import struct
+import subprocess
+from collections import Counter
+
+import pytest
+
+from pipelines.documents.catalogs import decode_po, read_mo, read_po
+from pipelines.documents.normalize import NormalizeConfig
+from pipelines.documents.parallel import (
+    Pair,
+    aligned_pairs,
+    catalog_pairs,
+    clean_pair,
+    has_placeholder,
+    pair_key,
+    parse_spec,
+    tsv_pairs,
+)
+from pipelines.documents.records import Drop
+from pipelines.errors import PrepError
+
+LOCALE = "/usr/share/locale"
+# UTF-8 catalogs with plural forms and contexts, and one in ISO-8859-1 (net-tools)
+CATALOGS = [f"{LOCALE}/{lang}/LC_MESSAGES/{name}.mo" for lang, name in
+            (("fr", "coreutils"), ("fr", "apt"), ("fr", "net-tools"), ("ja", "bash"), ("hi", "Linux-PAM"), ("th", "apt"))]
+
+
+def _mo_entries(path: str) -> int:
+    """A .mo file's string count, less its header entry, read from its bytes (GNU's layout: N at offset 8)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    order = "<" if data[:4] == b"\xde\x12\x04\x95" else ">"
+    count, originals = struct.unpack(f"{order}I", data[8:12])[0], struct.unpack(f"{order}I", data[12:16])[0]
+    first_length = struct.unpack(f"{order}I", data[originals:originals + 4])[0]  # originals are sorted: "" first
+    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if struct.unpack(f"{order}I", data[4:8])[0] & 0xFFFF else 0
+    return count - (first_length == 0) + system_dependent
+
+
+@pytest.mark.parametrize("path", CATALOGS)
+def test_the_mo_reader_agrees_with_gnu_msgunfmt(path, tmp_path):
+    with open(path, "rb") as f:
+        catalog = read_mo(f.read(), path)
+    po = tmp_path / path.split("/")[4] / "LC_MESSAGES" / "c.po"  # where a catalog without a Language: header says it
+    po.parent.mkdir(parents=True)
+    subprocess.run(["msgunfmt", path, "-o", str(po)], check=True)
+    from_po = read_po(decode_po(po.read_bytes(), str(po)), str(po))
+    # msgunfmt also writes revision 1's system-dependent strings, which the reader counts without reading
+    system_dependent = [(e.msgid, e.msgstr) for e in from_po.entries if "%<PRI" in e.msgid]
+    assert len(system_dependent) == catalog.system_dependent
+    assert [(e.msgid, e.msgstr) for e in catalog.entries] == [(e.msgid, e.msgstr) for e in from_po.entries if "%<PRI" not in e.msgid]
+    assert len(catalog.entries) + catalog.system_dependent == _mo_entries(path) > 0
+    assert catalog.language == from_po.language and catalog.language.split("_")[0] == path.split("/")[4]
+
+
+def test_a_po_entrys_fields_fuzzy_and_escapes():
+    text = "\n".join([
+        'msgid ""', 'msgstr ""', '"Language: fr\\n"', '"Content-Type: text/plain; charset=UTF-8\\n"', "",
+        "#, fuzzy", 'msgid "Cancel"', 'msgstr "Annuler"', "",
+        'msgctxt "menu"', 'msgid "Open"', 'msgstr ""', '"Ouv"', '"rir\\t!"', "",
+        'msgid "one file"', 'msgid_plural "%d files"', 'msgstr[0] "un fichier"', 'msgstr[1] "%d fichiers"', "",
+        '#~ msgid "Gone"', '#~ msgstr "Parti"',
+    ])
+    catalog = read_po(text, "x.po")
+    assert catalog.language == "fr"
+    assert [(e.line, e.msgid, e.msgstr, e.fuzzy) for e in catalog.entries] == [
+        (7, "Cancel", "Annuler", True), (11, "Open", "Ouvrir\t!", False), (16, "one file", "un fichier", False)]
+    with pytest.raises(PrepError, match=r"^y.po:2: not a \.po line \('msgstring \"x\"'\)$"):
+        read_po('msgid "a"\nmsgstring "x"\n', "y.po")
+
+
+def test_catalog_pairs_account_for_every_entry_of_this_machines_catalogs():
+    normalize = NormalizeConfig()
+    for language in ("hi", "mo"):  # mo: Moldavian's withdrawn ISO 639-1 code, which gettext still installs
+        files = sorted(glob.glob(f"{LOCALE}/{language}/LC_MESSAGES/*.mo"))
+        reasons = Counter()
+        for path in files:
+            with open(path, "rb") as f:
+                records = list(catalog_pairs(f.read(), path))
+            assert len(records) == _mo_entries(path), path
+            for record in records:
+                record = clean_pair(record, normalize) if isinstance(record, Pair) else record
+                reasons[record.reason if isinstance(record, Drop) else "kept"] += 1
+                if isinstance(record, Pair):
+                    assert record.languages == f"en-{language}" and record.source != record.target
+                    assert not has_placeholder(record.source) and not has_placeholder(record.target)
+        assert sum(reasons.values()) == sum(_mo_entries(p) for p in files)
+        if language == "mo":
+            assert set(reasons) == {"unknown_language"}
+        else:
+            assert set(reasons) == {"kept", "format_string", "identical_pair", "empty_pair"} and reasons["kept"] > 1000
+
+
+def test_the_drop_reasons_of_real_catalog_messages():
+    normalize = NormalizeConfig()
+
+    def reason(source, target):
+        record = clean_pair(Pair("en", "hi", source, target, "p", 1), normalize)
+        return record.reason if isinstance(record, Drop) else (record.source, record.target)
+
+    # Linux-PAM's and PackageKit's messages, as hi's and th's catalogs hold them
+    assert reason("from %.*s", "%.*s से") == "format_string"
+    assert reason("Please enter a number from 1 to %i: ", "กรุณาป้อนตัวเลขจาก 1 ถึง %i:") == "format_string"
+    assert reason("Installing {0}", "{0} स्थापित") == "format_string"
+    assert reason("%(name)s failed", "x") == "format_string"
+    assert reason("Bugzilla", "Bugzilla") == "identical_pair"
+    assert reason("  ", "") == "empty_pair"
+    assert reason("50% done", "50% पूर्ण") == ("50% done", "50% पूर्ण")  # a percent sign is text
+    assert reason("...Sorry, your  time is up!\n", "...क्षमा करें, आपका समय समाप्त हो गया!") == (
+        "...Sorry, your time is up!", "...क्षमा करें, आपका समय समाप्त हो गया!")
+    assert reason("{{literal}}", "{{शाब्दिक}}") == ("{{literal}}", "{{शाब्दिक}}")
+    a, b = Pair("en", "fr", "Cancel", "Annuler", "a.mo", 3), Pair("en", "fr", "Cancel", "Annuler", "b.mo", 9)
+    assert pair_key(a) == pair_key(b) != pair_key(Pair("en", "de", "Cancel", "Annuler", "a.mo", 3))
+
+
+def _real_pairs(n: int) -> list[tuple[str, str]]:
+    with open(f"{LOCALE}/fr/LC_MESSAGES/coreutils.mo", "rb") as f:
+        entries = read_mo(f.read(), "coreutils.mo").entries
+    return [(e.msgid, e.msgstr) for e in entries if "\n" not in e.msgid + e.msgstr and "\t" not in e.msgid + e.msgstr][:n]
+
+
+def test_tsv_and_line_aligned_pairs():
+    pairs = _real_pairs(5)
+    text = "\n".join(f"{a}\t{b}" for a, b in pairs[:3]) + f"\n{pairs[3][0]} {pairs[3][1]}\n\n{pairs[4][0]}\t{pairs[4][1]}\n"
+    records = list(tsv_pairs(text, "p.tsv", ("en", "fr"), strict=False))
+    assert [(r.source, r.target, r.line) for r in records if isinstance(r, Pair)] == [
+        (*pairs[0], 1), (*pairs[1], 2), (*pairs[2], 3), (*pairs[4], 6)]
+    assert [(r.reason, r.line, r.language) for r in records if isinstance(r, Drop)] == [("missing_tab", 4, "fr")]
+    with pytest.raises(PrepError, match=r"^p\.tsv:4: expected source<TAB>target, found 0 tabs$"):
+        list(tsv_pairs(text, "p.tsv", ("en", "fr"), strict=True))
+    sources, targets = [a for a, _ in pairs], [b for _, b in pairs]
+    assert [(p.source, p.target, p.line, p.path) for p in aligned_pairs(sources, targets, ("a.en", "b.fr"), ("en", "fr"))] == [
+        (a, b, i, "a.en") for i, (a, b) in enumerate(pairs, start=1)]
+    with pytest.raises(PrepError, match=r"^--parallel: a\.en has 5 lines but b\.fr has 4: line-aligned files must"):
+        list(aligned_pairs(sources, targets[:4], ("a.en", "b.fr"), ("en", "fr")))
+
+
+def test_bad_parallel_input_is_one_line():
+    assert parse_spec("/usr/share/locale/*/LC_MESSAGES/apt.mo").languages is None
+    spec = parse_spec("en-pt_BR=a.en,b.pt")
+    assert spec.languages == ("en", "pt_BR") and spec.aligned == ("a.en", "b.pt")
+    assert parse_spec("en-fr=pairs/*.tsv").aligned is None
+    with pytest.raises(PrepError, match=r"^--parallel en-xx=p\.tsv: unknown language code 'xx'"):
+        parse_spec("en-xx=p.tsv")
+    with pytest.raises(PrepError, match=r"^--parallel english=p\.tsv: expected SRC-TGT=FILES"):
+        parse_spec("english=p.tsv")
+    man = sorted(glob.glob("/usr/share/man/fr/man1/*.gz"))[0]
+    with open(man, "rb") as f:
+        data = f.read()
+    with pytest.raises(PrepError, match=rf"^x\.mo: not a gettext \.mo catalog \(magic number {data[:4].hex()}, expected 950412de\)$"):
+        list(catalog_pairs(data, "x.mo"))
+    with pytest.raises(PrepError, match=r"^x\.po:1: not a \.po line"):
+        list(catalog_pairs(gzip.decompress(data), "x.po"))
+    with open(CATALOGS[0], "rb") as f:
+        catalog = f.read()
+    for cut in (12, len(catalog) // 2):
+        with pytest.raises(PrepError, match=r"^cut\.mo: (a truncated \.mo catalog|string \d+ lies past the file's end)"):
+            list(catalog_pairs(catalog[:cut], "cut.mo"))

@@ -40,6 +40,15 @@ tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
 """.split())
 """Every two-letter ISO 639-1 code."""
 
+IDENTIFIED = frozenset("""
+ace af am an ar ary arz as az ba bcl be bg bn br bs ca crh cs cy da de dz el en eo es et eu ext fa fi fo fr fuv fy ga gcf
+gcr gd gl gom grc gu gug guw ha hbo he hi hr ht hu hy id ig is it ja jv ka kab kik kk km kn ko ku ky la lb lg lij ln lo
+lt ltg lv mg mk ml mn mr ms mt my ne nl nn no nso oc om or pa pcm pl ps pt qu ro ru rw sa sdh se si sk sl sn so sq sr st
+sv sw ta te tg th tk tl tr tt ug uk ur uz uzs vec vi vo wa wuu xh yo yue zh zu zxx
+""".split())
+"""The codes py3langid's model can name (its classes; a test keeps this list equal to the installed model's), which
+--keep-language accepts, with UND."""
+
 _CODE_RE = re.compile(r"^([a-z]{2,3})(?:[_-]([A-Z]{2}|[0-9]{3}|[A-Z][a-z]{3}))?(?:@([A-Za-z]+))?$")
 """A language code as gettext writes it: `pt`, `pt_BR`, `zh_TW`, `sr@latin`, `sr@Latn`, `zh-Hant`, `ast`."""
 

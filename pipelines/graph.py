@@ -5,6 +5,7 @@
                                                                                      └─ CountScripts ─ Finalize
     ... ─ MakeNspPairs (--packing nsp) | MakePackedRows (full-sentences, doc-sentences) ─ WriteShards ─ Finalize
     (clean/) ─ (LanguageVocabStats) ─ Finalize
+    (ReadParallel ─ WriteParallel) ─ Finalize   (--parallel: translation pairs → parallel/)
 
 The stages in parentheses run only with their flag: IdentifyLanguage and LanguageVocabStats with
 --identify-languages (then every record is also tallied under its language), Decontaminate with --decontaminate.
@@ -39,7 +40,8 @@ from pipelines.filters import FilterConfig
 from pipelines.outputs.ownership import Leftovers
 from pipelines.outputs.progress import ProgressFn
 from pipelines.shuffle import Scratch, shuffle_via_runner
-from pipelines.stages.accounting import count_drops, count_kept, count_keys, count_languages
+from pipelines.documents.parallel import parse_spec
+from pipelines.stages.accounting import count_drops, count_kept, count_keys, count_languages, count_parallel
 from pipelines.stages.clean_documents import CleanDocuments
 from pipelines.stages.count_scripts import CountScripts
 from pipelines.stages.count_words import CountWords
@@ -51,9 +53,11 @@ from pipelines.stages.language_vocab_stats import LanguageVocabStats
 from pipelines.stages.learn_vocabulary import LearnVocabulary, ReuseVocab
 from pipelines.stages.make_nsp_pairs import MakeNspPairs
 from pipelines.stages.make_packed_rows import MakePackedRows
+from pipelines.stages.read_parallel import ReadParallel
 from pipelines.stages.read_corpus import ReadCorpus
 from pipelines.stages.tokenize import Tokenize
 from pipelines.stages.write_clean_docs import WriteCleanDocs
+from pipelines.stages.write_parallel import WriteParallel
 from pipelines.stages.write_shards import WriteShards
 from pipelines.tokenizer_kinds import KINDS
 from schemas.pairs import NSP_PAIRS, PACKINGS
@@ -134,6 +138,22 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         | "AllTallies" >> beam.Flatten()
         | "SumTallies" >> beam.CombinePerKey(sum)
     )
+    parallel = None
+    if config.parallel:
+        read_pairs = p | "ReadParallel" >> ReadParallel(
+            tuple(parse_spec(s) for s in config.parallel), strict=config.read.strict,
+            normalize=NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text))
+        written = read_pairs["pairs"] | "WriteParallel" >> WriteParallel(
+            posixpath.join(out, "parallel"), seed=config.seed, scratch=scratch.sub("parallel"))
+        parallel = {
+            "staged": written["staged"],
+            "tallies": (
+                read_pairs["records"] | count_parallel("Read", "read"),
+                read_pairs["drops"] | count_parallel("Clean", "dropped"),
+                written["drops"] | count_parallel("Dedup", "dropped"),
+                written["pairs"] | count_parallel("Kept", "kept"),
+            ) | "AllParallelTallies" >> beam.Flatten() | "SumParallelTallies" >> beam.CombinePerKey(sum),
+        }
     languages = None
     if identified is not None:
         language_tallies = (
@@ -158,5 +178,5 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     _ = p | "Finalize" >> Finalize(
         config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
         token_counts=tokenized["token_counts"], clean_shards=clean_shards, eval_files=eval_files, scripts=scripts,
-        languages=languages,
+        languages=languages, parallel=parallel,
     )

@@ -2,8 +2,8 @@
 that keep or drop each pair (no Beam import).
 
 In:  a file's bytes (or two files' lines) and what the user said of its languages.
-Out: `read_pairs(...)` → an iterator of `Pair` (source language, target language, the two texts, file and line) or
-     `Drop` (with its reason); `clean_pair(pair, normalize)` → the pair normalised as documents are, or a Drop;
+Out: `catalog_pairs`, `tsv_pairs`, `aligned_pairs` → `Pair`s (source language, target language, the two texts, file
+     and line) or `Drop`s (their reason; `language` is the direction, `en-fr`); `clean_pair(pair, normalize)` → the pair normalised as documents are, or a Drop;
      `pair_key(pair)` the key exact deduplication groups pairs by.
 
 Formats (`parse_spec` reads the flag: `[SRC-TGT=]GLOB`):
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pipelines.documents.catalogs import decode_po, is_mo, read_mo, read_po
 from pipelines.documents.languages import base_language, check_code
 from pipelines.documents.normalize import NormalizeConfig, normalize_text
-from pipelines.documents.records import Drop
+from pipelines.documents.records import Drop, Pair
 from pipelines.errors import PrepError
 
 DROP_REASONS = ("missing_tab", "unknown_language", "fuzzy_translation", "empty_pair", "identical_pair", "format_string",
@@ -47,22 +47,6 @@ _BRACE_RE = re.compile(r"(?<!\{)\{(?:\d+|[A-Za-z_]\w*)?(?:![rsa])?(?::[^{}]*)?\}
 """A str.format / ICU field: {}, {0}, {name}, {0:>8}; doubled braces are literal."""
 
 _SAMPLE_CHARS = 80
-
-
-@dataclasses.dataclass(frozen=True)
-class Pair:
-    source_language: str
-    target_language: str
-    source: str
-    target: str
-    path: str
-    line: int
-    """The pair's line (TSV, line-aligned), its msgid's line (.po) or its entry number (.mo)."""
-
-    @property
-    def languages(self) -> str:
-        """`en-fr`: the direction report.json and the Parquet rows name."""
-        return f"{self.source_language}-{self.target_language}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,14 +84,15 @@ def catalog_pairs(data: bytes, path: str) -> Iterator[Pair | Drop]:
     else:
         catalog = read_mo(data, path)
     known = base_language(catalog.language) is not None
+    direction = f"{CATALOG_SOURCE_LANGUAGE}-{catalog.language}"
     for number in range(catalog.system_dependent):  # each a printf format with a <PRI...> macro (catalogs.py)
         yield Drop(path, "format_string" if known else "unknown_language", len(catalog.entries) + number + 1,
-                   "a system-dependent string (%<PRI...>)", catalog.language)
+                   "a system-dependent string (%<PRI...>)", direction)
     for entry in catalog.entries:
         if not known:
-            yield Drop(path, "unknown_language", entry.line, catalog.language, catalog.language)
+            yield Drop(path, "unknown_language", entry.line, catalog.language, direction)
         elif entry.fuzzy:
-            yield Drop(path, "fuzzy_translation", entry.line, entry.msgid[:_SAMPLE_CHARS], catalog.language)
+            yield Drop(path, "fuzzy_translation", entry.line, entry.msgid[:_SAMPLE_CHARS], direction)
         else:
             yield Pair(CATALOG_SOURCE_LANGUAGE, catalog.language, entry.msgid, entry.msgstr, path, entry.line)
 
@@ -121,7 +106,7 @@ def tsv_pairs(text: str, path: str, languages: tuple[str, str], *, strict: bool)
         if len(parts) != 2:
             if strict:
                 raise PrepError(f"{path}:{number}: expected source<TAB>target, found {len(parts) - 1} tabs")
-            yield Drop(path, "missing_tab", number, line[:_SAMPLE_CHARS], languages[1])
+            yield Drop(path, "missing_tab", number, line[:_SAMPLE_CHARS], "-".join(languages))
             continue
         yield Pair(languages[0], languages[1], parts[0], parts[1], path, number)
 
@@ -153,7 +138,7 @@ def clean_pair(pair: Pair, normalize: NormalizeConfig) -> Pair | Drop:
         reason = "format_string"
     else:
         return dataclasses.replace(pair, source=source, target=target)
-    return Drop(pair.path, reason, pair.line, sample, pair.target_language)
+    return Drop(pair.path, reason, pair.line, sample, pair.languages)
 
 
 def pair_key(pair: Pair) -> str:

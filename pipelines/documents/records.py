@@ -60,6 +60,24 @@ class Drop:
     """The document's language when prep identifies languages (report.json's per-language accounting)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """A translation pair (prep --parallel: pipelines/documents/parallel.py)."""
+
+    source_language: str
+    target_language: str
+    source: str
+    target: str
+    path: str
+    line: int
+    """The pair's line (TSV, line-aligned), its msgid's line (.po) or its entry number (.mo)."""
+
+    @property
+    def languages(self) -> str:
+        """`en-fr`: the direction report.json and the Parquet rows name."""
+        return f"{self.source_language}-{self.target_language}"
+
+
 def make_doc_id(name: str, index: int | str) -> str:
     """A stable id from the file's name and the record's position in it: the same on every runner and worker
     count. `name` is the input's name and the file's path under the input's root (see read_corpus.matched_files),

@@ -72,6 +72,29 @@ def language_report(tallies: list[tuple[tuple[str, str], int]], vocab: dict[str,
     return out
 
 
+def parallel_report(tallies: list[tuple[tuple[str, str, str], int]], shards: int) -> dict[str, Any]:
+    """report.json's `parallel` (prep --parallel): read, kept and dropped translation pairs by reason in total, per
+    language direction (`en-fr`) and per file, and `unbalanced`, the files and directions where
+    read != kept + sum(dropped) (counted where they are read, written and dropped: a real check)."""
+    scopes: dict[str, dict[str, dict[str, Any]]] = {"file": {}, "direction": {}}
+    total = _empty()
+    for (scope, name, key), count in tallies:
+        _add(scopes[scope].setdefault(name, _empty()), key, count)
+        if scope == "file":
+            _add(total, key, count)
+
+    def finished(entry):
+        out = _finish(entry)
+        del out["events"]
+        return out
+
+    directions = {name: finished(e) for name, e in sorted(scopes["direction"].items(), key=lambda kv: (-kv[1]["read"], kv[0]))}
+    files = {name: finished(e) for name, e in sorted(scopes["file"].items())}
+    unbalanced = [f"{scope} {name}" for scope, table in (("file", files), ("direction", directions))
+                  for name, entry in table.items() if not is_balanced(entry)]
+    return {"total": finished(total), "directions": directions, "files": files, "shards": shards, "unbalanced": unbalanced}
+
+
 def build_report(
     tallies: list[tuple[tuple[str, str], int]],
     *,

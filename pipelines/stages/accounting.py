@@ -96,6 +96,20 @@ def count_languages(label_prefix: str, what: str):
     return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(keys[what]))
 
 
+def count_parallel(label_prefix: str, what: str):
+    """prep --parallel's accounting: records → (("file", path, key), n) and (("direction", "en-fr", key), n) sums,
+    `what` one of "read" (every record read, Pair or Drop), "kept" (the pairs written) or "dropped" (Drops: their
+    reason). report.json's `parallel` (pipelines/outputs/report.parallel_report) balances them per file and direction."""
+    from pipelines.documents.parallel import Pair
+
+    def keys(record):
+        direction = record.languages if isinstance(record, Pair) else record.language
+        key = f"dropped:{record.reason}" if what == "dropped" else what
+        return [("file", record.path, key), ("direction", direction, key)]
+
+    return f"{label_prefix}ParallelTally" >> beam.ParDo(TallyFn(keys, several=True))
+
+
 def count_keys(label_prefix: str):
     """(path, key) tally keys (ReadCorpus' 'read' and 'event:<kind>') → their ((path, key), count) sums."""
     return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(tuple))

@@ -4,6 +4,7 @@ msgunfmt on this machine's catalogs; TSV and line-aligned pairs; each pair's dro
 from __future__ import annotations
 
 import glob
+import os
 import gzip
 import struct
 import subprocess
@@ -131,7 +132,7 @@ def test_tsv_and_line_aligned_pairs():
     records = list(tsv_pairs(text, "p.tsv", ("en", "fr"), strict=False))
     assert [(r.source, r.target, r.line) for r in records if isinstance(r, Pair)] == [
         (*pairs[0], 1), (*pairs[1], 2), (*pairs[2], 3), (*pairs[4], 6)]
-    assert [(r.reason, r.line, r.language) for r in records if isinstance(r, Drop)] == [("missing_tab", 4, "fr")]
+    assert [(r.reason, r.line, r.language) for r in records if isinstance(r, Drop)] == [("missing_tab", 4, "en-fr")]
     with pytest.raises(PrepError, match=r"^p\.tsv:4: expected source<TAB>target, found 0 tabs$"):
         list(tsv_pairs(text, "p.tsv", ("en", "fr"), strict=True))
     sources, targets = [a for a, _ in pairs], [b for _, b in pairs]
@@ -162,3 +163,95 @@ def test_bad_parallel_input_is_one_line():
     for cut in (12, len(catalog) // 2):
         with pytest.raises(PrepError, match=r"^cut\.mo: (a truncated \.mo catalog|string \d+ lies past the file's end)"):
             list(catalog_pairs(catalog[:cut], "cut.mo"))
+
+
+def _expected(files, tsv, aligned):
+    """What prep --parallel should keep and drop, by the record logic run directly: {(file|direction, key): n},
+    and the kept pairs (the first read of each duplicate group)."""
+    normalize, records = NormalizeConfig(), []
+    for path in files:
+        with open(path, "rb") as f:
+            records += catalog_pairs(f.read(), path)
+    records += tsv_pairs(open(tsv, encoding="utf-8").read(), tsv, ("en", "fr"), strict=False)
+    records += aligned_pairs(*(open(p, encoding="utf-8").read().splitlines() for p in aligned), aligned, ("en", "fr"))
+    counts, kept = Counter(), {}
+    for record in records:
+        direction = record.languages if isinstance(record, Pair) else record.language
+        counts["file", record.path, "read"] += 1
+        counts["direction", direction, "read"] += 1
+        record = clean_pair(record, normalize) if isinstance(record, Pair) else record
+        if isinstance(record, Pair):
+            first = kept.setdefault(pair_key(record), record)
+            if min(first, record, key=lambda p: (p.path, p.line)) is not first:
+                kept[pair_key(record)], record = record, first
+            if record is kept[pair_key(record)]:
+                continue
+            record = Drop(record.path, "duplicate_pair", record.line, "", record.languages)
+        counts["file", record.path, f"dropped:{record.reason}"] += 1
+        counts["direction", record.language, f"dropped:{record.reason}"] += 1
+    for pair in kept.values():
+        counts["file", pair.path, "kept"] += 1
+        counts["direction", pair.languages, "kept"] += 1
+    return counts, kept
+
+
+@pytest.mark.integration
+def test_prep_parallel_reads_catalogs_tsv_and_aligned_files_and_counts_every_pair(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tests.helpers import run_cli
+    from tests.pipelines.multilingual import documents
+
+    corpus = tmp_path / "fr.jsonl"
+    corpus.write_text("".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in documents("fr")))
+    pairs = _real_pairs(40)
+    tsv = tmp_path / "pairs.tsv"  # a repeat of a catalog pair (duplicate_pair) and a line without its tab
+    tsv.write_text("".join(f"{a}\t{b}\n" for a, b in pairs[:20]) + f"{pairs[0][0]}\t{pairs[0][1]}\n{pairs[20][0]} {pairs[20][1]}\n")
+    (tmp_path / "a.en").write_text("".join(f"{a}\n" for a, _ in pairs[20:]))
+    (tmp_path / "b.fr").write_text("".join(f"{b}\n" for _, b in pairs[20:]))
+    catalogs = [f"{LOCALE}/hi/LC_MESSAGES/*.mo", f"{LOCALE}/mo/LC_MESSAGES/*.mo", f"{LOCALE}/fr/LC_MESSAGES/coreutils.mo"]
+    out = tmp_path / "out"
+    result = run_cli("prep", "--input", str(corpus), "--output", str(out), "--vocab-size", "500", "--progress", "never",
+                     *(a for c in catalogs for a in ("--parallel", c)), "--parallel", f"en-fr={tsv}",
+                     "--parallel", f"en-fr={tmp_path / 'a.en'},{tmp_path / 'b.fr'}", "--runner", "FnApiRunner")
+    assert result.returncode == 0, result.stderr
+    report = json.load(open(out / "report.json"))
+    files = sorted(p for c in catalogs for p in glob.glob(c))
+    counts, kept = _expected(files, str(tsv), (str(tmp_path / "a.en"), str(tmp_path / "b.fr")))
+    parallel = report["parallel"]
+    got = Counter()
+    for scope, table in (("file", parallel["files"]), ("direction", parallel["directions"])):
+        for name, entry in table.items():
+            got[scope, name, "read"] += entry["read"]
+            got[scope, name, "kept"] += entry["kept"]
+            for reason, n in entry["dropped"].items():
+                got[scope, name, f"dropped:{reason}"] += n
+    assert +got == +counts
+    assert parallel["unbalanced"] == [] and report["unbalanced"] == []
+    assert parallel["directions"]["en-mo"]["dropped"] == {"unknown_language": parallel["directions"]["en-mo"]["read"]}
+    assert parallel["directions"]["en-fr"]["dropped"]["duplicate_pair"] >= 1  # the TSV's repeat of coreutils' pair
+    assert parallel["files"][str(tsv)]["dropped"]["missing_tab"] == 1
+    # the shards hold exactly the kept pairs, each as its first reading
+    rows = [row for name in sorted(os.listdir(out / "parallel")) for row in pq.read_table(out / "parallel" / name).to_pylist()]
+    assert sorted((r["source_language"], r["target_language"], r["source"], r["target"], r["path"], r["line"]) for r in rows) == sorted(
+        (p.source_language, p.target_language, p.source, p.target, p.path, p.line) for p in kept.values())
+    assert f"parallel: {parallel['total']['kept']} of {parallel['total']['read']} translation pairs kept" in result.stdout
+
+
+@pytest.mark.integration
+def test_prep_refuses_bad_parallel_input_in_one_line(tmp_path):
+    from tests.helpers import run_cli
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("A line of text long enough to keep.\n")
+    (tmp_path / "a.en").write_text("one\ntwo\n")
+    (tmp_path / "b.fr").write_text("un\n")
+    man = sorted(glob.glob("/usr/share/man/fr/man1/*.gz"))[0]
+    for spec, message in ((f"en-fr={tmp_path / 'a.en'},{tmp_path / 'b.fr'}", f"--parallel: {tmp_path / 'a.en'} has 2 lines but "
+                           f"{tmp_path / 'b.fr'} has 1"), (man, f"{man}: not a gettext .mo catalog"),
+                          (f"en-zz={tmp_path / 'a.en'}", f"--parallel en-zz={tmp_path / 'a.en'}: unknown language code 'zz'")):
+        result = run_cli("prep", "--input", str(corpus), "--output", str(tmp_path / "out"), "--parallel", spec, "--progress", "never")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"clozeforge prep: error: {message}"), result.stderr

@@ -2,8 +2,9 @@
 
 The per-record logic is pipelines/documents/languages.py (py3langid's model, loaded once per worker in setup());
 this module wires it into Beam. A tagged document's `source` becomes its language code, so its rows are counted and
-sampled by language (train --sample-languages); report.json still accounts for it under its file. A document whose language is not among --keep-language is a Drop
-(`language_not_kept`), counted with the other drops and under its language (stages/accounting.py).
+sampled by language (train --sample-languages); report.json still accounts for it under its file. A document whose
+language is not among --keep-language is a Drop (`language_not_kept`), counted with the other drops and under its
+language (stages/accounting.py: read and dropped).
 
 Outputs: `docs` (RawDoc, `language` set), `drops` (Drop).
 """

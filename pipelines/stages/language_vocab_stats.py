@@ -5,7 +5,9 @@ pieces per word (longer rows, less context) and into more unknown tokens (text t
 language, over its documents of the validation split (the same seeded per-document coin as MakeNspPairs', so these
 are documents the vocabulary still learned from, but the model never trains on), this counts words (white-space
 words, each Han or kana character one word, as the filters count them), pieces (the vocabulary's encoding of each
-sentence, as Tokenize encodes it) and unknown pieces. datatrove's per-language statistics count the same way.
+sentence, as Tokenize encodes it) and unknown pieces. datatrove's per-language statistics count the same way. As
+each Han and kana character is a word, a Japanese or Chinese text can have fewer pieces than words (a kana run the
+vocabulary holds whole is one piece).
 
 In:  the staged clean/ shards, the vocabulary summary (side input), the corpus's document count (side input: the
      validation share), the run's seed and validation settings.

@@ -72,6 +72,10 @@ def test_a_po_entrys_fields_fuzzy_and_escapes():
     assert catalog.language == "fr"
     assert [(e.line, e.msgid, e.msgstr, e.fuzzy) for e in catalog.entries] == [
         (7, "Cancel", "Annuler", True), (11, "Open", "Ouvrir\t!", False), (16, "one file", "un fichier", False)]
+    records = list(catalog_pairs(text.encode(), "x.po"))  # as prep reads it: the fuzzy entry is a drop
+    assert [(r.reason, r.line, r.language) for r in records if isinstance(r, Drop)] == [("fuzzy_translation", 7, "en-fr")]
+    assert [(r.source, r.target, r.languages) for r in records if isinstance(r, Pair)] == [
+        ("Open", "Ouvrir\t!", "en-fr"), ("one file", "un fichier", "en-fr")]
     with pytest.raises(PrepError, match=r"^y.po:2: not a \.po line \('msgstring \"x\"'\)$"):
         read_po('msgid "a"\nmsgstring "x"\n', "y.po")
 

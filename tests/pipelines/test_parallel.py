@@ -242,6 +242,14 @@ def test_prep_parallel_reads_catalogs_tsv_and_aligned_files_and_counts_every_pai
     assert sorted((r["source_language"], r["target_language"], r["source"], r["target"], r["path"], r["line"]) for r in rows) == sorted(
         (p.source_language, p.target_language, p.source, p.target, p.path, p.line) for p in kept.values())
     assert f"parallel: {parallel['total']['kept']} of {parallel['total']['read']} translation pairs kept" in result.stdout
+    # the same inputs on two worker processes: the same shard bytes
+    again = run_cli("prep", "--input", str(corpus), "--output", str(tmp_path / "again"), "--vocab-size", "500", "--progress",
+                    "never", *(a for c in catalogs for a in ("--parallel", c)), "--parallel", f"en-fr={tsv}",
+                    "--parallel", f"en-fr={tmp_path / 'a.en'},{tmp_path / 'b.fr'}", "--direct_num_workers", "2",
+                    "--direct_running_mode", "multi_processing")
+    assert again.returncode == 0, again.stderr
+    assert {n: (out / "parallel" / n).read_bytes() for n in os.listdir(out / "parallel")} == {
+        n: (tmp_path / "again" / "parallel" / n).read_bytes() for n in os.listdir(tmp_path / "again" / "parallel")}
 
 
 @pytest.mark.integration

@@ -6,11 +6,11 @@ In:  a catalog's bytes and its path. Out: `Catalog(language, entries)`, each ent
 
 Every Debian system installs thousands of catalogs (/usr/share/locale/<lang>/LC_MESSAGES/*.mo): real English-to-N
 translations of short interface strings. A .mo file is read with its own struct reader (GNU gettext's layout: magic
-0x950412de in either byte order, revision 0.0 or 0.1, N strings, the offsets of the original and translated string
-tables; 0.1's system-dependent strings, messages with `<PRIdMAX>`-style macros, are counted, not read; strings in
-the header's charset), never through `gettext.GNUTranslations`, whose plural-forms header is compiled into Python
-code (checked against GNU msgunfmt on this machine's catalogs: tests/pipelines/test_parallel.py). A .po file is
-read line by line (msgctxt, msgid, msgid_plural, msgstr, msgstr[n], continued "..." lines, C escapes; `#, fuzzy`
+0x950412de in either byte order, revision 0.0, 0.1 or 1.1, N strings, the offsets of the original and translated string
+tables; 0.1's and 1.1's system-dependent strings, printf formats with `<PRIdMAX>` macros or the `%I` flag, are
+counted, not read; strings in the header's charset), never through `gettext.GNUTranslations`, whose plural-forms
+header is compiled into Python code (checked against GNU msgunfmt on this machine's catalogs:
+tests/pipelines/test_parallel.py). A .po file is read line by line (msgctxt, msgid, msgid_plural, msgstr, msgstr[n], continued "..." lines, C escapes; `#, fuzzy`
 marks a translation its translator did not confirm). The language is the header's `Language:` field, else the
 catalog's directory (`<lang>/LC_MESSAGES/`); a catalog with neither is a PrepError naming it.
 """
@@ -43,7 +43,7 @@ class Catalog:
     language: str
     entries: tuple[Entry, ...]
     system_dependent: int = 0
-    """Messages of a revision 1 .mo's system-dependent table (`%<PRIdMAX>`: printf formats all), counted, not read."""
+    """Messages of a .mo's system-dependent table (`%<PRIdMAX>`, `%Id`: printf formats all), counted, not read."""
 
 
 def is_mo(head: bytes) -> bool:
@@ -90,8 +90,8 @@ def read_mo(data: bytes, path: str) -> Catalog:
     order = "<" if struct.unpack("<I", data[:4])[0] == MO_MAGIC else ">"
     try:
         revision, count, originals, translations = struct.unpack(f"{order}4I", data[4:20])
-        if revision >> 16:
-            raise PrepError(f"{path}: .mo revision {revision >> 16}.{revision & 0xFFFF}, this reader knows 0.0 and 0.1")
+        if revision >> 16 > 1:  # major 1: GNU msgfmt's mark for system-dependent strings that need a newer reader
+            raise PrepError(f"{path}: .mo revision {revision >> 16}.{revision & 0xFFFF}, this reader knows 0.x and 1.x")
 
         def raw(table: int, i: int) -> bytes:
             length, offset = struct.unpack(f"{order}2I", data[table + 8 * i: table + 8 * i + 8])
@@ -109,7 +109,7 @@ def read_mo(data: bytes, path: str) -> Catalog:
         raise PrepError(f"{path}: a .mo string is not {charset} ({e.reason} at byte {e.start})") from None
     header = next((msgstr for msgid, msgstr in pairs if msgid == ""), "")
     entries = tuple(Entry(i + 1, _message(msgid), _message(msgstr)) for i, (msgid, msgstr) in enumerate(pairs) if msgid)
-    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if revision & 0xFFFF and len(data) >= 40 else 0
+    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if revision and len(data) >= 40 else 0
     return Catalog(_language(header, path), entries, system_dependent)
 
 

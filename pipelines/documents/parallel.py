@@ -41,8 +41,9 @@ DROP_REASONS = ("missing_tab", "unknown_language", "fuzzy_translation", "empty_p
 CATALOG_SOURCE_LANGUAGE = "en"
 """The language of gettext msgids: GNU's convention, which Debian's packages follow."""
 
-_PRINTF_RE = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsSpn]")
-"""A printf conversion, or Python's %(name)s. No space flag: "50% done" is text, not `% d`."""
+_PRINTF_RE = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+#0'I]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:<PRI\w+>|(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsSpn])")
+"""A printf conversion (gettext's `%<PRIdMAX>` and glibc's `I` flag too), or Python's %(name)s. No space flag: "50% done" is
+text, not `% d`."""
 _BRACE_RE = re.compile(r"(?<!\{)\{(?:\d+|[A-Za-z_]\w*)?(?:![rsa])?(?::[^{}]*)?\}(?!\})")
 """A str.format / ICU field: {}, {0}, {name}, {0:>8}; doubled braces are literal."""
 
@@ -85,9 +86,9 @@ def catalog_pairs(data: bytes, path: str) -> Iterator[Pair | Drop]:
         catalog = read_mo(data, path)
     known = base_language(catalog.language) is not None
     direction = f"{CATALOG_SOURCE_LANGUAGE}-{catalog.language}"
-    for number in range(catalog.system_dependent):  # each a printf format with a <PRI...> macro (catalogs.py)
+    for number in range(catalog.system_dependent):  # each a printf format: a <PRI...> macro, the I flag (catalogs.py)
         yield Drop(path, "format_string" if known else "unknown_language", len(catalog.entries) + number + 1,
-                   "a system-dependent string (%<PRI...>)", direction)
+                   "a system-dependent string (%<PRI...>, %I)", direction)
     for entry in catalog.entries:
         if not known:
             yield Drop(path, "unknown_language", entry.line, catalog.language, direction)

@@ -28,9 +28,10 @@ from pipelines.documents.records import Drop
 from pipelines.errors import PrepError
 
 LOCALE = "/usr/share/locale"
-# UTF-8 catalogs with plural forms and contexts, and one in ISO-8859-1 (net-tools)
+# UTF-8 catalogs with plural forms and contexts, one in ISO-8859-1 (net-tools), revisions 0.0, 0.1 and 1.1
 CATALOGS = [f"{LOCALE}/{lang}/LC_MESSAGES/{name}.mo" for lang, name in
-            (("fr", "coreutils"), ("fr", "apt"), ("fr", "net-tools"), ("ja", "bash"), ("hi", "Linux-PAM"), ("th", "apt"))]
+            (("fr", "coreutils"), ("fr", "apt"), ("fr", "net-tools"), ("ja", "bash"), ("hi", "Linux-PAM"), ("th", "apt"),
+                                 ("ar", "gdk-pixbuf"))]  # gdk-pixbuf's: revision 1.1
 
 
 def _mo_entries(path: str) -> int:
@@ -40,7 +41,7 @@ def _mo_entries(path: str) -> int:
     order = "<" if data[:4] == b"\xde\x12\x04\x95" else ">"
     count, originals = struct.unpack(f"{order}I", data[8:12])[0], struct.unpack(f"{order}I", data[12:16])[0]
     first_length = struct.unpack(f"{order}I", data[originals:originals + 4])[0]  # originals are sorted: "" first
-    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if struct.unpack(f"{order}I", data[4:8])[0] & 0xFFFF else 0
+    system_dependent = struct.unpack(f"{order}I", data[36:40])[0] if struct.unpack(f"{order}I", data[4:8])[0] else 0
     return count - (first_length == 0) + system_dependent
 
 
@@ -52,10 +53,12 @@ def test_the_mo_reader_agrees_with_gnu_msgunfmt(path, tmp_path):
     po.parent.mkdir(parents=True)
     subprocess.run(["msgunfmt", path, "-o", str(po)], check=True)
     from_po = read_po(decode_po(po.read_bytes(), str(po)), str(po))
-    # msgunfmt also writes revision 1's system-dependent strings, which the reader counts without reading
-    system_dependent = [(e.msgid, e.msgstr) for e in from_po.entries if "%<PRI" in e.msgid]
-    assert len(system_dependent) == catalog.system_dependent
-    assert [(e.msgid, e.msgstr) for e in catalog.entries] == [(e.msgid, e.msgstr) for e in from_po.entries if "%<PRI" not in e.msgid]
+    # msgunfmt also writes the system-dependent strings (`%<PRIdMAX>`, `%Id`), which the reader counts without reading
+    ours, theirs = [(e.msgid, e.msgstr) for e in catalog.entries], [(e.msgid, e.msgstr) for e in from_po.entries]
+    system_dependent = Counter(theirs) - Counter(ours)
+    assert not Counter(ours) - Counter(theirs) and ours == [t for t in theirs if t not in system_dependent]
+    assert sum(system_dependent.values()) == catalog.system_dependent
+    assert all(has_placeholder(a) and has_placeholder(b) for a, b in system_dependent)
     assert len(catalog.entries) + catalog.system_dependent == _mo_entries(path) > 0
     assert catalog.language == from_po.language and catalog.language.split("_")[0] == path.split("/")[4]
 
@@ -114,6 +117,7 @@ def test_the_drop_reasons_of_real_catalog_messages():
     assert reason("Please enter a number from 1 to %i: ", "กรุณาป้อนตัวเลขจาก 1 ถึง %i:") == "format_string"
     assert reason("Installing {0}", "{0} स्थापित") == "format_string"
     assert reason("%(name)s failed", "x") == "format_string"
+    assert reason("%<PRIdMAX> bytes", "%<PRIdMAX> octets") == "format_string" == reason("depth: %d", "عمق: %Id")
     assert reason("Bugzilla", "Bugzilla") == "identical_pair"
     assert reason("  ", "") == "empty_pair"
     assert reason("50% done", "50% पूर्ण") == ("50% done", "50% पूर्ण")  # a percent sign is text

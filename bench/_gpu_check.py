@@ -154,8 +154,6 @@ def profile_part(batch: int = BATCHES[0]) -> None:
     work; the profiler synchronises only at its start and end."""
     import time
 
-    import torch
-
     import trainer.builders
     import trainer.data.device
     from bench._loop import measure

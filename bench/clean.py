@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pipelines.filters import FilterConfig, filter_document
+from bench._corpus import read_texts
 from pipelines.documents.normalize import NormalizeConfig, normalize_text
 from pipelines.documents.sentences import split_sentences
-from bench._corpus import read_texts
+from pipelines.filters import FilterConfig, filter_document
 
 GOLDEN = Path(__file__).parents[1] / "tests" / "assets" / "sentences_golden.jsonl"
 CHUNK_DOCS = 20
@@ -65,7 +65,11 @@ def _datatrove_sides():
     """(preset -> callable(text) -> kept?, reason) for datatrove's filters, or None and the reason it cannot run."""
     try:
         from datatrove.data import Document
-        from datatrove.pipeline.filters import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
+        from datatrove.pipeline.filters import (
+            C4QualityFilter,
+            GopherQualityFilter,
+            GopherRepetitionFilter,
+        )
     except ImportError:
         return None, "datatrove not installed: pip install datatrove"
     try:

@@ -81,7 +81,13 @@ def main(corpus: str | None, quick: bool) -> dict:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from tokenizers import BertWordPieceTokenizer
 
-    from pipelines.wordpiece import VocabConfig, WordPieceEncoder, basic_words, learn_wordpiece, write_vocab
+    from pipelines.wordpiece import (
+        VocabConfig,
+        WordPieceEncoder,
+        basic_words,
+        learn_wordpiece,
+        write_vocab,
+    )
 
     texts, source = _texts(corpus, 1_000_000 if quick else 10_000_000)
     train, held_out = texts[: len(texts) * 9 // 10], texts[len(texts) * 9 // 10 :]

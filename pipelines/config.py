@@ -12,6 +12,8 @@ import json
 import os
 from typing import Any
 
+from pipelines.documents.languages import LanguageConfig
+from pipelines.documents.parallel import parse_spec
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
@@ -31,7 +33,8 @@ class PrepConfig(Config):
     """Corpus files (fsspec URL glob; repeat for several): `wiki=gs://b/*.jsonl.zst` names the input 'wiki', an
     unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell."""
     output: str = flag(metavar="DIR", convert=lambda url: absolute(url))
-    """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ and report.json go under it."""
+    """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ (parallel/ with --parallel) and report.json
+    go under it."""
     read: ReadConfig = ReadConfig()  # noqa: RUF009  (frozen: one shared default is safe)
     unicode_form: str = flag("NFC", choices=("NFC", "NFKC"))
     """Unicode normalization of every document: NFC (keeps compatibility characters) or NFKC."""
@@ -42,6 +45,11 @@ class PrepConfig(Config):
     language: str | None = flag(None, choices=LANGUAGES, metavar="CODE")
     """Keep only documents in this language (one of en, de, fr, es, it, pt, nl, by stop-word score), with any
     --filters preset."""
+    languages: LanguageConfig = LanguageConfig()  # noqa: RUF009  (frozen: one shared default is safe)
+    parallel: tuple[str, ...] = flag((), metavar="[SRC-TGT=]GLOB")
+    """Translation pairs (repeat for several): gettext catalogs (`/usr/share/locale/*/LC_MESSAGES/*.mo`, .po too:
+    English msgid → the catalog's language), `en-fr=GLOB` TSV files of source<TAB>target, or `en-fr=A,B` two
+    line-aligned files; cleaned, deduplicated and counted (report.json's `parallel`) into DIR/parallel/."""
     dedup: str = flag("exact", choices=DEDUP_MODES)
     """Deduplication: none, exact (normalized-text hash) or near (MinHash LSH over word 5-grams, plus exact)."""
     near_threshold: float = flag(0.8, metavar="J")
@@ -124,6 +132,8 @@ class PrepConfig(Config):
         if not self.inputs:
             raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
         check_choices(self, PrepError)
+        for spec in self.parallel:
+            parse_spec(spec)
         KINDS[self.tokenizer].check(self)
         checks = [
             (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),

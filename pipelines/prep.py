@@ -202,6 +202,11 @@ def summarize(report: dict, output: str) -> str:
         figures = f", {stats['tokens_per_row']:.1f} tokens a row, padding {stats['padding_fraction']:.3f}" if rows else ""
         label = "pairs:" if nsp else "rows:"
         lines.append(f"{label:<9}{split}: {rows} in {stats.get('shards', 0)} shards{rnd}{figures}")
+    if "parallel" in report:
+        par = report["parallel"]["total"]
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(par["dropped"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"parallel: {par['kept']} of {par['read']} translation pairs kept ({len(report['parallel']['directions'])} "
+                     f"directions{'; dropped: ' + dropped if dropped else ''}) -> {posixpath.join(output, 'parallel')}")
     if t["events"]:
         lines.append("events:  " + ", ".join(f"{k} {v}" for k, v in sorted(t["events"].items(), key=lambda kv: -kv[1])))
     housekeeping = report.get("output", {})

@@ -78,6 +78,11 @@ class WordPieceKind:
     def check(self, prep: Any) -> None:
         _refuse(prep, self.name, {"--character-coverage": (prep.character_coverage, _default_of(prep, "character_coverage"))})
 
+    def strips_accents(self, prep: Any) -> bool:
+        """Whether the vocabulary it learns drops non-spacing marks (uncased: bert-base-uncased's normalisation)."""
+        settings = self.settings(prep)
+        return settings.lowercase if settings.strip_accents is None else settings.strip_accents
+
     def words(self, settings: wordpiece.VocabConfig) -> Callable[[Sequence[str]], list[str]]:
         return BasicWords(settings.lowercase, settings.strip_accents, settings.handle_chinese_chars)
 
@@ -128,6 +133,9 @@ class BpeKind:
                                   "--character-coverage": (prep.character_coverage, _default_of(prep, "character_coverage"))})
         self.settings(prep)
 
+    def strips_accents(self, prep: Any) -> bool:
+        return False  # byte-level: every byte of the text is kept
+
     def words(self, settings: BpeConfig) -> Callable[[Sequence[str]], list[str]]:
         return ByteLevelWords()
 
@@ -160,6 +168,9 @@ class UnigramKind:
         _refuse(prep, self.name, {"--num-unused": (prep.wordpiece.num_unused, 0),
                                   "--min-frequency": (prep.wordpiece.min_frequency, wordpiece.VocabConfig().min_frequency)})
         self.settings(prep)
+
+    def strips_accents(self, prep: Any) -> bool:
+        return False  # NFKC composes, it strips nothing
 
     def words(self, settings: UnigramConfig) -> Callable[[Sequence[str]], list[str]]:
         return UnigramWords()

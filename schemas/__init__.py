@@ -12,7 +12,8 @@ Change log
              num_tokens, source, doc_id.
   pairs v2   packed_rows added beside them (prep --packing full-sentences | doc-sentences): tokens,
              num_tokens, source, doc_id; see schemas/pairs.py.
-  clean v1   doc_id, source, path, sentences.
+  clean v1   doc_id, source, path, sentences. v2 + language (prep --identify-languages).
+  parallel v1 source_language, target_language, source, target, path, line (prep --parallel): schemas/parallel.py.
   manifest 2 + tokenizer (wordpiece | bpe | unigram) and packing (nsp | full-sentences | doc-sentences); version 1
              still reads, as wordpiece NSP pairs; see schemas/manifest.py.
   vocab/     which tokenizer kind a vocabulary directory holds, its special tokens and word marks:

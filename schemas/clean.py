@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-CLEAN_FORMAT_VERSION = 1
+CLEAN_FORMAT_VERSION = 2
+"""1: doc_id, source, path, sentences. 2: language (prep --identify-languages; "" when languages are not identified)."""
 
 
 def clean_doc_schema() -> pa.Schema:
@@ -18,6 +19,7 @@ def clean_doc_schema() -> pa.Schema:
             pa.field("source", pa.string(), nullable=False),  # name of the --input it came from
             pa.field("path", pa.string(), nullable=False),  # the file it was read from
             pa.field("sentences", pa.list_(pa.string()), nullable=False),
+            pa.field("language", pa.string(), nullable=False),  # its language code (--identify-languages), else ""
         ],
         metadata={
             b"clozeforge.schema": b"clean_docs",

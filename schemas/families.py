@@ -51,7 +51,8 @@ class Family:
     hf_tokenizer_class: str
     """What AutoTokenizer loads the vocabulary as."""
     mix_alpha: float | None = None
-    """Temperature of `--mix` language sampling when the flag is not given (XLM-R: 0.3)."""
+    """Temperature of language sampling (`--sample-languages`, unweighted `--mix`) when --mix-alpha is not given:
+    multilingual BERT's 0.7, XLM-R's 0.3."""
 
     @property
     def nsp(self) -> bool:
@@ -65,7 +66,7 @@ class Family:
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(name="bert", tokenizer="wordpiece", packings=("nsp", "full-sentences", "doc-sentences"), objectives=("mlm", "nsp"), network="bert",
            token_types=True, position_offset="zero", hf_model_type="bert", hf_pretraining_class="BertForPreTraining",
-           hf_masked_lm_class="BertForMaskedLM", hf_tokenizer_class="BertTokenizerFast"),
+           hf_masked_lm_class="BertForMaskedLM", hf_tokenizer_class="BertTokenizerFast", mix_alpha=0.7),
     Family(name="roberta", tokenizer="bpe", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
            network="roberta", token_types=False, position_offset="after-pad", hf_model_type="roberta",
            hf_pretraining_class="RobertaForMaskedLM", hf_masked_lm_class="RobertaForMaskedLM",

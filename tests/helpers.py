@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from schemas.ports import free_port  # noqa: F401 (the tests use the trainer's own)
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -67,7 +66,12 @@ def learned_vocab_dir(path, texts: list[str], **config) -> str:
 
     NOTE: not tokenizers' WordPieceTrainer: its token order changes from run to run (tokenizers issue #1794),
     which changes the ids, the initial weights they meet and so what a few-step model predicts."""
-    from pipelines.wordpiece import VocabConfig, basic_words, learn_wordpiece, write_vocab
+    from pipelines.wordpiece import (
+        VocabConfig,
+        basic_words,
+        learn_wordpiece,
+        write_vocab,
+    )
 
     vocab = VocabConfig(**{"vocab_size": 1000, **config})
     counts = Counter(w for t in texts * 4 for w in basic_words(t, lowercase=vocab.lowercase, handle_chinese_chars=vocab.handle_chinese_chars))

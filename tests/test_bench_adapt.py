@@ -10,12 +10,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from bench import adapt  # noqa: E402
 from downstream.export import export_hf  # noqa: E402
 from downstream.finetune.builtin.man_sections import paragraphs, read_page  # noqa: E402
 from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
-
-from bench import adapt  # noqa: E402
 
 
 @pytest.fixture(scope="module")

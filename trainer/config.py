@@ -140,7 +140,12 @@ class TrainConfig(Config):
     """Train on a mixture instead of --data alone: `[NAME=]PAIRS_URL[,source=S][,weight=W]` per component
     (see trainer/data/mixture.py); --data still names the vocabulary and the validation split."""
     mix_alpha: float | None = None
-    """Temperature sampling over the --mix components: p_i ∝ rows_i ** alpha (instead of weights)."""
+    """Temperature sampling over the --mix components: p_i ∝ rows_i ** alpha (instead of weights); default with
+    --sample-languages or unweighted --mix: the family's (BERT 0.7, as multilingual BERT; XLM-R 0.3)."""
+    sample_languages: bool = False
+    """Sample --data's languages by temperature (--mix-alpha): one --mix component per language of a prep run with
+    --identify-languages (its rows' sources are language codes), each named by its code; the components and their
+    probabilities are printed at start."""
     phase2_data: str | None = flag(None, metavar="PAIRS_DIR")
     """pairs/ of a second prep run (same vocabulary, e.g. --max-seq-len 512) trained on from phase2_start on:
     BERT's two-phase recipe (90% of steps at 128 tokens, then 10% at 512)."""
@@ -217,7 +222,8 @@ class TrainConfig(Config):
             (0.0 < self.eval_mask_prob <= 1.0, f"--eval-mask-prob must be in (0, 1], got {self.eval_mask_prob}"),
             (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
             (self.stop_after is None or self.stop_after >= 1, f"--stop-after must be >= 1, got {self.stop_after}"),
-            (self.mix_alpha is None or bool(self.mix), "--mix-alpha needs --mix components"),
+            (self.mix_alpha is None or bool(self.mix) or self.sample_languages, "--mix-alpha needs --mix components or --sample-languages"),
+            (not (self.sample_languages and self.phase2_data), "--sample-languages and --phase2-data cannot be combined yet"),
             (not (self.mix and self.phase2_data), "--mix and --phase2-data cannot be combined yet"),
             (self.phase2_start is None or 0 <= self.phase2_start <= self.max_steps, f"--phase2-start must be in [0, --max-steps], got {self.phase2_start}"),
             (self.phase2_data is not None or (self.phase2_start is None and self.phase2_batch_size is None), "--phase2-start/--phase2-batch-size need --phase2-data"),

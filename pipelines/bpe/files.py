@@ -14,7 +14,12 @@ from pipelines.bpe.config import BpeConfig
 from pipelines.outputs.vocabulary import write_directory
 from schemas.hf_tokenizers import ByteLevelBpe, added_tokens, read_bpe
 from schemas.tokenizer_formats import BPE
-from schemas.vocab import BPE_VOCAB_FILE, MERGES_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
+from schemas.vocab import (
+    BPE_VOCAB_FILE,
+    MERGES_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+)
 
 
 def _write(directory: str, model: ByteLevelBpe, settings: dict) -> dict:

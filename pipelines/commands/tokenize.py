@@ -35,8 +35,8 @@ from pipelines.errors import PrepError
 from pipelines.outputs.atomic import open_atomically
 from pipelines.tokenizer_kinds import KINDS
 from schemas import lock
-from schemas.tokenizer_formats import format_of
 from schemas.jsonl import json_objects
+from schemas.tokenizer_formats import format_of
 
 PER_CHOICES = ("line", "document")
 

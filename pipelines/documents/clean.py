@@ -19,8 +19,8 @@ def clean_one(raw: RawDoc, normalize: NormalizeConfig, filters: FilterConfig) ->
     text = normalize_text(raw.text, normalize)
     kept, reason = filter_document(text, filters)
     if kept is None:
-        return Drop(raw.path, reason or "filtered", raw.line, text[:_SAMPLE_CHARS])
+        return Drop(raw.path, reason or "filtered", raw.line, text[:_SAMPLE_CHARS], raw.language)
     sentences = tuple(s for s in split_sentences(kept) if s.strip())
     if not sentences:
-        return Drop(raw.path, "no_sentences", raw.line, text[:_SAMPLE_CHARS])
-    return Doc(source=raw.source, path=raw.path, doc_id=raw.doc_id, sentences=sentences)
+        return Drop(raw.path, "no_sentences", raw.line, text[:_SAMPLE_CHARS], raw.language)
+    return Doc(source=raw.source, path=raw.path, doc_id=raw.doc_id, sentences=sentences, language=raw.language)

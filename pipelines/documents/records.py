@@ -21,6 +21,8 @@ class RawDoc:
     """1-based line (JSON lines, line mode) or record number (parquet); 0 for a whole file."""
     doc_id: str
     text: str
+    language: str = ""
+    """Its language code when prep identifies languages (--identify-languages; "und" when undetermined), else ""."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Doc:
     path: str
     doc_id: str
     sentences: tuple[str, ...]
+    language: str = ""
+    """RawDoc.language, carried on so every later drop and the per-language statistics can name it."""
 
     @property
     def text(self) -> str:
@@ -42,6 +46,7 @@ class TokenizedDoc:
     doc_id: str
     sentences: tuple[tuple[int, ...], ...]
     """Word-piece ids per sentence (empty sentences removed)."""
+    language: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +56,26 @@ class Drop:
     line: int = 0
     sample: str = ""
     """The start of the offending record, for the report."""
+    language: str = ""
+    """The document's language when prep identifies languages (report.json's per-language accounting)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """A translation pair (prep --parallel: pipelines/documents/parallel.py)."""
+
+    source_language: str
+    target_language: str
+    source: str
+    target: str
+    path: str
+    line: int
+    """The pair's line (TSV, line-aligned), its msgid's line (.po) or its entry number (.mo)."""
+
+    @property
+    def languages(self) -> str:
+        """`en-fr`: the direction report.json and the Parquet rows name."""
+        return f"{self.source_language}-{self.target_language}"
 
 
 def make_doc_id(name: str, index: int | str) -> str:

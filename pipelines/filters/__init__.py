@@ -26,7 +26,7 @@ from pipelines.filters.gopher_repetition import gopher_repetition
 from pipelines.filters.language import language_ok
 from pipelines.filters.stop_words import LANGUAGES
 
-__all__ = ["DROP_REASONS", "LANGUAGES", "PRESETS", "FilterConfig", "filter_document"]
+__all__ = ["DROP_REASONS", "LANGUAGES", "PRESETS", "FilterConfig", "filter_document", "word_count"]
 
 DROP_REASONS = (
     "empty", "too_short", "too_long", "too_few_words", "language",
@@ -61,6 +61,12 @@ def filter_document(text: str, config: FilterConfig) -> tuple[str | None, str | 
 # splits them (`_tokenize_chinese_chars`); Hangul is written with spaces and needs no such rule.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
 _CJK_WORD_RE = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+
+
+def word_count(text: str) -> int:
+    """White-space words, with each CJK character counted as one word (what --min-words and the per-language
+    vocabulary figures count)."""
+    return _word_count(text, text.split())
 
 
 def _word_count(text: str, words: list[str]) -> int:

@@ -39,7 +39,7 @@ from schemas import vocab as vocab_files
 
 LOCK_FILE = ".clozeforge.lock"
 RUN_FILE = ".clozeforge-run.json"
-AREAS = ("clean", "vocab", "pairs")
+AREAS = ("clean", "vocab", "pairs", "parallel")
 """The directories of a run's outputs (with report.json beside them): the only places a sweep removes from."""
 REPORT_FILE = "report.json"
 

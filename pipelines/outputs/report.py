@@ -56,6 +56,45 @@ def row_figures(stats: dict[str, int], max_seq_len: int) -> dict[str, float]:
     return {"tokens_per_row": round(tokens / rows, 3), "padding_fraction": round(1.0 - tokens / (rows * max_seq_len), 5)}
 
 
+def language_report(tallies: list[tuple[tuple[str, str], int]], vocab: dict[str, dict]) -> dict[str, Any]:
+    """report.json's `languages` (prep --identify-languages): per language code, read, kept and dropped by reason
+    (balanced as the files are; "und" also holds the records no identifier saw, dropped as they were read), and
+    `vocab`, the vocabulary's figures on its held-out documents, the most read language first."""
+    table: dict[str, dict[str, Any]] = {}
+    for (code, key), count in tallies:
+        _add(table.setdefault(code, _empty()), key, count)
+    ordered = sorted(table.items(), key=lambda kv: (-kv[1]["read"], kv[0]))
+    out = {}
+    for code, entry in ordered:
+        finished = _finish(entry)
+        del finished["events"]
+        out[code] = {**finished, "vocab": vocab.get(code, {})}
+    return out
+
+
+def parallel_report(tallies: list[tuple[tuple[str, str, str], int]], shards: int) -> dict[str, Any]:
+    """report.json's `parallel` (prep --parallel): read, kept and dropped translation pairs by reason in total, per
+    language direction (`en-fr`) and per file, and `unbalanced`, the files and directions where
+    read != kept + sum(dropped) (counted where they are read, written and dropped: a real check)."""
+    scopes: dict[str, dict[str, dict[str, Any]]] = {"file": {}, "direction": {}}
+    total = _empty()
+    for (scope, name, key), count in tallies:
+        _add(scopes[scope].setdefault(name, _empty()), key, count)
+        if scope == "file":
+            _add(total, key, count)
+
+    def finished(entry):
+        out = _finish(entry)
+        del out["events"]
+        return out
+
+    directions = {name: finished(e) for name, e in sorted(scopes["direction"].items(), key=lambda kv: (-kv[1]["read"], kv[0]))}
+    files = {name: finished(e) for name, e in sorted(scopes["file"].items())}
+    unbalanced = [f"{scope} {name}" for scope, table in (("file", files), ("direction", directions))
+                  for name, entry in table.items() if not is_balanced(entry)]
+    return {"total": finished(total), "directions": directions, "files": files, "shards": shards, "unbalanced": unbalanced}
+
+
 def build_report(
     tallies: list[tuple[tuple[str, str], int]],
     *,

@@ -93,7 +93,8 @@ def write_clean_docs(sink, docs: Iterable[Doc]) -> None:
         for chunk in _batched(docs, CLEAN_ROW_GROUP):
             # column by column: the same table as from row dicts, without a dict per document
             columns = {"doc_id": [d.doc_id for d in chunk], "source": [d.source for d in chunk],
-                       "path": [d.path for d in chunk], "sentences": [d.sentences for d in chunk]}
+                       "path": [d.path for d in chunk], "sentences": [d.sentences for d in chunk],
+                       "language": [d.language for d in chunk]}
             writer.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema))
 
 
@@ -101,8 +102,8 @@ def read_clean_shard(url: str) -> Iterator[Doc]:
     """The documents of one clean/ Parquet shard, a row group at a time."""
     with fsspec.open(url, "rb") as f:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=CLEAN_ROW_GROUP):
-            columns = [batch.column(name).to_pylist() for name in ("source", "path", "doc_id", "sentences")]
-            for source, path, doc_id, sentences in zip(*columns):
-                yield Doc(source=source, path=path, doc_id=doc_id, sentences=tuple(sentences))
+            columns = [batch.column(name).to_pylist() for name in ("source", "path", "doc_id", "sentences", "language")]
+            for source, path, doc_id, sentences, language in zip(*columns):
+                yield Doc(source=source, path=path, doc_id=doc_id, sentences=tuple(sentences), language=language)
 
 

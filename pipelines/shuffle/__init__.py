@@ -5,7 +5,12 @@ is held in memory), through the runner's own GroupByKey everywhere else (README.
     transforms.py  GroupByKeyViaFiles and GroupIntoRanges, the Beam transforms built on them (or on GroupByKey)
 """
 
-from pipelines.shuffle.transforms import GroupByKeyViaFiles, GroupIntoRanges, Scratch, scratch_or_local
+from pipelines.shuffle.transforms import (
+    GroupByKeyViaFiles,
+    GroupIntoRanges,
+    Scratch,
+    scratch_or_local,
+)
 
 
 def shuffle_via_runner(mode: str, options) -> bool:

@@ -17,10 +17,10 @@ import threading
 import msgpack
 import numpy as np
 
-from pipelines.documents.records import Doc, Drop, RawDoc, TokenizedDoc
+from pipelines.documents.records import Doc, Drop, Pair, RawDoc, TokenizedDoc
 from pipelines.errors import PrepError
 
-_RECORDS = (RawDoc, Doc, TokenizedDoc, Drop)
+_RECORDS = (RawDoc, Doc, TokenizedDoc, Drop, Pair)  # a record's code is its place here: append only
 _CODES = {cls: code for code, cls in enumerate(_RECORDS, start=1)}
 _ARRAY = 0x20
 _DTYPES = frozenset(np.dtype(t).str for t in ("u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8", "?"))

@@ -3,7 +3,9 @@
 In:  Drops (from ReadCorpus, CleanDocuments, Deduplicate), kept Docs and ReadCorpus' (path, key) tally keys.
 Out: ((path, key), count) sums, key 'read', 'kept', 'dropped:<reason>' or 'event:<kind>', which prep adds up
      per file into report.json (pipelines/outputs/report.py); the `dropped_<reason>` and `records_kept`
-     counters are bumped here and nowhere else.
+     counters are bumped here and nowhere else. With --identify-languages, `count_languages` tallies the same
+     records under their language ((language, key) sums); with --parallel, `count_parallel` tallies translation
+     pairs per file and per direction.
 
 What each counts. report.json counts through the data: a tally is an element, and a runner passes on the
 elements of the attempt of a bundle it committed only, so the report counts every record once on any runner,
@@ -29,7 +31,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.documents.records import Drop
+from pipelines.documents.languages import UND
+from pipelines.documents.records import Drop, Pair
 
 NAMESPACE = "clozeforge"
 """The Beam metrics namespace of every clozeforge counter."""
@@ -38,14 +41,17 @@ NAMESPACE = "clozeforge"
 class TallyFn(beam.DoFn):
     """Records → ((path, key), count) per distinct key of a bundle, at the bundle's end."""
 
-    def __init__(self, key_of: Callable[[object], tuple[str, str]]):
-        self.key_of = key_of
+    def __init__(self, key_of: Callable[[object], tuple[str, str]], *, several: bool = False):
+        self.key_of, self.several = key_of, several  # several: key_of gives a list of keys, each counted
 
     def start_bundle(self):
         self.counts: Counter = Counter()
 
     def process(self, element):
-        self.counts[self.key_of(element)] += 1
+        if self.several:
+            self.counts.update(self.key_of(element))
+        else:
+            self.counts[self.key_of(element)] += 1
 
     def finish_bundle(self):
         for key, count in self.counts.items():
@@ -72,6 +78,35 @@ def count_drops(label_prefix: str):
 def count_kept(label_prefix: str):
     """Kept documents → their ((path, 'kept'), count) sums; bumps `records_kept`."""
     return f"{label_prefix}Tally" >> beam.ParDo(TallyFn(_kept_key))
+
+
+def count_languages(label_prefix: str, what: str):
+    """Per-language accounting (prep --identify-languages): records → ((language, key), count) sums, `what` one of
+    "read" (identified documents: their language's read), "kept" (kept Docs), "dropped" (Drops: their reason), or
+    "read_and_dropped" (Drops of records never passed on: ReadCorpus' drops, which no identifier saw, under "und",
+    and IdentifyLanguage's --keep-language drops, under their language: each is read and dropped). No counter is
+    bumped: the file tallies do that once."""
+    if what == "read_and_dropped":
+        return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(
+            lambda drop: [(drop.language or UND, "read"), (drop.language or UND, f"dropped:{drop.reason}")], several=True))
+    keys = {
+        "read": lambda raw: (raw.language, "read"),
+        "kept": lambda doc: (doc.language, "kept"),
+        "dropped": lambda drop: (drop.language or UND, f"dropped:{drop.reason}"),
+    }
+    return f"{label_prefix}LanguageTally" >> beam.ParDo(TallyFn(keys[what]))
+
+
+def count_parallel(label_prefix: str, what: str):
+    """prep --parallel's accounting: records → (("file", path, key), n) and (("direction", "en-fr", key), n) sums,
+    `what` one of "read" (every record read, Pair or Drop), "kept" (the pairs written) or "dropped" (Drops: their
+    reason). report.json's `parallel` (pipelines/outputs/report.parallel_report) balances them per file and direction."""
+    def keys(record):
+        direction = record.languages if isinstance(record, Pair) else record.language
+        key = f"dropped:{record.reason}" if what == "dropped" else what
+        return [("file", record.path, key), ("direction", direction, key)]
+
+    return f"{label_prefix}ParallelTally" >> beam.ParDo(TallyFn(keys, several=True))
 
 
 def count_keys(label_prefix: str):

@@ -30,7 +30,7 @@ class DecontaminateFn(beam.DoFn):
         if shared is None:
             yield doc
         else:
-            yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, REASON, 0, shared))
+            yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, REASON, 0, shared, doc.language))
 
 
 class Decontaminate(beam.PTransform):

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from pipelines.documents.minhash import MinHashConfig, estimated_jaccard, exact_hash, lsh_band_keys, minhash_signature
+from pipelines.documents.minhash import (
+    MinHashConfig,
+    estimated_jaccard,
+    exact_hash,
+    lsh_band_keys,
+    minhash_signature,
+)
 from pipelines.documents.records import Drop
 from pipelines.shuffle import GroupByKeyViaFiles, Scratch, scratch_or_local
 
@@ -27,7 +33,7 @@ def _keep_smallest(element, reason: str):
     docs = sorted(docs, key=lambda d: d.doc_id)
     yield docs[0]
     for dup in docs[1:]:
-        yield beam.pvalue.TaggedOutput("drops", Drop(dup.path, reason, 0, dup.text[:_SAMPLE_CHARS]))
+        yield beam.pvalue.TaggedOutput("drops", Drop(dup.path, reason, 0, dup.text[:_SAMPLE_CHARS], dup.language))
 
 
 class _NearDuplicateIdsFn(beam.DoFn):
@@ -100,6 +106,6 @@ def _split_near(element):
         if isinstance(doc, str):
             continue
         if near:
-            yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, "duplicate_near", 0, doc.text[:_SAMPLE_CHARS]))
+            yield beam.pvalue.TaggedOutput("drops", Drop(doc.path, "duplicate_near", 0, doc.text[:_SAMPLE_CHARS], doc.language))
         else:
             yield doc

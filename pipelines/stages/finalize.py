@@ -28,7 +28,13 @@ from pipelines.errors import PrepError
 from pipelines.outputs.atomic import put_atomically
 from pipelines.outputs.attempts import commit_all
 from pipelines.outputs.ownership import Leftovers, sweep
-from pipelines.outputs.report import build_report
+from pipelines.outputs.report import (
+    build_report,
+    is_balanced,
+    language_report,
+    parallel_report,
+)
+from pipelines.stages.language_vocab_stats import vocab_figures
 from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from pipelines.stages.make_packed_rows import packing_record
 from schemas import Manifest
@@ -38,7 +44,8 @@ from schemas.tokenizer_formats import FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
-             token_counts, clean_shards, eval_files=()) -> dict:
+             token_counts, clean_shards, eval_files=(), scripts=None, language_tallies=None, language_vocab=None,
+             parallel_shards=None, parallel_tallies=None) -> dict:
     """Commit the staged files, write token counts, the manifest (last: its presence marks pairs/ complete) and the
     report; remove every file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under
     --overwrite) and the run's temporary directory."""
@@ -47,7 +54,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     shards = one_each(shards, lambda s: s[0].path, "pair shards")
     clean_shards = one_each(clean_shards, lambda s: s.final, "clean shards")
     tallies, stats = one_each(tallies, lambda t: t[0], "tallies"), one_each(stats, lambda t: t[0], "pair statistics")
-    commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards)])
+    parallel_shards = sorted(one_each(parallel_shards or [], lambda s: s.final, "parallel shards"), key=lambda s: s.final)
+    commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards), *parallel_shards])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
     kind = FORMATS[vocab.get("tokenizer", "wordpiece")]
@@ -72,7 +80,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     # NOTE: not Manifest.write, whose temporary name (manifest.json.tmp) two attempts of this step would share
     put_atomically(posixpath.join(out, "pairs", MANIFEST_NAME), manifest.to_json().encode())
     written = [posixpath.join("pairs", MANIFEST_NAME), *(posixpath.join("pairs", s.path) for s in shards),
-               *(posixpath.join("clean", posixpath.basename(staged.final)) for staged in clean_shards)]
+               *(posixpath.join("clean", posixpath.basename(staged.final)) for staged in clean_shards),
+               *(posixpath.join("parallel", posixpath.basename(staged.final)) for staged in parallel_shards)]
     replaced = sweep(out, written)
     fs, temp_path = fsspec.core.url_to_fs(temp)
     if fs.exists(temp_path):
@@ -80,6 +89,18 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
                                         min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
+    if scripts is not None:
+        report["scripts"] = scripts["scripts"]
+        if scripts["warning"]:
+            report["warnings"].append(scripts["warning"])
+    if language_tallies is not None:
+        languages = language_report(one_each(language_tallies, lambda t: t[0], "language tallies"),
+                                    vocab_figures(one_each(language_vocab, lambda t: t[0], "language statistics")))
+        report["languages"] = languages
+        report["unbalanced"] += [f"language {code}" for code, entry in languages.items() if not is_balanced(entry)]
+    if parallel_tallies is not None:
+        report["parallel"] = parallel_report(one_each(parallel_tallies, lambda t: t[0], "parallel tallies"), len(parallel_shards))
+        report["unbalanced"] += [f"parallel {name}" for name in report["parallel"]["unbalanced"]]
     report["decontamination"] = _decontamination(eval_files)
     report["packing"] = manifest.packing
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
@@ -116,11 +137,20 @@ class Finalize(beam.PTransform):
     """PBegin → the report (a singleton), once every input below is complete; the step that commits the run."""
 
     def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
-                 token_counts, clean_shards, eval_files=()):
+                 token_counts, clean_shards, eval_files=(), scripts=None, languages=None, parallel=None):
         super().__init__()
         self.config, self.temp, self.leftovers, self.eval_files = config, temp, leftovers, tuple(eval_files)
         self.inputs = {"shards": shards, "vocab": vocab, "tallies": tallies, "stats": stats, "token_counts": token_counts,
                            "clean_shards": clean_shards}
+        self.optional = {}  # side inputs of some runs only: the scripts table, the per-language tallies
+        if scripts is not None:
+            self.optional["scripts"] = beam.pvalue.AsSingleton(scripts)
+        if languages is not None:
+            self.optional["language_tallies"] = beam.pvalue.AsList(languages["tallies"])
+            self.optional["language_vocab"] = beam.pvalue.AsList(languages["vocab"])
+        if parallel is not None:
+            self.optional["parallel_shards"] = beam.pvalue.AsList(parallel["staged"])
+            self.optional["parallel_tallies"] = beam.pvalue.AsList(parallel["tallies"])
 
     def expand(self, pbegin):
         config, temp, leftovers, inputs, eval_files = self.config, self.temp, self.leftovers, self.inputs, self.eval_files
@@ -135,5 +165,6 @@ class Finalize(beam.PTransform):
                 stats=beam.pvalue.AsList(inputs["stats"]),
                 token_counts=beam.pvalue.AsSingleton(inputs["token_counts"]),
                 clean_shards=beam.pvalue.AsList(inputs["clean_shards"]),
+                **self.optional,
             )
         )

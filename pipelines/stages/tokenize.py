@@ -21,10 +21,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipelines import wordpiece
 from pipelines.documents.records import Doc, TokenizedDoc
-from pipelines.tokenizer_kinds import KINDS
 from pipelines.outputs.shards import read_clean_shard
 from pipelines.stages.accounting import NAMESPACE
-
+from pipelines.tokenizer_kinds import KINDS
 
 _TALLY_BATCH = 1 << 20
 """Ids collected before they are counted (~8 MB of list): a bincount's cost is then in the ids, not the vocabulary."""
@@ -54,7 +53,7 @@ class TokenizeFn(beam.DoFn):
         if not sentences:
             Metrics.counter(NAMESPACE, "pairs_doc_without_tokens").inc()
             return
-        yield TokenizedDoc(source=doc.source, path=doc.path, doc_id=doc.doc_id, sentences=sentences)
+        yield TokenizedDoc(source=doc.source, path=doc.path, doc_id=doc.doc_id, sentences=sentences, language=doc.language)
 
     def _count_pending(self):
         ids = np.fromiter(self.pending, dtype=np.int64, count=len(self.pending))

@@ -30,11 +30,11 @@ from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
 from torch.distributed.run import get_args_parser as torchrun_parser  # noqa: E402
 
 from pipelines.documents.builtin_corpus import iter_documents  # noqa: E402
+from tests.helpers import HANG_S, free_port  # noqa: E402
 from trainer.builders import deepspeed_config  # noqa: E402
 from trainer.config import TrainConfig  # noqa: E402
 from trainer.pretrain import config_from_args  # noqa: E402
 from trainer.pretrain import parser as trainer_parser  # noqa: E402
-from tests.helpers import HANG_S, free_port  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
 

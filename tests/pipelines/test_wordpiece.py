@@ -8,9 +8,9 @@ Generator per test.
 from __future__ import annotations
 
 import collections
-import random
 import hashlib
 import json
+import random
 
 import numpy as np
 import pytest

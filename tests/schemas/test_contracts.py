@@ -7,7 +7,14 @@ import json
 import pyarrow as pa
 import pytest
 
-from schemas import ContractError, Manifest, ShardInfo, pairs_schema, token_type, validate_pairs_schema
+from schemas import (
+    ContractError,
+    Manifest,
+    ShardInfo,
+    pairs_schema,
+    token_type,
+    validate_pairs_schema,
+)
 
 
 def test_token_type_narrowest_that_fits():

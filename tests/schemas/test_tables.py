@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from schemas.tables import Account, AccountingError, TableError, TableReading, read_table
+from schemas.tables import (
+    Account,
+    AccountingError,
+    TableError,
+    TableReading,
+    read_table,
+)
 from tests.helpers import glue_tsv
 
 SKIP = TableReading(skip_bad_rows=True)

@@ -143,7 +143,7 @@ def test_the_family_is_the_datas_and_another_is_refused_in_one_line(tmp_path):
 
 def test_xlm_r_samples_languages_at_alpha_0_3_unless_told():
     row = families.family("xlm-roberta")
-    assert row.mix_alpha == 0.3 and families.family("roberta").mix_alpha is None
+    assert row.mix_alpha == 0.3 and families.family("roberta").mix_alpha is None and families.family("bert").mix_alpha == 0.7
     with pytest.raises(ContractError, match="unknown family 'electra'"):
         families.family("electra")
     assert families.of_model_type("xlm-roberta", "x").name == "xlm-roberta"
@@ -174,3 +174,32 @@ def test_whole_words_of_a_byte_level_vocabulary_start_at_the_space_mark():
         masked = masker(ids, special, np.random.default_rng(seed))
         chosen = {int(p) for p, label in zip(masked["mlm_positions"][0], masked["mlm_labels"][0]) if label != -100}
         assert chosen and all(set(w) <= chosen or not set(w) & chosen for w in words), (seed, chosen)
+
+
+def _language_manifest(tmp_path, identified: bool) -> str:
+    manifest = Manifest(vocab={"file": "../vocab/vocab.txt", "sha256": "ab" * 32, "size": 100, "lowercase": False},
+                        special_tokens={"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}, max_seq_len=64,
+                        tokenizer="wordpiece",
+                        shards=(ShardInfo("train-00000-of-00001.arrow", "train", 30, 123, "cd" * 32, {"fr": 10, "de": 20}),),
+                        config={"languages": {"identify_languages": identified}})
+    directory = str(tmp_path / f"languages-{identified}")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        f.write(manifest.to_json())
+    return directory
+
+
+def test_sample_languages_makes_a_component_per_language_at_the_familys_alpha(tmp_path):
+    data = _language_manifest(tmp_path, identified=True)
+    config, notes = family_of(TrainConfig(data=data, output="o", sample_languages=True), set())
+    assert config.mix == (f"de={data},source=de", f"fr={data},source=fr") and config.mix_alpha == 0.7
+    assert notes == ["--sample-languages: 2 languages (de, fr)", "mix_alpha 0.7 (bert's language sampling)"]
+    config, notes = family_of(TrainConfig(data=data, output="o", sample_languages=True, mix_alpha=0.3), set())
+    assert config.mix_alpha == 0.3 and len(notes) == 1
+    # weighted components keep their weights: the family's alpha is for unweighted ones only
+    config, notes = family_of(TrainConfig(data=data, output="o", mix=(f"{data},source=de,weight=1", f"{data},source=fr,weight=3")), set())
+    assert config.mix_alpha is None and notes == []
+    with pytest.raises(TrainError, match="was not prepared with --identify-languages, so its rows' sources \\(de, fr\\) are inputs"):
+        family_of(TrainConfig(data=_language_manifest(tmp_path, identified=False), output="o", sample_languages=True), set())
+    with pytest.raises(TrainError, match="--sample-languages makes the --mix components itself"):
+        family_of(TrainConfig(data=data, output="o", sample_languages=True, mix=(data,)), set())

@@ -10,11 +10,10 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.trainer.test_batch_forms import LENGTHS, VOCAB, _masked, _tensors
 from trainer.data.batch_forms import FORMS
 from trainer.metrics import ExecutedFlops, train_flops_per_token
 from trainer.model import BertForPretraining, ModelConfig
-
-from tests.trainer.test_batch_forms import LENGTHS, VOCAB, _masked, _tensors
 
 
 def test_the_count_by_hand():

@@ -21,8 +21,8 @@ import dataclasses
 from typing import Any
 
 from schemas import families, objectives
-from schemas.errors import ContractError
 from schemas.config import Config
+from schemas.errors import ContractError
 
 HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
                   "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",

@@ -30,7 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer.model.bert import IGNORE_INDEX, _classification, _Embeddings, _gather, _Layer
+from trainer.model.bert import (
+    IGNORE_INDEX,
+    _classification,
+    _Embeddings,
+    _gather,
+    _Layer,
+)
 from trainer.model.config import ModelConfig
 
 

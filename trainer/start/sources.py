@@ -34,11 +34,10 @@ import torch
 from schemas import ContractError, families
 from schemas import vocab as vocab_files
 from schemas.families import FAMILIES
-from schemas.objectives import OBJECTIVES
 from schemas.jsonl import file_object
+from schemas.objectives import OBJECTIVES
 from trainer.config import TrainError
-from trainer.model import ModelConfig
-from trainer.model import electra
+from trainer.model import ModelConfig, electra
 from trainer.model.hf_names import WeightsError, from_transformers
 from trainer.start.rate import read_card
 

@@ -28,6 +28,7 @@ from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
+from trainer.data.mixture_config import ComponentSpec
 from trainer.run.runtime import Runtime
 from trainer.start import preflight, rate, recipe
 from trainer.start.sources import ARCHITECTURE, open_source
@@ -68,10 +69,26 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
                    if goal.name != "mlm" else f"--data's {packing} rows carry no next-sentence label")
             raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
         changes["nsp_weight"] = 0.0
-    if row.mix_alpha is not None and config.mix and config.mix_alpha is None:
+    mix = config.mix
+    if config.sample_languages:
+        if config.mix:
+            raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
+        mix = changes["mix"] = language_components(config.data, manifest)
+        notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
+    weighted = any(ComponentSpec.parse(m).weight is not None for m in mix)
+    if row.mix_alpha is not None and mix and config.mix_alpha is None and not weighted:
         changes["mix_alpha"] = row.mix_alpha
         notes.append(f"mix_alpha {row.mix_alpha:g} ({row.name}'s language sampling)")
     return dataclasses.replace(config, **changes), notes
+
+
+def language_components(data: str, manifest: Manifest) -> tuple[str, ...]:
+    """--sample-languages: a --mix component per language of --data (`fr=DATA,source=fr`), from a prep run that
+    identified languages (its rows' sources are language codes); a TrainError otherwise."""
+    if not (manifest.config.get("languages") or {}).get("identify_languages"):
+        raise TrainError(f"--sample-languages: --data {data} was not prepared with --identify-languages, so its rows' "
+                         f"sources ({', '.join(sorted(manifest.sources))}) are inputs, not languages")
+    return tuple(f"{code}={data},source={code}" for code in sorted(manifest.sources))
 
 
 def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]]:

@@ -108,5 +108,6 @@ def test_the_learners_peak_memory_is_flat_when_the_corpus_grows_8x(name, tmp_pat
         kind.learn(words, dict(chars), settings, str(tmp_path / f"{name}-{scale}"))
         peaks[scale] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    assert kept[1] > 3000 and kept[8] > 3000
+    assert kept[1] > 2000 and kept[8] > 2000  # the learner gets thousands of words at both sizes (the docstrings, hence
+    # the exact count, depend on the packages installed: 2,986 at 1x in CI's fresh virtualenv)
     assert peaks[8] <= 1.25 * peaks[1], (peaks, kept)

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainer.model.attention import Padded
 from trainer.model.bert import (
     IGNORE_INDEX,
     _classification,
@@ -92,9 +93,9 @@ class _Generator(nn.Module):
         self.generator_lm_head = nn.Linear(embedding_size, cfg.vocab_size)  # weight: tied to the word embeddings
 
 
-def _run(layers: nn.ModuleList, x: torch.Tensor, keep: torch.Tensor | None, states: list | None) -> torch.Tensor:
+def _run(layers: nn.ModuleList, x: torch.Tensor, layout: Padded, states: list | None) -> torch.Tensor:
     for layer in layers:
-        x = layer(x, keep)
+        x = layer(x, layout)
         if states is not None:
             states.append(x)
     return x
@@ -137,8 +138,8 @@ class ElectraForPretraining(nn.Module):
         """Distinct parameters (the tied decoder and the shared embeddings counted once), generator included."""
         return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())
 
-    def _keep(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-        return None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+    def _keep(self, attention_mask: torch.Tensor | None) -> Padded:
+        return Padded(attention_mask)  # padded rows (trainer/model/attention.py): ELECTRA takes no unpadded batch yet
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
                output_hidden_states: bool = False):

@@ -17,6 +17,7 @@ pytest.importorskip("sklearn")
 
 from downstream.finetune.command import finetune_main  # noqa: E402
 
+from .contextual_assets import fake_run  # noqa: E402  (a training RUN with stage-0 checkpoints)
 from .finetune_assets import (  # noqa: E402
     classify_rows,
     pair_rows,
@@ -152,36 +153,9 @@ def test_bad_input_is_one_line_and_exit_2(assets, tmp_path, capsys, rows, messag
     assert not (tmp_path / "o").exists()
 
 
-def _fake_run(root, hf_vocab_source: str, steps: list[int]) -> str:
-    """A training RUN directory with stage-0 checkpoints at `steps`, as `clozeforge train` writes them."""
-    import shutil
-
-    import torch
-
-    from trainer.checkpoint import integrity
-    from trainer.model import BertForPretraining, ModelConfig
-
-    run = os.path.join(root, "run")
-    shutil.copytree(os.path.join(os.path.dirname(hf_vocab_source), "vocab"), os.path.join(run, "vocab"))
-    with open(os.path.join(hf_vocab_source, "config.json")) as f:
-        vocab_size = json.load(f)["vocab_size"]
-    config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                         max_position_embeddings=64)
-    for step in steps:
-        torch.manual_seed(step)
-        folder = os.path.join(run, "checkpoints", f"step_{step:08d}")
-        os.makedirs(folder)
-        torch.save({"module": BertForPretraining(config).state_dict(), "model_config": config.to_dict(), "step": step,
-                    "train_config": {}}, os.path.join(folder, "mp_rank_00_model_states.pt"))
-        integrity.write_record(folder)
-    with open(os.path.join(run, "checkpoints", "latest"), "w") as f:
-        f.write(f"step_{steps[-1]:08d}")
-    return run
-
-
 def test_checkpoint_sweep_writes_the_figure_and_table(assets, tmp_path):
     hf, files, _ = assets
-    run = _fake_run(str(tmp_path), hf, [10, 20])
+    run = fake_run(str(tmp_path), hf, [10, 20])
     out = tmp_path / "sweep"
     assert _run(run, "classify", files["classify"], out, "--checkpoints", "all", "--baseline", "scratch") == 0
     results = _results(out)

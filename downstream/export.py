@@ -25,6 +25,7 @@ the modes of the user's umask.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -58,6 +59,11 @@ from trainer.run.runtime import quiet_startup
 
 class ExportError(ValueError):
     """The inputs cannot make a faithful transformers export (the message says which and why)."""
+
+
+OWN_EXPORTS = {"electra": export_electra}
+"""Networks (schemas/objectives.py's `network`) whose export is not their family's, by the module that writes it:
+its `tensors` (the main directory's and a generator's), `write_generator`, `verify`, and the card's HEADS and LOSS."""
 
 
 def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
@@ -137,7 +143,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int)
 
 
 def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
-    c, row = model_config, model_config.row
+    c, row, own = model_config, model_config.row, OWN_EXPORTS.get(model_config.goal.network)
     objectives = c.objectives_text()
     lines = [
         "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS.format(family=row.name), "---",
@@ -156,9 +162,7 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
            if max_length < c.max_position_embeddings else "(every position was trained)."), "",
         "## Heads", "",
-        ("Exported: the discriminator (encoder and replaced-token head) as transformers' `ElectraForPreTraining`; the "
-         f"generator as `ElectraForMaskedLM` in `{c.goal.generator_dir}/` (fill-mask), sharing the embeddings."
-         if c.objective == "electra" else
+        (own.HEADS.format(goal=c.goal) if own else
          "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
          f"next-sentence head, under transformers' `{row.hf_pretraining_class}` names." if row.nsp else
          "Exported: the encoder and the masked-LM head (decoder tied to the word embeddings), under transformers' "
@@ -168,7 +172,7 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
                      "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
     lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if c.nsp_weight else "")
-              + (f", replaced-token detection x {c.discriminator_weight:g}" if c.objective == "electra" else "")
+              + (own.LOSS.format(**dataclasses.asdict(c)) if own else "")
               + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
     for key, value in card.items():
         if key in ("name", "description", "tokenizer", "packing"):
@@ -191,9 +195,9 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
     see replace_directory. `trained_seq_len` (default: every position) becomes the tokenizer's model_max_length."""
     from safetensors.torch import save_file
 
-    generator = None
-    if model_config.objective == "electra":  # the discriminator here, the generator in its own directory
-        (tensors, generator), dropped = export_electra.tensors(state_dict, model_config), 0
+    generator, own = None, OWN_EXPORTS.get(model_config.goal.network)
+    if own is not None:  # ELECTRA's: the discriminator here, the generator in its own directory
+        (tensors, generator), dropped = own.tensors(state_dict, model_config), 0
     else:
         tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
         dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
@@ -210,7 +214,7 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
             with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
                 f.write(text)
         if generator is not None:
-            export_electra.write_generator(staging, model_config, generator, texts)
+            own.write_generator(staging, model_config, generator, texts)
 
     replace_directory(output_dir, write, overwrite=overwrite)
 
@@ -226,8 +230,9 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
-    if model.config.objective == "electra":
-        return export_electra.verify(transformers, hf_dir, model, batch)
+    own = OWN_EXPORTS.get(model.config.goal.network)
+    if own is not None:
+        return own.verify(transformers, hf_dir, model, batch)
     row = model.config.row
     device = next(model.parameters()).device
     reference = getattr(transformers, row.hf_pretraining_class).from_pretrained(hf_dir).to(device).eval()

@@ -14,6 +14,12 @@ import os
 
 import torch
 
+HEADS = ("Exported: the discriminator (encoder and replaced-token head) as transformers' `{goal.hf_pretraining_class}`; "
+         "the generator as `{goal.hf_generator_class}` in `{goal.generator_dir}/` (fill-mask), sharing the embeddings.")
+"""The card's heads paragraph (str.format over the objective's row)."""
+LOSS = ", replaced-token detection x {discriminator_weight:g}"
+"""The card's losses line, after the generator's masked LM (str.format over the model config's fields)."""
+
 
 def tensors(state_dict: dict[str, torch.Tensor], model_config) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(the discriminator's tensors, the generator's) under transformers' names; a pre-LN model refused."""

@@ -15,7 +15,7 @@ import os
 
 import torch
 
-from schemas import ContractError
+from schemas import ContractError, objectives
 from schemas.tokenizer_formats import FORMATS
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.model.hf_names import WeightsError, from_transformers
@@ -32,7 +32,7 @@ def load_exported(hf_dir: str):
     with open(os.path.join(hf_dir, "config.json")) as f:
         hf = json.load(f)
     architecture = ModelConfig.architecture_of_hf(hf, f"{hf_dir}/config.json")
-    if architecture.get("objective") == "electra":
+    if objectives.objective(architecture.get("objective", "mlm")).has_generator:
         return _load_electra(hf_dir, hf, architecture), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
     config = ModelConfig(**architecture, nsp_weight=1.0 if ModelConfig(**architecture, nsp_weight=0.0).row.nsp else 0.0,
                          hidden_dropout=0.0, attention_dropout=0.0)
@@ -55,7 +55,7 @@ def _load_electra(hf_dir: str, hf: dict, architecture: dict):
 
     from trainer.model import electra
 
-    generator = os.path.join(hf_dir, "generator")
+    generator = os.path.join(hf_dir, objectives.objective(architecture["objective"]).generator_dir)
     if not os.path.exists(os.path.join(generator, "model.safetensors")):
         raise ContractError(f"{hf_dir}: an ELECTRA discriminator without its generator/ (clozeforge export writes both)")
     with open(os.path.join(generator, "config.json")) as f:

@@ -46,7 +46,20 @@ class Objective:
     """λ, the replaced-token-detection loss's weight beside the generator's MLM loss (ELECTRA's 50)."""
     generator_fraction: float = 0.0
     """The generator's width (hidden, heads, ffn) as a fraction of the discriminator's, its depth the same (the
-    paper: 1/4 to 1/2 work best; the released ELECTRA-Small's generator is 1/4)."""
+    paper: 1/4 to 1/2 work best; the released ELECTRA-Small's generator is 1/4). Non-zero: the objective trains a
+    generator beside the kept model, whose network is post-LN with neither NSP nor SBO heads."""
+    nsp: bool = True
+    """Whether it keeps the family's next-sentence head where the family has one (ELECTRA's discriminator has none)."""
+    hf_embedding_size: bool = False
+    """Whether config.json states `embedding_size` (ELECTRA's configs: its embeddings may be narrower than the
+    encoder; ours are the encoder's width, so it equals hidden_size)."""
+    words: str = ""
+    """What it trains, in words, for an export's card (str.format over the model config's fields); empty: the
+    family's masked LM, with next sentence where the model has that loss."""
+
+    @property
+    def has_generator(self) -> bool:
+        return self.generator_fraction > 0
 
     def trains(self, family: str) -> bool:
         return self.families is None or family in self.families
@@ -56,7 +69,9 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective(name="mlm", network="bert", families=None),
     Objective(name="electra", network="electra", families=("bert",), hf_model_type="electra",
               hf_pretraining_class="ElectraForPreTraining", hf_generator_class="ElectraForMaskedLM",
-              generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25),
+              generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25, nsp=False,
+              hf_embedding_size=True, words="ELECTRA: replaced-token detection x {discriminator_weight:g} beside a "
+                                            "masked-LM generator {generator_fraction:g} of its width"),
 )}
 """Every objective by its --objective name."""
 

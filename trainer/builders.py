@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from schemas import Manifest, families
+from schemas import Manifest, families, objectives
 from schemas.jsonl import file_object
 from schemas.pairs import NSP_PAIRS
 from trainer.config import TrainConfig, TrainError
@@ -60,7 +60,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     trainer/start/steps.py), dropout and loss weights either way."""
     span = config.masking.strategy == "span"
     row = families.family(config.family or "bert")
-    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind and config.objective == "mlm"  # packed rows: no label
+    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind and objectives.objective(config.objective).nsp  # packed rows: no label
     training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
                 "objective": config.objective, "generator_fraction": config.generator_fraction,
                 "discriminator_weight": config.discriminator_weight,

@@ -11,12 +11,15 @@ or ELECTRA's discriminator and generator under ElectraForPreTraining's and Elect
 `build(config)` makes the network of a ModelConfig's objective (its row's `network`, schemas/objectives.py).
 """
 
+from trainer.model import electra, hf_names
 from trainer.model.bert import IGNORE_INDEX, BertForPretraining
 from trainer.model.config import PRESET_NAMES, ModelConfig
 from trainer.model.electra import ElectraForPretraining
 
 NETWORK_CLASSES = {"bert": BertForPretraining, "electra": ElectraForPretraining}
 """The trainer's network of each objective row's `network`."""
+WEIGHT_READERS = {"bert": hf_names.from_transformers, "electra": electra.load_tensors}
+"""Each network's reader of a transformers state dict (or its shapes): (our tensors, what it lacks, what it left)."""
 
 
 def build(config: ModelConfig, *, seed: int = 0):
@@ -24,5 +27,11 @@ def build(config: ModelConfig, *, seed: int = 0):
     return NETWORK_CLASSES[config.goal.network](config, seed=seed)
 
 
+def weights_of(tensors: dict, config: ModelConfig, where: str):
+    """WEIGHT_READERS' reader for `config`'s network: transformers' names (the family's, or ELECTRA's own with its
+    generator's under `generator.`) to ours."""
+    return WEIGHT_READERS[config.goal.network](tensors, config, where)
+
+
 __all__ = ["IGNORE_INDEX", "NETWORK_CLASSES", "PRESET_NAMES", "BertForPretraining", "ElectraForPretraining", "ModelConfig",
-           "build"]
+           "WEIGHT_READERS", "build", "weights_of"]

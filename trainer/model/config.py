@@ -127,9 +127,9 @@ class ModelConfig(Config):
         if not goal.trains(self.family):
             raise ValueError(f"ModelConfig: --objective {self.objective} trains the {' or '.join(goal.families)} family, "
                              f"not {self.family}")
-        if goal.name == "electra":
+        if goal.has_generator:
             if self.nsp_weight or self.use_sbo or self.pre_layernorm:
-                raise ValueError("ModelConfig: an ELECTRA model is post-LN with neither NSP nor SBO heads (nsp_weight 0, "
+                raise ValueError(f"ModelConfig: an {goal.name} model is post-LN with neither NSP nor SBO heads (nsp_weight 0, "
                                  "no span masking, no --pre-layernorm)")
             if not 0 < self.generator_fraction <= 1 or self.discriminator_weight <= 0:
                 raise ValueError(f"ModelConfig: generator_fraction must be in (0, 1] and discriminator_weight > 0, got "
@@ -152,7 +152,7 @@ class ModelConfig(Config):
         row = families.family(fields.get("family", "bert"))
         if not row.token_types:
             fields.setdefault("type_vocab_size", 1)
-        if not row.nsp or fields.get("objective", "mlm") != "mlm":  # ELECTRA has no NSP head either
+        if not row.nsp or not objectives.objective(fields.get("objective", "mlm")).nsp:  # ELECTRA has no NSP head either
             fields.setdefault("nsp_weight", 0.0)
         if row.position_offset == "after-pad":  # the preset's 512 tokens, numbered from padding_idx + 1 (roberta-base: 514)
             fields.setdefault("max_position_embeddings", 512 + fields.get("pad_token_id", 0) + 1)
@@ -166,9 +166,8 @@ class ModelConfig(Config):
 
     def objectives_text(self) -> str:
         """The objectives this model trains, in words (an export's card and description)."""
-        if self.objective == "electra":
-            return (f"ELECTRA: replaced-token detection x {self.discriminator_weight:g} beside a masked-LM generator "
-                    f"{self.generator_fraction:g} of its width")
+        if self.goal.words:
+            return self.goal.words.format(**dataclasses.asdict(self))
         return "masked LM + next sentence" if self.nsp_weight else "masked LM"
 
     @property
@@ -213,7 +212,7 @@ class ModelConfig(Config):
         return {
             "architectures": [goal.hf_pretraining_class or row.hf_pretraining_class],
             "model_type": goal.hf_model_type or row.hf_model_type,
-            **({"embedding_size": self.hidden_size} if goal.name == "electra" else {}),  # no projection: one width
+            **({"embedding_size": self.hidden_size} if goal.hf_embedding_size else {}),  # no projection: one width
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,

@@ -106,8 +106,8 @@ class ElectraForPretraining(nn.Module):
 
     def __init__(self, config: ModelConfig, *, seed: int = 0):
         super().__init__()
-        if config.objective != "electra":
-            raise ValueError(f"ElectraForPretraining needs objective electra, got {config.objective}")
+        if not config.goal.has_generator:
+            raise ValueError(f"ElectraForPretraining needs an objective with a generator, got {config.objective}")
         self.config = config
         self.generator_config = dataclasses.replace(config, objective="mlm", **config.generator_shape())  # a shape only
         self.electra = _Body(config)

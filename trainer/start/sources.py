@@ -37,8 +37,8 @@ from schemas.families import FAMILIES
 from schemas.jsonl import file_object
 from schemas.objectives import OBJECTIVES
 from trainer.config import TrainError
-from trainer.model import ModelConfig, electra
-from trainer.model.hf_names import WeightsError, from_transformers
+from trainer.model import ModelConfig, electra, weights_of
+from trainer.model.hf_names import WeightsError
 from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
@@ -97,14 +97,6 @@ class Source:
         return self.url
 
 
-def weights_of(tensors: dict, model_config: ModelConfig, where: str) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
-    """hf_names.from_transformers for a model of the family's names, trainer/model/electra.py's load_tensors for
-    ELECTRA (whose names are transformers' own, its generator's under `generator.`)."""
-    if model_config.objective == "electra":
-        return electra.load_tensors(tensors, model_config, where)
-    return from_transformers(tensors, model_config, where)
-
-
 class HuggingFaceDirectory(Source):
     """config.json + weights (one file or shards) + vocab.txt, as save_pretrained and `clozeforge export` write them."""
 
@@ -126,7 +118,7 @@ class HuggingFaceDirectory(Source):
         body = file_object(self.fs.cat_file(posixpath.join(self.root, "config.json")), f"--init-from {where}", TrainError)
         try:
             self.architecture = ModelConfig.architecture_of_hf(body, f"--init-from {where}")
-            if self.architecture.get("objective") == "electra":  # its generator, when it has one, beside it
+            if OBJECTIVES[self.architecture.get("objective", "mlm")].has_generator:  # its generator, when it has one, beside it
                 self.generator = self._generator_config()
                 fraction = electra.generator_fraction_of(body, self.generator, f"--init-from {self.url}/generator/config.json")
                 self.architecture["generator_fraction"] = fraction or ModelConfig.__dataclass_fields__["generator_fraction"].default

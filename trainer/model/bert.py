@@ -175,6 +175,19 @@ class _Encoder(nn.Module):
         # Pre-LN leaves the last layer's output un-normalised; this final norm is project-only.
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps) if cfg.pre_layernorm else None
 
+    def forward(self, x: torch.Tensor, layout, states: list | None = None) -> torch.Tensor:
+        """Every layer over `x` in `layout` (trainer/model/attention.py), then the pre-LN final norm; `states`, when
+        given, gets each layer's output (the last one normalised), as transformers' hidden states."""
+        for layer in self.layer:
+            x = layer(x, layout)
+            if states is not None:
+                states.append(x)
+        if self.LayerNorm is not None:
+            x = self.LayerNorm(x)
+            if states is not None:
+                states[-1] = x
+        return x
+
 
 class _Pooler(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -366,14 +379,7 @@ class BertForPretraining(nn.Module):
         layout = layout_of(attention_mask, cu_seqlens, self.config.max_tokens)
         x = self.bert.embeddings(input_ids, token_type_ids, position_ids)
         states = [x] if output_hidden_states else None
-        for layer in self.bert.encoder.layer:
-            x = layer(x, layout)
-            if states is not None:
-                states.append(x)
-        if self.bert.encoder.LayerNorm is not None:
-            x = self.bert.encoder.LayerNorm(x)
-            if states is not None:
-                states[-1] = x
+        x = self.bert.encoder(x, layout, states)
         pooled = self.bert.pooler(layout.first_tokens(x)) if self.bert.pooler is not None else None
         return x, pooled, None if states is None else tuple(states)
 

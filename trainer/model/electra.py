@@ -35,16 +35,10 @@ from trainer.model.bert import (
     IGNORE_INDEX,
     _classification,
     _Embeddings,
+    _Encoder,
     _gather,
-    _Layer,
 )
 from trainer.model.config import ModelConfig
-
-
-class _Encoder(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.layer = nn.ModuleList(_Layer(cfg) for _ in range(cfg.num_layers))
 
 
 class _Body(nn.Module):
@@ -91,14 +85,6 @@ class _Generator(nn.Module):
         self.electra = _GeneratorBody(cfg, embedding_size)
         self.generator_predictions = _GeneratorPredictions(cfg, embedding_size)
         self.generator_lm_head = nn.Linear(embedding_size, cfg.vocab_size)  # weight: tied to the word embeddings
-
-
-def _run(layers: nn.ModuleList, x: torch.Tensor, layout: Padded, states: list | None) -> torch.Tensor:
-    for layer in layers:
-        x = layer(x, layout)
-        if states is not None:
-            states.append(x)
-    return x
 
 
 class ElectraForPretraining(nn.Module):
@@ -148,7 +134,7 @@ class ElectraForPretraining(nn.Module):
             token_type_ids = torch.zeros_like(input_ids)
         x = self.electra.embeddings(input_ids, token_type_ids)
         states = [x] if output_hidden_states else None
-        x = _run(self.electra.encoder.layer, x, self._keep(attention_mask), states)
+        x = self.electra.encoder(x, self._keep(attention_mask), states)
         return x, None, None if states is None else tuple(states)
 
     def discriminator_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
@@ -163,7 +149,7 @@ class ElectraForPretraining(nn.Module):
         x = self.electra.embeddings(input_ids, token_type_ids)
         if self.generator.electra.embeddings_project is not None:
             x = self.generator.electra.embeddings_project(x)
-        return _run(self.generator.electra.encoder.layer, x, self._keep(attention_mask), None)
+        return self.generator.electra.encoder(x, self._keep(attention_mask))
 
     def generator_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """MLM logits (..., vocab) from generator hidden states: transformers' ElectraForMaskedLM `logits`."""

@@ -35,18 +35,6 @@ import time  # noqa: E402
 PARTS = ("forward", "backward", "optimizer", "other_ops", "python")
 
 
-def _collate(rows: list[dict]) -> dict:
-    """Trainer's collator: each batch padded to its longest row (as ours cuts it)."""
-    import torch
-
-    width = max(len(r["input_ids"]) for r in rows)
-    ids = torch.zeros((len(rows), width), dtype=torch.int64)
-    for i, r in enumerate(rows):
-        ids[i, :len(r["input_ids"])] = torch.tensor(r["input_ids"])
-    return {"input_ids": ids, "attention_mask": (ids != 0).long(), "token_type_ids": torch.zeros_like(ids),
-            "labels": torch.tensor([r["labels"] for r in rows])}
-
-
 def _marked(model):
     """`model` whose forward runs inside a profiler range named "forward" (both loops call model(**batch))."""
     from torch.profiler import record_function
@@ -97,35 +85,18 @@ def measure(*, layers: int, hidden: int, rows: int, batch: int, max_len: int) ->
     from torch.profiler import ProfilerActivity, profile
     from transformers import Trainer, TrainingArguments
 
-    from bench.finetune_vs_trainer import _features, task_rows
-    from downstream.finetune import recipe, tasks
-    from downstream.finetune.data import Split
-    from schemas.tables import Account
+    from bench.finetune_loop import pad_batch
+    from bench.finetune_vs_trainer import setup
+    from downstream.finetune import recipe
 
-    transformers.logging.set_verbosity_error()
-    config = transformers.BertConfig(num_labels=2, hidden_size=hidden, num_hidden_layers=layers,
-                                     num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
-                                     max_position_embeddings=max(max_len, 128))
-    ids, _, labels = task_rows(rows + 1, max_len, config.vocab_size, seed=0)
-    features, one = _features(ids[:rows], labels[:rows]), _features(ids[rows:], labels[rows:])
-    trainer_rows = [{"input_ids": ids[i][ids[i] != 0].tolist(), "labels": int(labels[i])} for i in range(rows)]
-    examples = [{"label": int(y), "line": i + 1} for i, y in enumerate(labels)]
-    task = tasks.of("classify")
-    task.prepare(Split("synthetic", "", examples[:rows], Account("jsonl", read=rows)), [])
+    s = setup(layers=layers, hidden=hidden, train=rows, valid=1, max_len=max_len)
     quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
     grouping = "group_by_length" in {f.name for f in dataclasses.fields(recipe.Recipe)}
-    torch.manual_seed(0)
-    initial = transformers.BertForSequenceClassification(config).state_dict()
-
-    def new_model():
-        model = transformers.BertForSequenceClassification(config)
-        model.load_state_dict(initial)
-        return model
 
     def ours(grouped: bool):
         def go(model):
             options = {"group_by_length": True} if grouped else {}
-            recipe.train(task, model, features, one, examples[rows:], recipe.Recipe(epochs=1, batch_size=batch, **options),
+            recipe.train(s.task, model, s.train_features, s.one, s.valid_examples, recipe.Recipe(epochs=1, batch_size=batch, **options),
                          lr=3e-4, seed=0, progress=quiet, label="")
         return go
 
@@ -136,15 +107,15 @@ def measure(*, layers: int, hidden: int, rows: int, batch: int, max_len: int) ->
                                       save_strategy="no", eval_strategy="no", report_to=[], logging_strategy="no", use_cpu=True,
                                       dataloader_num_workers=0, disable_tqdm=True,
                                       remove_unused_columns=False)  # the marked forward hides its parameters
-            Trainer(model=model, args=targs, train_dataset=trainer_rows, data_collator=_collate).train()
+            Trainer(model=model, args=targs, train_dataset=s.rows, data_collator=pad_batch).train()
 
     sides = {"ours": ours(False), **({"ours_grouped": ours(True)} if grouping else {}), "trainer": theirs}
     for name in sides:  # warm-up: allocator, threads, first-call costs
-        sides[name](new_model())
+        sides[name](s.new_model())
     steps = (rows + batch - 1) // batch
     result = {}
     for name in reversed(sides):
-        model = _marked(new_model())
+        model = _marked(s.new_model())
         widths = _widths(model)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             started = time.perf_counter()

@@ -21,9 +21,11 @@ Out: one JSON object: per side examples/s (train rows x epochs / the training ca
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -58,14 +60,26 @@ def _features(ids: np.ndarray, labels: np.ndarray):
     return Features(tensors, np.arange(len(ids)))
 
 
-def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, batch: int, max_len: int, lr: float,
-            rounds: int) -> dict:
+@dataclasses.dataclass
+class Setup:
+    """What every side starts from: the task, its features (ours) and rows (Trainer's), and the same initial weights."""
+    task: object
+    train_features: object
+    valid_features: object
+    valid_examples: list[dict]
+    one: object
+    """One validation row: what ours scores each epoch inside a timed call (its loop's fixed cost)."""
+    rows: list[dict]
+    """The training rows as Trainer's dataset: ids without padding, label."""
+    new_model: Callable[[], object]
+    """A BertForSequenceClassification with the shared initial weights."""
+
+
+def setup(*, layers: int, hidden: int, train: int, valid: int, max_len: int) -> Setup:
     import torch
     import transformers
-    from transformers import Trainer, TrainingArguments
 
-    from bench.finetune_loop import pad_batch, trainer_grouping
-    from downstream.finetune import recipe, tasks
+    from downstream.finetune import tasks
     from downstream.finetune.data import Split
     from schemas.tables import Account
 
@@ -76,12 +90,9 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
     train_features, valid_features = _features(ids[:train], labels[:train]), _features(ids[train:], labels[train:])
     rows = [{"input_ids": ids[i][ids[i] != 0].tolist(), "labels": int(labels[i])} for i in range(train)]
     examples = [{"label": int(y), "line": i + 1} for i, y in enumerate(labels)]
-    split = Split("synthetic", "", examples[:train], Account("jsonl", read=train))
     task = tasks.of("classify")
-    task.prepare(split, [])
-    valid_examples = examples[train:]
+    task.prepare(Split("synthetic", "", examples[:train], Account("jsonl", read=train)), [])
     one = tasks.Features({k: v[:1] for k, v in valid_features.tensors.items()}, valid_features.example_of_row[:1])
-    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
     torch.manual_seed(0)
     initial = transformers.BertForSequenceClassification(config).state_dict()
 
@@ -90,10 +101,26 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
         model.load_state_dict(initial)
         return model
 
+    return Setup(task, train_features, valid_features, examples[train:], one, rows, new_model)
+
+
+def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, batch: int, max_len: int, lr: float,
+            rounds: int) -> dict:
+    import torch
+    import transformers
+    from transformers import Trainer, TrainingArguments
+
+    from bench.finetune_loop import pad_batch, trainer_grouping
+    from downstream.finetune import recipe
+
+    s = setup(layers=layers, hidden=hidden, train=train, valid=valid, max_len=max_len)
+    task, train_features, valid_features, valid_examples, new_model = s.task, s.train_features, s.valid_features, s.valid_examples, s.new_model
+    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
+
     def ours(grouped: bool):
         model = new_model()
         started = time.perf_counter()
-        recipe.train(task, model, train_features, one, valid_examples[:1],
+        recipe.train(task, model, train_features, s.one, valid_examples[:1],
                      recipe.Recipe(epochs=epochs, batch_size=batch, group_by_length=grouped), lr=lr, seed=0, progress=quiet, label="")
         return time.perf_counter() - started, model
 
@@ -104,7 +131,7 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
                                       max_grad_norm=1.0, seed=0, save_strategy="no", eval_strategy="no", report_to=[],
                                       logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
                                       **trainer_grouping(grouped))
-            trainer = Trainer(model=new_model(), args=targs, train_dataset=rows, data_collator=pad_batch)
+            trainer = Trainer(model=new_model(), args=targs, train_dataset=s.rows, data_collator=pad_batch)
             started = time.perf_counter()
             trainer.train()
             return time.perf_counter() - started, trainer.model

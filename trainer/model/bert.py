@@ -324,6 +324,25 @@ def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> 
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 
+@torch.no_grad()
+def init_bert_weights(network: nn.Module, std: float, generator: torch.Generator) -> None:
+    """BERT's init of every module of `network`: Linear and Embedding weights ~ N(0, std), biases 0, LayerNorm 1/0,
+    an embedding's padding row 0; a weight shared by two modules (a tied decoder) drawn once, in module order."""
+    done: set[int] = set()
+    for module in network.modules():
+        if isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            if id(module.weight) not in done:
+                done.add(id(module.weight))
+                module.weight.normal_(0.0, std, generator=generator)
+                if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
+            if getattr(module, "bias", None) is not None:
+                module.bias.zero_()
+
+
 class BertForPretraining(nn.Module):
     """BERT with MLM + NSP heads (and SBO when `config.use_sbo`), initialised from `seed`."""
 
@@ -342,20 +361,7 @@ class BertForPretraining(nn.Module):
 
         Draws from `generator` only (a CPU generator for a CPU-built model), in module order, so the same seed
         gives the same weights on every rank."""
-        std = self.config.initializer_range
-        done: set[int] = set()  # the tied decoder weight is the word embedding: initialise it once
-        for module in self.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.fill_(1.0)
-                module.bias.zero_()
-            elif isinstance(module, (nn.Linear, nn.Embedding)):
-                if id(module.weight) not in done:
-                    done.add(id(module.weight))
-                    module.weight.normal_(0.0, std, generator=generator)
-                    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                        module.weight[module.padding_idx].zero_()
-                if getattr(module, "bias", None) is not None:
-                    module.bias.zero_()
+        init_bert_weights(self, self.config.initializer_range, generator)
         self.cls.predictions.bias.zero_()
 
     def num_parameters(self, *, exported_only: bool = False) -> int:

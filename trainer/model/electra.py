@@ -37,6 +37,7 @@ from trainer.model.bert import (
     _Embeddings,
     _Encoder,
     _gather,
+    init_bert_weights,
 )
 from trainer.model.config import ModelConfig
 
@@ -105,20 +106,7 @@ class ElectraForPretraining(nn.Module):
     @torch.no_grad()
     def init_weights(self, generator: torch.Generator) -> None:
         """BERT's init (trainer/model/bert.py): N(0, initializer_range) weights, zero biases, LayerNorm 1/0, [PAD] 0."""
-        std = self.config.initializer_range
-        done: set[int] = set()
-        for module in self.modules():
-            if isinstance(module, nn.LayerNorm):
-                module.weight.fill_(1.0)
-                module.bias.zero_()
-            elif isinstance(module, (nn.Linear, nn.Embedding)):
-                if id(module.weight) not in done:
-                    done.add(id(module.weight))
-                    module.weight.normal_(0.0, std, generator=generator)
-                    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                        module.weight[module.padding_idx].zero_()
-                if getattr(module, "bias", None) is not None:
-                    module.bias.zero_()
+        init_bert_weights(self, self.config.initializer_range, generator)
 
     def num_parameters(self, *, exported_only: bool = False) -> int:
         """Distinct parameters (the tied decoder and the shared embeddings counted once), generator included."""

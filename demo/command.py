@@ -47,6 +47,9 @@ def demo_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", default=None, help="your own files (URL glob) instead of the built-in corpus")
     ap.add_argument("--corpus-mb", type=float, default=6.0, help="size of the built-in corpus (default: %(default)s)")
     ap.add_argument("--steps", type=int, default=3000, help="training steps of 32 pairs (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=42,
+                    help="the pretraining seed (its data order, masks and initial weights); a new seed wants a new "
+                         "--workdir, since a run resumes only with its own seed (default: %(default)s, train's)")
     ap.add_argument("--nproc", type=int, default=1, help="training ranks; one rank uses every core (default: %(default)s)")
     ap.add_argument("--ranks-check-steps", type=int, default=20,
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")

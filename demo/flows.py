@@ -36,6 +36,12 @@ finetune's default searched grids would take several times the demo's budget), b
 CLOZEFORGE = stage_command("clozeforge")
 
 
+def train_command(args: argparse.Namespace, pairs: str) -> list[str]:
+    """The demo's pretraining recipe on the prepared `pairs`, from the pretraining seed `--seed`."""
+    return [*stage_command("trainer.pretrain"), "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
+            "--mask-prob", "0.3", "--dropout", "0", "--seed", str(args.seed)]
+
+
 def pretrain_and_score(args: argparse.Namespace) -> int:
     work = os.path.abspath(args.workdir)
     started = time.time()
@@ -52,9 +58,7 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     prep(work, corpus, ["--input", f"docstrings={corpus}", "--output", prep_dir, "--vocab-size", "4096", "--max-seq-len", "64",
                         "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                         "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
-    pairs = os.path.join(prep_dir, "pairs")
-    train = [*stage_command("trainer.pretrain"), "--data", pairs, "--model", "tiny", "--batch-size", "32", "--lr", "3e-3",
-             "--mask-prob", "0.3", "--dropout", "0"]
+    train = train_command(args, os.path.join(prep_dir, "pairs"))
     # One rank has nothing to partition: ZeRO stage 0 skips stage 2's gradient bucketing (14,200 against 11,700
     # tokens/s on 2 cores, bench/README.md "demo"); more ranks keep the trainer's default, stage 2.
     zero = ["--zero-stage", "0"] if args.nproc == 1 else []

@@ -72,3 +72,18 @@ def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, cap
     assert prep_ran() and "== prep: running again (the corpus, the prep settings or prep's code changed)" in said[-1]
     assert fingerprint.stale(stamp, str(prep), fingerprint.inputs_fingerprint([glob], flags)) is None
 
+
+
+def test_demo_seed_is_the_pretraining_seed_and_defaults_to_trains():
+    """`clozeforge demo --seed N` reaches both of its training runs' --seed; without it the demo trains from train's own
+    default seed (the figures published for the demo)."""
+    from demo.command import demo_parser
+    from demo.flows import train_command
+    from trainer.config import TrainConfig
+
+    def seed_of(argv):
+        command = train_command(demo_parser().parse_args(argv), "PAIRS")
+        return command[command.index("--seed") + 1]
+
+    assert seed_of(["--seed", "7"]) == "7"
+    assert seed_of([]) == str(TrainConfig.__dataclass_fields__["seed"].default)

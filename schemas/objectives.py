@@ -48,6 +48,9 @@ class Objective:
     """The generator's width (hidden, heads, ffn) as a fraction of the discriminator's, its depth the same (the
     paper: 1/4 to 1/2 work best; the released ELECTRA-Small's generator is 1/4). Non-zero: the objective trains a
     generator beside the kept model, whose network is post-LN with neither NSP nor SBO heads."""
+    batch_forms: tuple[str, ...] | None = None
+    """The batch forms (trainer/data/batch_forms.py) its network takes; None: every one. --batch-form auto falls back
+    to the first of them where the device's usual form is not one."""
     nsp: bool = True
     """Whether it keeps the family's next-sentence head where the family has one (ELECTRA's discriminator has none)."""
     hf_embedding_size: bool = False
@@ -64,12 +67,16 @@ class Objective:
     def trains(self, family: str) -> bool:
         return self.families is None or family in self.families
 
+    def takes(self, batch_form: str) -> bool:
+        return self.batch_forms is None or batch_form in self.batch_forms
+
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective(name="mlm", network="bert", families=None),
     Objective(name="electra", network="electra", families=("bert",), hf_model_type="electra",
               hf_pretraining_class="ElectraForPreTraining", hf_generator_class="ElectraForMaskedLM",
               generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25, nsp=False,
+              batch_forms=("padded",),
               hf_embedding_size=True, words="ELECTRA: replaced-token detection x {discriminator_weight:g} beside a "
                                             "masked-LM generator {generator_fraction:g} of its width"),
 )}

@@ -23,9 +23,10 @@ from trainer.precision import PRECISIONS
 OPTIMIZERS = ("adamw", "lamb")
 BATCH_FORMS = ("padded", "unpadded", "static")
 """The names of trainer/data/batch_forms.py's FORMS (which checks them), here for the flag: that package imports this one."""
-AUTO_BATCH_FORM = {False: "padded", True: "padded"}
-"""--batch-form auto on a CPU (False) and on a GPU (True): padded on both until bench/README.md#unpadded-batches has
-figures from a quiet machine that say otherwise."""
+AUTO_BATCH_FORM = {False: "unpadded", True: "padded"}
+"""--batch-form auto on a CPU (False) and on a GPU (True), where the objective takes it (else its first form): unpadded on
+a CPU, 1.03-1.04x padded's tokens/s on a quiet 2-core machine (bench/README.md#unpadded-batches); padded on a GPU
+until bench/gpu_check.sh has figures from one."""
 COMPILE_OFF = (None, "off", "none")
 """--compile values that leave the model eager (None: a run recorded before `auto` existed)."""
 
@@ -190,8 +191,8 @@ class TrainConfig(Config):
     GPU without attention dropout, else one attention call per run of equal-length rows); losses and gradients equal
     padded's. static: every batch max_seq_len tokens a row and --max-predictions slots (default: NVIDIA's 20 at 128,
     which caps the masks), one shape for the run, so a GPU compiles with CUDA graphs (mode reduce-overhead). auto:
-    padded on both until measured: `python bench/run.py unpad` on a quiet CPU, bench/gpu_check.sh on a GPU
-    (bench/README.md#unpadded-batches)."""
+    unpadded on a CPU (measured faster: `python bench/run.py unpad`), padded on a GPU until bench/gpu_check.sh has
+    measured (bench/README.md#unpadded-batches); padded for an objective that takes no other (ELECTRA)."""
     verify_checksums: bool = True
     """Check each shard's sha256 against the manifest when it is first read (once per process)."""
     audit_rows: bool = False
@@ -222,6 +223,9 @@ class TrainConfig(Config):
             (0.0 < self.eval_mask_prob <= 1.0, f"--eval-mask-prob must be in (0, 1], got {self.eval_mask_prob}"),
             (self.keep_last >= 1, f"--keep-last must be >= 1, got {self.keep_last}"),
             (self.stop_after is None or self.stop_after >= 1, f"--stop-after must be >= 1, got {self.stop_after}"),
+            (self.batch_form == "auto" or OBJECTIVES[self.objective].takes(self.batch_form),
+             f"--batch-form {self.batch_form}: --objective {self.objective} takes "
+             f"{' or '.join(OBJECTIVES[self.objective].batch_forms or ())} batches only"),
             (self.mix_alpha is None or bool(self.mix) or self.sample_languages, "--mix-alpha needs --mix components or --sample-languages"),
             (not (self.sample_languages and self.phase2_data), "--sample-languages and --phase2-data cannot be combined yet"),
             (not (self.mix and self.phase2_data), "--mix and --phase2-data cannot be combined yet"),
@@ -246,7 +250,10 @@ class TrainConfig(Config):
 
     def batch_form_for(self, on_gpu: bool) -> str:
         """The batch form --batch-form means on this device (auto: AUTO_BATCH_FORM's)."""
-        return AUTO_BATCH_FORM[on_gpu] if self.batch_form == "auto" else self.batch_form
+        if self.batch_form != "auto":
+            return self.batch_form
+        goal = OBJECTIVES[self.objective]
+        return AUTO_BATCH_FORM[on_gpu] if goal.takes(AUTO_BATCH_FORM[on_gpu]) else goal.batch_forms[0]
 
     def compile_backend(self, on_gpu: bool) -> str | None:
         """The torch.compile backend --compile means on this device, or None (auto: inductor on a GPU only)."""

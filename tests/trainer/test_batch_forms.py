@@ -209,3 +209,17 @@ def test_train_in_each_batch_form_follows_the_padded_runs_losses(prepped, tmp_pa
         assert valid["mlm_n"] == reference["mlm_n"] and valid["mlm_loss"] == pytest.approx(reference["mlm_loss"], abs=1e-5)
     flops = {form: [r["executed_flops"] for r in steps[form]] for form in steps}
     assert flops["unpadded"] == flops["padded"] == flops["static"] and all(f > 0 for f in flops["padded"])
+
+
+def test_auto_is_the_objectives_form_and_a_form_it_cannot_take_is_one_flag_error():
+    """--batch-form auto is AUTO_BATCH_FORM's form on each device where the objective's network takes it, else the
+    objective's own (ELECTRA: padded on both); naming a form the objective cannot take is refused up front."""
+    from schemas.objectives import OBJECTIVES
+    from trainer.config import AUTO_BATCH_FORM, TrainConfig, TrainError
+
+    for on_gpu in (False, True):
+        assert TrainConfig(data="d", output="o").batch_form_for(on_gpu) == AUTO_BATCH_FORM[on_gpu]
+        assert TrainConfig(data="d", output="o", objective="electra").batch_form_for(on_gpu) == OBJECTIVES["electra"].batch_forms[0]
+    assert TrainConfig(data="d", output="o", batch_form="static").batch_form_for(False) == "static"
+    with pytest.raises(TrainError, match=r"^--batch-form unpadded: --objective electra takes padded batches only$"):
+        TrainConfig(data="d", output="o", objective="electra", batch_form="unpadded")

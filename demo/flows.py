@@ -58,7 +58,8 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     prep(work, corpus, ["--input", f"docstrings={corpus}", "--output", prep_dir, "--vocab-size", "4096", "--max-seq-len", "64",
                         "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                         "--overwrite"])  # the demo owns its workdir: a rerun with another --corpus replaces its prep
-    train = train_command(args, os.path.join(prep_dir, "pairs"))
+    pairs = os.path.join(prep_dir, "pairs")
+    train = train_command(args, pairs)
     # One rank has nothing to partition: ZeRO stage 0 skips stage 2's gradient bucketing (14,200 against 11,700
     # tokens/s on 2 cores, bench/README.md "demo"); more ranks keep the trainer's default, stage 2.
     zero = ["--zero-stage", "0"] if args.nproc == 1 else []

@@ -45,7 +45,8 @@ def test_validation_masks_at_the_eval_rate_whatever_the_training_rate(prepped, t
     manifest = Manifest.read(url)
     rt = Runtime(rank=0, world_size=1, device=torch.device("cpu"), precision="fp32", device_name="cpu")
     for eval_rate in (0.15, 0.3):
-        config = TrainConfig(data=url, output=str(tmp_path / "run"), masking=MaskingConfig(mask_prob=0.4), eval_mask_prob=eval_rate)
+        config = TrainConfig(data=url, output=str(tmp_path / "run"), masking=MaskingConfig(mask_prob=0.4), eval_mask_prob=eval_rate,
+                             batch_form="padded")  # rows with their attention mask, which selected_share counts
         phase = open_phase(1, config, rt, build_model(config, manifest), manifest.vocab["sha256"])
         train, valid = next(iter(phase.train)), next(iter(phase.valid))
         assert selected_share(train) == pytest.approx(0.4, abs=0.03)

@@ -57,8 +57,8 @@ class Objective:
     """Whether config.json states `embedding_size` (ELECTRA's configs: its embeddings may be narrower than the
     encoder; ours are the encoder's width, so it equals hidden_size)."""
     words: str = ""
-    """What it trains, in words, for an export's card (str.format over the model config's fields); empty: the
-    family's masked LM, with next sentence where the model has that loss."""
+    """What it trains, in words, for train's start line and an export's card (str.format over the config's fields:
+    a TrainConfig's or a ModelConfig's); empty: the family's masked LM, with next sentence where it has that loss."""
 
     @property
     def has_generator(self) -> bool:
@@ -77,8 +77,8 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               hf_pretraining_class="ElectraForPreTraining", hf_generator_class="ElectraForMaskedLM",
               generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25, nsp=False,
               batch_forms=("padded",),
-              hf_embedding_size=True, words="ELECTRA: replaced-token detection x {discriminator_weight:g} beside a "
-                                            "masked-LM generator {generator_fraction:g} of its width"),
+              hf_embedding_size=True, words="electra: generator {generator_fraction:g} of the width, mlm + "
+                                            "{discriminator_weight:g} x replaced-token detection"),
 )}
 """Every objective by its --objective name."""
 

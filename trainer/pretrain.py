@@ -25,6 +25,7 @@ import sys
 from schemas import ContractError
 from schemas.config import add_flags, from_flags
 from schemas.exits import exit_with
+from schemas.objectives import OBJECTIVES
 from trainer.builders import read_user_deepspeed_config
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
@@ -113,8 +114,8 @@ def checked_config(args: argparse.Namespace, given: set[str] | None = None) -> T
     except TrainError as e:
         raise said_once(e, per_node=True) from None
     if os.environ.get("RANK", "0") == "0" and (args.nproc_per_node == 1 or "RANK" in os.environ):
-        objectives = ("mlm + nsp" if config.nsp_weight else "mlm") if config.objective == "mlm" else (
-            f"electra: generator {config.generator_fraction:g} of the width, mlm + {config.discriminator_weight:g} x replaced-token detection")
+        words = OBJECTIVES[config.objective].words
+        objectives = words.format(**vars(config)) if words else "mlm + nsp" if config.nsp_weight else "mlm"
         if config.family:  # else --data's manifest is unreadable, which preflight says
             print(f"family: {config.family} ({objectives}{'; ' + ', '.join(family_notes) if family_notes else ''})", flush=True)
         for note in notes:  # the rate and why, then the other defaults applied

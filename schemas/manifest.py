@@ -15,9 +15,10 @@ Format version 2 fields
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
   sources          {name: rows}, over all splits
-  packing          {"mode": "nsp" | "full-sentences" | "doc-sentences", "row_format": the shards' kind, "format_version":
-                   theirs (schemas/pairs.py), "separator": {"token", "id"} of the document separator inside a
-                   full-sentences row (absent for the others, whose rows hold one document each)}
+  packing          {"mode": "nsp" | "full-sentences" | "doc-sentences" | "tlm", "row_format": the shards' kind,
+                   "format_version": theirs (schemas/pairs.py), "separator": {"token", "id"} of the document separator
+                   inside a full-sentences row (absent for the others, whose rows hold one document each),
+                   "languages": the sorted language codes of a tlm run's rows (tlm only)}
   seed, config     what produced the data (free-form, for the record)
 
 A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
@@ -46,7 +47,7 @@ from typing import Any
 from schemas import vocab as vocab_files
 from schemas.errors import ContractError
 from schemas.jsonl import file_object
-from schemas.pairs import PACKINGS, ROW_FORMATS, RowFormat
+from schemas.pairs import PACKED_ROWS, PACKINGS, ROW_FORMATS, TLM_PAIRS, RowFormat
 from schemas.tokenizer_formats import FORMATS, format_named
 
 MANIFEST_NAME = "manifest.json"
@@ -321,6 +322,13 @@ def check_packing(packing: Any, vocab_size: int, where: str) -> None:
          packing.get("row_format"))
     need(packing.get("format_version") == row_format.version, ".format_version", f"{row_format.version} (the {row_format.kind} "
          "format this clozeforge reads)", packing.get("format_version"))
+    if packing["row_format"] == TLM_PAIRS.kind:
+        languages = packing.get("languages")
+        need(isinstance(languages, list) and len(languages) >= 2 and all(isinstance(c, str) and c for c in languages)
+             and languages == sorted(set(languages)), ".languages", "the sorted, distinct language codes of the rows (two or more)",
+             languages)
+    else:
+        need("languages" not in packing, ".languages", f"absent for --packing {packing['mode']}", packing.get("languages"))
     separator = packing.get("separator")
     if not PACKINGS[packing["mode"]].crosses_documents:
         need(separator is None, ".separator", f"absent for --packing {packing['mode']} (a row holds one document)", separator)
@@ -330,8 +338,14 @@ def check_packing(packing: Any, vocab_size: int, where: str) -> None:
          separator)
 
 
+_KIND_WORDS = {"nsp_pairs": "NSP pairs", "packed_rows": "packed rows", "tlm_pairs": "translation pairs"}
+_MIX_WITH = {TLM_PAIRS.kind: PACKED_ROWS.kind, PACKED_ROWS.kind: TLM_PAIRS.kind}
+"""Row formats that mix although they differ: XLM trains translation pairs (TLM) beside monolingual packed rows (MLM),
+one component a step (trainer/data/mixture.py); both batches have the same tensors."""
+
+
 def _describe(manifest: Manifest) -> str:
-    kind = "NSP pairs" if manifest.row_format.kind == "nsp_pairs" else "packed rows"
+    kind = _KIND_WORDS[manifest.row_format.kind]
     return f"{kind} (--packing {manifest.packing['mode']}, {manifest.row_format.kind} v{manifest.row_format.version})"
 
 
@@ -339,11 +353,14 @@ def mixing_conflict(first: Manifest, second: Manifest) -> str | None:
     """None when the rows of `first` and `second` can go into one training run; else why not, in one line.
 
     Rows mix when they have one row format (kind and version): NSP pairs (two segments and a label, for an NSP
-    head) never mix with packed rows (one segment, no label). FULL-SENTENCES and DOC-SENTENCES rows mix (the same
+    head) never mix with packed rows (one segment, no label). Translation pairs (TLM) mix with packed rows (XLM's
+    MLM + TLM), one component a step. FULL-SENTENCES and DOC-SENTENCES rows mix (the same
     format; only where a row may end differs), as two FULL-SENTENCES runs do if they separate documents with the
     same token. That both use the
     same vocabulary is the caller's check (trainer/data/mixture.py makes it)."""
     a, b = first.packing, second.packing
+    if _MIX_WITH.get(a["row_format"]) == b["row_format"]:
+        return None
     if (a["row_format"], a["format_version"]) != (b["row_format"], b["format_version"]):
         return (f"{second.url or 'the second manifest'} holds {_describe(second)}, {first.url or 'the first'} holds "
                 f"{_describe(first)}: one training run reads one row format")

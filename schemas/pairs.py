@@ -3,7 +3,7 @@
 A row is one pre-training instance *before* masking: masking is online in the trainer, so the shards hold only
 token ids and what the objective needs besides. Token ids are stored as uint16 when the vocabulary has at most
 65,536 entries (BERT's 30,522 fits), which halves the shard size against uint32; as uint32 otherwise (XLM-R's
-250,002). Two row formats, each declared once here (`ROW_FORMATS`), and tagged in every shard's schema metadata:
+250,002). Three row formats, each declared once here (`ROW_FORMATS`), and tagged in every shard's schema metadata:
 
   nsp_pairs    BERT's NSP instances: two segments and the next-sentence label; the trainer adds
                [CLS] A [SEP] B [SEP] (3 special tokens).
@@ -11,6 +11,10 @@ token ids and what the objective needs besides. Token ids are stored as uint16 w
                DOC-SENTENCES, Liu et al. 2019 §4.2); the trainer adds the two special tokens around it
                (<s> ... </s>, or [CLS] ... [SEP]). A document boundary inside a row is the vocabulary's
                separator id, stored in the row; the manifest's `packing.separator` names it (schemas/manifest.py).
+  tlm_pairs    XLM's translation language modelling (Lample & Conneau 2019): a translation pair, each side in its
+               language; the trainer adds [CLS] A [SEP] B [SEP], gives every token its side's language id and starts
+               the positions again at B, and masks both sides. prep writes them from --parallel pairs
+               (`--packing tlm`); the manifest's `packing.languages` lists the languages of its rows.
 
 `PACKINGS` says which row format each `prep --packing` writes; `schemas.manifest.mixing_conflict` refuses to
 put rows of two formats into one training run.
@@ -19,6 +23,8 @@ Format versions (one counter for the pair shards; a kind keeps the version it wa
   1  nsp_pairs: tokens_a, tokens_b, is_random_next, num_tokens (len(a) + len(b) + 3), source, doc_id.
   2  packed_rows added (nsp_pairs unchanged, still version 1): tokens, num_tokens (len(tokens) + 2), source,
      doc_id (the document the row starts in).
+  3  tlm_pairs added (the others unchanged): tokens_a, tokens_b, language_a, language_b, num_tokens
+     (len(a) + len(b) + 3), source (the pair's direction, `en-de`), doc_id (the pair's file and line, `path:line`).
 """
 
 from __future__ import annotations
@@ -61,6 +67,18 @@ def _packed_fields(ids: pa.DataType) -> list[pa.Field]:
     ]
 
 
+def _tlm_fields(ids: pa.DataType) -> list[pa.Field]:
+    return [
+        pa.field("tokens_a", ids, nullable=False),  # the source sentence's pieces, no [CLS]/[SEP]
+        pa.field("tokens_b", ids, nullable=False),  # its translation's pieces
+        pa.field("language_a", pa.string(), nullable=False),  # the source's language code (`en`)
+        pa.field("language_b", pa.string(), nullable=False),  # the translation's (`de`, `pt_BR`, ...)
+        pa.field("num_tokens", pa.uint16(), nullable=False),  # len(a) + len(b) + 3 special tokens
+        pa.field("source", pa.string(), nullable=False),  # the pair's direction, `en-de`
+        pa.field("doc_id", pa.string(), nullable=False),  # where the pair was read: `path:line`
+    ]
+
+
 @dataclasses.dataclass(frozen=True)
 class RowFormat:
     """One kind of pair shard: its tag, version, columns and the special tokens the trainer adds to a row."""
@@ -81,7 +99,8 @@ class RowFormat:
 
 NSP_PAIRS = RowFormat("nsp_pairs", 1, ("tokens_a", "tokens_b"), 3, _nsp_fields)
 PACKED_ROWS = RowFormat("packed_rows", 2, ("tokens",), 2, _packed_fields)
-ROW_FORMATS = {f.kind: f for f in (NSP_PAIRS, PACKED_ROWS)}
+TLM_PAIRS = RowFormat("tlm_pairs", 3, ("tokens_a", "tokens_b"), 3, _tlm_fields)
+ROW_FORMATS = {f.kind: f for f in (NSP_PAIRS, PACKED_ROWS, TLM_PAIRS)}
 """Every row format this clozeforge reads and writes, by kind."""
 PAIRS_FORMAT_VERSION = max(f.version for f in ROW_FORMATS.values())
 """The newest pair-shard format version (the change log above)."""
@@ -102,6 +121,7 @@ PACKINGS = {p.name: p for p in (
     Packing("nsp", NSP_PAIRS, crosses_documents=False),  # segment B may come from another document, as NSP's negative
     Packing("full-sentences", PACKED_ROWS, crosses_documents=True),
     Packing("doc-sentences", PACKED_ROWS, crosses_documents=False),
+    Packing("tlm", TLM_PAIRS, crosses_documents=False),  # a translation pair a row, from prep --parallel
 )}
 
 

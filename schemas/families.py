@@ -11,11 +11,19 @@ Out: the `Family` row: its tokenizer and packings, its objectives, how its netwo
     bert         wordpiece  nsp (or packed, without NSP)   mlm + nsp   BertForPreTraining      BertTokenizerFast
     roberta      bpe        full-sentences, doc-sentences  mlm         RobertaForMaskedLM      RobertaTokenizerFast
     xlm-roberta  unigram    full-sentences, doc-sentences  mlm         XLMRobertaForMaskedLM   XLMRobertaTokenizerFast
+    xlm          wordpiece  full-sentences, doc-sentences  mlm + tlm   XLMWithLMHeadModel      BertTokenizerFast
+                            (monolingual), tlm (pairs)
 
 RoBERTa (Liu et al. 2019): BERT's network without NSP and token types, position ids from padding_idx + 1 (as
 fairseq counts them: position 0 and 1 are never a token's), byte-level BPE, packed full sentences, dynamic masking
 (clozeforge masks online for every family). XLM-R (Conneau et al. 2020): RoBERTa's recipe with a SentencePiece
-Unigram vocabulary over many languages, sampled with temperature alpha = 0.3. Standard library only: prep reads it.
+Unigram vocabulary over many languages, sampled with temperature alpha = 0.3. XLM (Lample & Conneau 2019): BERT's
+post-LN encoder with a language embedding added to every token in place of token types, masked LM on monolingual
+rows and translation language modelling (TLM) on translation pairs (both sides masked, each side's tokens with its
+language, positions starting again at the second side), its MLM head one projection tied to the embeddings (no
+transform), languages sampled with alpha = 0.5. Its vocabulary here is WordPiece, loaded as BertTokenizerFast: XLM's
+own tokenizer (Moses pre-tokenisation and fastBPE, transformers' slow XLMTokenizer) has no fast class, and the
+export's tokenizer_config names the class AutoTokenizer loads. Standard library only: prep reads it.
 """
 
 from __future__ import annotations
@@ -52,7 +60,15 @@ class Family:
     """What AutoTokenizer loads the vocabulary as."""
     mix_alpha: float | None = None
     """Temperature of language sampling (`--sample-languages`, unweighted `--mix`) when --mix-alpha is not given:
-    multilingual BERT's 0.7, XLM-R's 0.3."""
+    multilingual BERT's 0.7, XLM-R's 0.3, XLM's 0.5."""
+    languages: bool = False
+    """Its token-type table holds languages (XLM's language embeddings): a token's type id is its language's index in
+    the model's `languages`, a monolingual row's language its `source`, a translation pair's each side's."""
+    lm_transform: bool = True
+    """Its MLM head transforms the hidden state (dense, GELU, LayerNorm) before the tied decoder, as BERT's does;
+    XLM's is the tied projection alone."""
+    ffn_ratio: int | None = None
+    """The feed-forward width its transformers class fixes, as a multiple of the hidden width (XLM's 4); None: free."""
 
     @property
     def nsp(self) -> bool:
@@ -75,6 +91,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            network="roberta", token_types=False, position_offset="after-pad", hf_model_type="xlm-roberta",
            hf_pretraining_class="XLMRobertaForMaskedLM", hf_masked_lm_class="XLMRobertaForMaskedLM",
            hf_tokenizer_class="XLMRobertaTokenizerFast", mix_alpha=0.3),
+    Family(name="xlm", tokenizer="wordpiece", packings=("full-sentences", "doc-sentences", "tlm"), objectives=("mlm", "tlm"),
+           network="xlm", token_types=False, position_offset="zero", hf_model_type="xlm",
+           hf_pretraining_class="XLMWithLMHeadModel", hf_masked_lm_class="XLMWithLMHeadModel",
+           hf_tokenizer_class="BertTokenizerFast", mix_alpha=0.5, languages=True, lm_transform=False, ffn_ratio=4),
 )}
 """Every family by its --family name."""
 

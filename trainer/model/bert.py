@@ -5,7 +5,8 @@ targets (masked positions and their labels, next-sentence labels, span boundarie
 losses and correct/total counts.
 
 The family (ModelConfig.family, schemas/families.py) decides what the network has besides BERT's encoder: the
-pooler and NSP head (BERT), one token type and position ids from padding_idx + 1 (RoBERTa, XLM-R). Parameter names are
+pooler and NSP head (BERT), one token type and position ids from padding_idx + 1 (RoBERTa, XLM-R), languages for token
+types and an MLM head without its transform (XLM). Parameter names are
 those of transformers' `BertForPreTraining` state dict, one to one, in every family: this model's
 `state_dict()` has exactly the same keys (the tied `cls.predictions.decoder.weight` / `.decoder.bias` entries
 included, as transformers lists them), plus `bert.encoder.LayerNorm.*` when `pre_layernorm` and `sbo.*` when
@@ -219,7 +220,7 @@ class _Transform(nn.Module):
 class _LMPredictionHead(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.transform = _Transform(cfg)
+        self.transform = _Transform(cfg) if cfg.row.lm_transform else nn.Identity()  # XLM's head: the decoder alone
         self.decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size)
         # One output bias, registered under both names as transformers does (decoder.bias is tied to it).
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))

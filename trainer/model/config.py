@@ -3,7 +3,7 @@
 In: a preset name and a vocabulary size (or every field by keyword). Out: a frozen, validated config that
 `trainer.model.BertForPretraining` is built from, that `to_dict`/`from_dict` round-trip through checkpoint
 metadata, and that `to_hf_config` turns into the `config.json` of the family's transformers class
-(trainer/model/families/: BertForPreTraining, RobertaForMaskedLM, XLMRobertaForMaskedLM).
+(trainer/model/families/: BertForPreTraining, RobertaForMaskedLM, XLMRobertaForMaskedLM, XLMWithLMHeadModel).
 
 Presets (parameter counts measured with `BertForPretraining(...).num_parameters()`, NSP heads included,
 tied decoder counted once, vocabulary 30,522):
@@ -23,6 +23,7 @@ from typing import Any
 from schemas import families, objectives
 from schemas.config import Config
 from schemas.errors import ContractError
+from trainer.model.families import NETWORKS
 
 HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
                   "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
@@ -97,6 +98,9 @@ class ModelConfig(Config):
     """ELECTRA's generator width (hidden, heads, ffn) as a fraction of the discriminator's; its depth is the same."""
     discriminator_weight: float = 50.0
     """ELECTRA's λ: the replaced-token-detection loss's weight beside the generator's MLM loss (x mlm_weight)."""
+    languages: tuple[str, ...] = ()
+    """The languages of a family whose token types are languages (XLM's language embeddings), a token type id the
+    index of its language here; empty for every other family."""
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -119,7 +123,16 @@ class ModelConfig(Config):
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
         families.family(self.family)  # a ContractError (a ValueError) naming the families otherwise
-        if not self.row.token_types and self.type_vocab_size != 1:
+        if self.row.languages:
+            if len(self.languages) < 2 or len(set(self.languages)) != len(self.languages) or self.type_vocab_size != len(self.languages):
+                raise ValueError(f"ModelConfig: a {self.family} model embeds two or more distinct languages, one token type "
+                                 f"each; got languages {list(self.languages)} and type_vocab_size {self.type_vocab_size}")
+            if self.row.ffn_ratio and self.intermediate_size != self.row.ffn_ratio * self.hidden_size:
+                raise ValueError(f"ModelConfig: a {self.family} model's feed-forward width is {self.row.ffn_ratio} x hidden "
+                                 f"({self.row.ffn_ratio * self.hidden_size}), got intermediate_size {self.intermediate_size}")
+        elif self.languages:
+            raise ValueError(f"ModelConfig: a {self.family} model has no language embeddings; languages must be empty")
+        elif not self.row.token_types and self.type_vocab_size != 1:
             raise ValueError(f"ModelConfig: a {self.family} model has one token type, got type_vocab_size {self.type_vocab_size}")
         if not self.row.nsp and self.nsp_weight:
             raise ValueError(f"ModelConfig: a {self.family} model has no NSP head; nsp_weight must be 0, got {self.nsp_weight}")
@@ -150,7 +163,9 @@ class ModelConfig(Config):
             raise ValueError(f"unknown model preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
         fields = {**_PRESETS[name], **overrides, "vocab_size": vocab_size}
         row = families.family(fields.get("family", "bert"))
-        if not row.token_types:
+        if row.languages:
+            fields.setdefault("type_vocab_size", len(fields.get("languages", ())))
+        elif not row.token_types:
             fields.setdefault("type_vocab_size", 1)
         if not row.nsp or not objectives.objective(fields.get("objective", "mlm")).nsp:  # ELECTRA has no NSP head either
             fields.setdefault("nsp_weight", 0.0)
@@ -191,12 +206,19 @@ class ModelConfig(Config):
         key takes the config class's default, as transformers does); ContractError for a model_type of no family."""
         goal = objectives.of_model_type(body.get("model_type"))  # ELECTRA's "electra": the bert family's network
         family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
+        network = NETWORKS[family.network]
+        if network.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)
+            try:
+                body = network.architecture(body)
+            except ValueError as e:
+                raise ContractError(f"{where}: {e}") from None
         shape = {ours: body.get(theirs, HF_DEFAULTS[ours]) for theirs, ours in HF_CONFIG_KEYS.items()}
         shape["pad_token_id"] = shape["pad_token_id"] or 0  # null in some configs
         if goal and body.get("embedding_size", shape["hidden_size"]) != shape["hidden_size"]:
             raise ContractError(f"{where}: embedding_size {body['embedding_size']} differs from hidden_size "
                                          f"{shape['hidden_size']}; clozeforge's ELECTRA discriminator has one width")
-        return {"family": family.name, **shape, "pre_layernorm": False, **({"objective": goal.name} if goal else {})}
+        languages = {"languages": tuple(body["languages"])} if family.languages else {}
+        return {"family": family.name, **shape, **languages, "pre_layernorm": False, **({"objective": goal.name} if goal else {})}
 
     @property
     def max_tokens(self) -> int:
@@ -209,7 +231,7 @@ class ModelConfig(Config):
             raise ValueError("a pre-LayerNorm model has no transformers BERT-family equivalent; train with "
                              "pre_layernorm=False to export")
         row, goal = self.row, self.goal
-        return {
+        body = {
             "architectures": [goal.hf_pretraining_class or row.hf_pretraining_class],
             "model_type": goal.hf_model_type or row.hf_model_type,
             **({"embedding_size": self.hidden_size} if goal.hf_embedding_size else {}),  # no projection: one width
@@ -234,6 +256,8 @@ class ModelConfig(Config):
             "tie_word_embeddings": True,
             "dtype": "float32",
         }
+        network = NETWORKS[row.network]
+        return network.hf_config(body, self) if network.hf_config is not None else body
 
     def generator_hf_config(self) -> dict[str, Any]:
         """The config.json of ELECTRA's generator (transformers' ElectraForMaskedLM): its own width and heads over

@@ -3,6 +3,7 @@ schemas/families.py, names its network).
 
     bert.py     BERT: our tensors already carry BertForPreTraining's names
     roberta.py  RoBERTa and XLM-R: the same encoder under `roberta.`, the MLM head as `lm_head.`, no pooler nor NSP head
+    xlm.py      XLM: the encoder under `transformer.` in per-layer lists, languages for token types, `pred_layer.proj`
 
 Our model (trainer/model/bert.py) keeps one set of tensor names for every family; a network says how each of them is
 spelled in its transformers class (export writes those names, --init-from reads them back) and how published
@@ -11,10 +12,10 @@ checkpoints of it spell them otherwise.
 
 from __future__ import annotations
 
-from trainer.model.families import bert, roberta
+from trainer.model.families import bert, roberta, xlm
 from trainer.model.families.network import Network
 
-NETWORKS: dict[str, Network] = {n.name: n for n in (bert.NETWORK, roberta.NETWORK)}
+NETWORKS: dict[str, Network] = {n.name: n for n in (bert.NETWORK, roberta.NETWORK, xlm.NETWORK)}
 
 
 def network_of(model_config) -> Network:

@@ -4,11 +4,18 @@ transformers class, both ways.
 In:  a tensor name, ours or the family's. Out: the other spelling; `bare` adds the base model's prefix to a bare
      encoder checkpoint's names (a BertModel or RobertaModel saved alone), `dropped` says which of a checkpoint's
      tensors we never read (buffers, parts our network does not have).
+
+A rename's prefixes may hold `{i}`, a layer's number, where the family keeps a layer's tensors in lists of their own
+(XLM's `transformer.attentions.{i}.q_lin.` for our `bert.encoder.layer.{i}.attention.self.query.`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,19 +27,33 @@ class Network:
     """(our prefix, theirs), the first that matches wins; names no rename matches are spelled alike."""
     dropped: tuple[str, ...] = ()
     """Prefixes (theirs) of tensors a checkpoint may hold that this network does not read."""
+    bare_starts: tuple[str, ...] = ("embeddings.", "encoder.", "pooler.")
+    """How the names of a bare encoder (saved without the base model's prefix) start."""
+    hf_config: Callable[[dict[str, Any], Any], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)
+    """(BERT's config.json body, the ModelConfig) → this class's body, where its config class names fields otherwise."""
+    architecture: Callable[[dict[str, Any]], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)
+    """A config.json body of this class → BERT's keys (what ModelConfig.architecture_of_hf reads), the inverse."""
 
     def theirs(self, ours: str) -> str:
-        for mine, their in self.renames:
-            if ours.startswith(mine):
-                return their + ours[len(mine):]
-        return ours
+        return _rename(ours, tuple((_pattern(mine), their) for mine, their in self.renames))
 
     def ours(self, theirs: str) -> str:
-        for mine, their in self.renames:
-            if theirs.startswith(their):
-                return mine + theirs[len(their):]
-        return theirs
+        return _rename(theirs, tuple((_pattern(their), mine) for mine, their in self.renames))
 
     def bare(self, theirs: str) -> str:
         """A bare encoder's tensor name with the base model's prefix (the others as they are)."""
-        return self.base_prefix + theirs if theirs.startswith(("embeddings.", "encoder.", "pooler.")) else theirs
+        return self.base_prefix + theirs if theirs.startswith(self.bare_starts) else theirs
+
+
+@functools.lru_cache(maxsize=None)
+def _pattern(prefix: str) -> re.Pattern:
+    return re.compile(re.escape(prefix).replace(re.escape("{i}"), r"(?P<i>\d+)"))
+
+
+def _rename(name: str, rules: tuple[tuple[re.Pattern, str], ...]) -> str:
+    """`name` with its prefix replaced by the first rule whose pattern matches it there; unchanged otherwise."""
+    for pattern, replacement in rules:
+        found = pattern.match(name)
+        if found:
+            return replacement.replace("{i}", found.groupdict().get("i") or "") + name[found.end():]
+    return name

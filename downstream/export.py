@@ -47,6 +47,7 @@ from schemas.tokenizer_formats import FORMATS, format_of
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.model import electra as electra_names
+from trainer.model.families import network_of
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
     PROJECT_ONLY_PREFIXES,
     TIED_KEYS,
@@ -86,15 +87,17 @@ def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig
     return out
 
 
-def _wordpiece_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+def _wordpiece_files(vocab_dir: str, max_length: int, row=None) -> dict[str, str]:
     """WordPiece: the vocabulary file copied, tokenizer.json and tokenizer_config.json written by the functions that
     wrote prep's (schemas/vocab.py), from the normalization recorded in vocab_config.json (or in the tokenizer.json of
-    a directory without one)."""
+    a directory without one). A family without token types (XLM's, whose class would add token type ids to the
+    input as word embeddings) gets a tokenizer that returns none."""
+    inputs = ["input_ids", "token_type_ids", "attention_mask"] if row is None or row.token_types else ["input_ids", "attention_mask"]
     tokens = vocab_files.read_tokens(vocab_dir)
     settings = vocab_files.read_config(vocab_dir)
     normalization = vocab_files.normalization_of(settings if settings is not None else vocab_files.tokenizer_json_settings(vocab_dir))
     extra = {"model_max_length": max_length, "clean_up_tokenization_spaces": False,
-             "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
+             "model_input_names": inputs}
     return {
         vocab_files.VOCAB_FILE: vocab_files.encode_tokens(tokens).decode("utf-8"),
         vocab_files.TOKENIZER_FILE: vocab_files.tokenizer_json(tokens, normalization),
@@ -102,14 +105,14 @@ def _wordpiece_files(vocab_dir: str, max_length: int) -> dict[str, str]:
     }
 
 
-def _bpe_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+def _bpe_files(vocab_dir: str, max_length: int, _row=None) -> dict[str, str]:
     """Byte-level BPE (RoBERTa's): tokenizer.json, vocab.json + merges.txt, tokenizer_config.json (schemas/hf_tokenizers.py)."""
     bpe = hf_tokenizers.read_bpe(vocab_dir)
     return {vocab_files.TOKENIZER_FILE: bpe.tokenizer_json(), "vocab.json": bpe.vocab_json(), "merges.txt": bpe.merges_txt(),
             vocab_files.TOKENIZER_CONFIG_FILE: bpe.tokenizer_config_json(model_max_length=max_length)}
 
 
-def _unigram_files(vocab_dir: str, max_length: int) -> dict[str, str]:
+def _unigram_files(vocab_dir: str, max_length: int, _row=None) -> dict[str, str]:
     """SentencePiece Unigram (XLM-R's): tokenizer.json and tokenizer_config.json (schemas/hf_tokenizers.py)."""
     model = hf_tokenizers.read_unigram(vocab_dir)
     return {vocab_files.TOKENIZER_FILE: model.tokenizer_json(),
@@ -117,7 +120,8 @@ def _unigram_files(vocab_dir: str, max_length: int) -> dict[str, str]:
 
 
 TOKENIZER_FILES = {"wordpiece": _wordpiece_files, "bpe": _bpe_files, "unigram": _unigram_files}
-"""How each tokenizer kind (schemas/tokenizer_formats.py) is written into an export, with its model_max_length."""
+"""How each tokenizer kind (schemas/tokenizer_formats.py) is written into an export, with its model_max_length (and
+the family's row: which inputs its tokenizer returns)."""
 
 
 def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int) -> dict[str, str]:
@@ -137,7 +141,7 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int)
     pad = kind.roles["pad_token"]
     if ids[pad] != model_config.pad_token_id:
         raise ExportError(f"{pad} is id {ids[pad]} in {vocab_dir} but pad_token_id {model_config.pad_token_id} in ModelConfig")
-    files = TOKENIZER_FILES[kind.name](vocab_dir, max_length)
+    files = TOKENIZER_FILES[kind.name](vocab_dir, max_length, row)
     files["special_tokens_map.json"] = json.dumps(kind.roles, indent=2) + "\n"
     return files
 
@@ -152,7 +156,9 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
         card.get("description", f"A {row.name} encoder pretrained from scratch with clozeforge ({objectives})."),
         "", "## Family", "",
         f"{row.name}: exported as transformers' `{row.hf_pretraining_class}`, tokenizer `{row.hf_tokenizer_class}` "
-        f"({card.get('tokenizer', row.tokenizer)} vocabulary), trained on {card.get('packing', row.packings[0])} rows.",
+        f"({card.get('tokenizer', row.tokenizer)} vocabulary), trained on {card.get('packing', row.packings[0])} rows."
+        + (f" Languages (config.json's lang2id; pass `langs` to add their embeddings): {', '.join(c.languages)}."
+           if row.languages else ""),
         "", "## Shape", "",
         "| layers | hidden | heads | ffn | vocab | max positions | trained length (model_max_length) | parameters |",
         "|---|---|---|---|---|---|---|---|",
@@ -223,8 +229,10 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     """Max |ours - transformers| of the MLM logits (real tokens only), and of the NSP logits in a family with NSP, on
     `batch`, both in eval mode, transformers loading the family's class (BertForPreTraining, RobertaForMaskedLM, ...).
 
-    `batch` needs input_ids, token_type_ids and attention_mask (batch, seq); other keys are ignored. `model`
-    must hold whole (not ZeRO-3-partitioned) parameters; transformers runs in fp32 on the same device."""
+    `batch` needs input_ids, token_type_ids and attention_mask (batch, seq), and position_ids where the rows restart
+    them (TLM's); both models get what the family's network takes (its `hf_inputs`: XLM's `langs` are our token
+    types), other keys are ignored. `model` must hold whole (not ZeRO-3-partitioned) parameters; transformers runs
+    in fp32 on the same device."""
     try:
         import transformers
     except ImportError:
@@ -236,14 +244,15 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     row = model.config.row
     device = next(model.parameters()).device
     reference = getattr(transformers, row.hf_pretraining_class).from_pretrained(hf_dir).to(device).eval()
-    inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")}
+    names = [(ours, theirs) for ours, theirs in network_of(model.config).hf_inputs if ours in batch]
+    inputs = {ours: batch[ours].to(device) for ours, _ in names}
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             sequence_output, pooled, _ = model.encode(**inputs)
             ours_mlm = model.dense_mlm_logits(sequence_output).float()  # (batch, seq, vocab)
-            theirs = reference(**inputs)
+            theirs = reference(**{their: inputs[ours] for ours, their in names})
     finally:
         model.train(was_training)
     real = inputs["attention_mask"].bool()  # logits at padding are not part of either model's contract

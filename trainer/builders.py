@@ -66,11 +66,13 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
                 "discriminator_weight": config.discriminator_weight,
                 "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout,
                 "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
-                "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1)}
+                "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1),
+                **({"languages": config.languages} if row.languages else {})}
     pad = manifest.special_id("pad_token")
     try:
         if architecture is not None:
-            fixed = {k: architecture[k] for k in ("generator_fraction",) if k in architecture}  # the source's generator
+            # the source's generator, and its languages (its language embeddings' order)
+            fixed = {k: architecture[k] for k in ("generator_fraction", "languages") if k in architecture}
             model_config = ModelConfig.from_dict({**architecture, **training, **fixed})
         else:
             model_config = ModelConfig.preset(config.model or "tiny", vocab_size=manifest.vocab["size"],
@@ -254,7 +256,7 @@ def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPret
     shape = batch_shape(config, rt, lambda: max([manifest.max_seq_len] + [Manifest.read(ComponentSpec.parse(m).data).max_seq_len for m in mixed]))
     masker, valid_masker = build_maskers(config, manifest, shape.get("predictions"))
     batch = config.batch_size if number == 1 else (config.phase2_batch_size or config.batch_size)
-    common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size,
+    common = {"batch_size": batch, "masker": masker, "rank": rt.rank, "world_size": rt.world_size, "languages": model.config.languages,
               "verify_checksums": config.verify_checksums, "cache_dir": config.cache_dir, "shuffle_window": config.shuffle_window,
               "length_buckets": config.length_buckets, "pad_to_multiple_of": config.pad_to_multiple_of,
               **shape}  # every stream: train, --mix, validation

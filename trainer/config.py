@@ -62,8 +62,13 @@ class TrainConfig(Config):
     family: str | None = flag(None, choices=tuple(FAMILIES))
     """The member of the BERT family (schemas/families.py): bert (MLM + NSP on NSP pairs, or MLM alone on packed
     rows), roberta or xlm-roberta (MLM on packed rows; no token types; exported as RobertaForMaskedLM /
-    XLMRobertaForMaskedLM). Default: the family of --data's vocabulary and packing (its manifest); a family whose
-    tokenizer or packing the data is not is refused in one line."""
+    XLMRobertaForMaskedLM), xlm (MLM on packed rows and TLM on `prep --packing tlm` pairs, mixed by --mix; language
+    embeddings; exported as XLMWithLMHeadModel). Default: the family of --data's vocabulary and packing (its
+    manifest); a family whose tokenizer or packing the data is not is refused in one line."""
+    languages: tuple[str, ...] = flag((), metavar="CODE")
+    """The xlm family's languages in order, one language embedding each (config.json's lang2id). Default: every
+    language of --data and --mix, sorted: a tlm run's (its manifest's packing.languages) and a monolingual run's row
+    sources (name an input by its language, `prep --input de=FILES`, or prep with --identify-languages)."""
     objective: str = flag("mlm", choices=tuple(OBJECTIVES))
     """The pre-training objective (schemas/objectives.py): mlm (the family's masked LM, with NSP where it has it), or
     electra (replaced-token detection, Clark et al. 2020: a generator --generator-fraction of the model's width,
@@ -324,6 +329,7 @@ RESUME_RULES = (
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),
     ResumeRule("family", "--family", False, "the network's heads and the names its weights export under"),
     ResumeRule("objective", "--objective", False, "the networks it trains and what export writes"),
+    ResumeRule("languages", "--languages", False, "a language embedding each, in this order"),
     ResumeRule("generator_fraction", "--generator-fraction", False, "the generator's shapes"),
     ResumeRule("model", "--model", False, "the shapes of the weights"),
     ResumeRule("pre_layernorm", "--pre-layernorm", False, "the layers' structure"),

@@ -83,7 +83,7 @@ def test_the_packing_round_trips_and_a_version_1_manifest_reads_as_nsp(tmp_path)
 
 
 @pytest.mark.parametrize("packing, message", [
-    ({**FULL, "mode": "blocks"}, 'packing.mode must be one of nsp, full-sentences, doc-sentences, got "blocks"'),
+    ({**FULL, "mode": "blocks"}, 'packing.mode must be one of nsp, full-sentences, doc-sentences, tlm, got "blocks"'),
     ({**FULL, "row_format": "nsp_pairs"}, "packing.row_format must be 'packed_rows' for --packing full-sentences, got \"nsp_pairs\""),
     ({**FULL, "format_version": 3}, "packing.format_version must be 2 (the packed_rows format this clozeforge reads), got 3"),
     ({k: v for k, v in FULL.items() if k != "separator"}, 'packing.separator must be {"token": ..., "id": an id below the '

@@ -9,7 +9,7 @@ Out: the same rows and masks in the form's shape:
     static    every batch (batch, max_seq_len) and (batch, predictions): one shape for the whole run, what CUDA graphs
               (torch.compile mode="reduce-overhead") need; `predictions` also caps the masker (NVIDIA's BERT: 20 at 128)
     unpadded  rows packed: the real tokens of every row concatenated, (tokens,) `input_ids`, `token_type_ids` and
-              `position_ids` (a token's place in its row), `cu_seqlens` (batch + 1,) int32 where each row starts, no
+              `position_ids` (a token's place in its row, or the batch's own: TLM's), `cu_seqlens` (batch + 1,) int32 where each row starts, no
               `attention_mask`; the predictions (N,) real ones only, their positions counted in the packed tokens
 
 Unpadded rows are sorted longest first (stable), their NSP labels with them, so rows of one length are neighbours
@@ -29,7 +29,7 @@ from trainer.config import BATCH_FORMS
 
 IGNORE_INDEX = -100
 PREDICTION_KEYS = ("mlm_positions", "mlm_labels", "sbo_left", "sbo_right", "sbo_rel_pos", "sbo_labels")
-_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0}
+_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
 _PREDICTION_FILL = {"mlm_labels": IGNORE_INDEX, "sbo_labels": IGNORE_INDEX}
 
 
@@ -68,7 +68,8 @@ def unpadded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: in
     cu = np.zeros(len(order) + 1, dtype=np.int32)
     np.cumsum(lengths[order], out=cu[1:])
     out = {"cu_seqlens": cu, "input_ids": arrays["input_ids"][order][real], "token_type_ids": arrays["token_type_ids"][order][real],
-           "position_ids": np.broadcast_to(np.arange(real.shape[1]), real.shape)[real]}
+           "position_ids": (arrays["position_ids"][order] if "position_ids" in arrays  # TLM's, restarting at B
+                            else np.broadcast_to(np.arange(real.shape[1]), real.shape))[real]}
     labelled = arrays["mlm_labels"][order] != IGNORE_INDEX  # (batch, P)
     rows, _ = np.nonzero(labelled)
     start = cu[:-1].astype(np.int64)[rows]  # (N,) where each prediction's row starts in the packed tokens

@@ -3,12 +3,19 @@
     nsp_pairs    segments A and B → `[CLS] A [SEP] B [SEP] [PAD]...`, token types 0 then 1, the NSP label
     packed_rows  one segment of whole sentences → `[CLS] tokens [SEP] [PAD]...` (`<s> ... </s> <pad>` with RoBERTa's
                  vocabulary), token types 0; a document separator inside the row is special (never masked)
+    tlm_pairs    a translation pair → `[CLS] A [SEP] B [SEP] [PAD]...` with `position_ids` starting again at B's first
+                 token (XLM's TLM); both sides are masked
+
+With `languages` (the model's, a family whose token types are languages: XLM's), a token's type is its language's
+index there: a translation pair's side's, a packed row's `source` (prep --identify-languages names each row's
+language so); a language the model does not have is a ValueError naming it.
 
 In:  the segments as slices of flat id arrays (values + starts + lengths, which is how an Arrow list column stores
      them, so ShardStream hands over its record batches' buffers without a Python object per row:
      `gather_segments`), or as one array per pair (`collate_pairs`, for callers holding lists); the special ids by
      their role (the manifest's: [CLS]/[SEP]/[PAD] for WordPiece, <s>/</s>/<pad> for BPE and Unigram).
-Out: numpy arrays, all (batch, seq) but the label (batch,): int64 `input_ids`, `token_type_ids`,
+Out: numpy arrays, all (batch, seq) but the label (batch,): int64 `input_ids`, `token_type_ids` (and `position_ids`
+     for tlm_pairs),
      `attention_mask`, `next_sentence_label` (1 when B is a random next, transformers' convention; 0 for packed
      rows, which BERT without NSP trains on at NSP weight 0), and bool `special_mask` (True at the special tokens
      and padding), which the Masker consumes. seq is the longest row of the batch (dynamic padding), rounded up to
@@ -138,7 +145,16 @@ def gather_segments(parts: list[tuple[pa.RecordBatch, np.ndarray]], column: str)
     return taken.values.to_numpy(), offsets[:-1], np.diff(offsets)
 
 
-def _nsp_batch(parts, manifest, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
+def _language_ids(parts, column: str, languages: dict[str, int]) -> np.ndarray:
+    """(batch,) the index in `languages` of each row's `column` (a language code)."""
+    codes = np.concatenate([batch.column(column).to_numpy(zero_copy_only=False)[rows] for batch, rows in parts])
+    unknown = sorted(set(codes) - set(languages))
+    if unknown:
+        raise ValueError(f"rows in {', '.join(map(str, unknown[:5]))}, not a language of the model ({', '.join(languages)})")
+    return np.array([languages[c] for c in codes], dtype=np.int64)
+
+
+def _nsp_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     nsp = np.concatenate([batch.column("is_random_next").to_numpy(zero_copy_only=False)[rows] for batch, rows in parts])
     return collate_segments(*gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"), nsp,
                             cls_id=manifest.special_id("cls_token"), sep_id=manifest.special_id("sep_token"),
@@ -146,13 +162,28 @@ def _nsp_batch(parts, manifest, pad_to_multiple_of: int) -> dict[str, np.ndarray
                             pad_to_multiple_of=pad_to_multiple_of)
 
 
-def _packed_batch(parts, manifest, pad_to_multiple_of: int) -> dict[str, np.ndarray]:
-    return collate_single(*gather_segments(parts, "tokens"), cls_id=manifest.special_id("cls_token"),
-                          sep_id=manifest.special_id("sep_token"), pad_id=manifest.special_id("pad_token"),
-                          max_seq_len=manifest.max_seq_len, pad_to_multiple_of=pad_to_multiple_of,
-                          separator_id=manifest.separator_id)
+def _packed_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    arrays = collate_single(*gather_segments(parts, "tokens"), cls_id=manifest.special_id("cls_token"),
+                            sep_id=manifest.special_id("sep_token"), pad_id=manifest.special_id("pad_token"),
+                            max_seq_len=manifest.max_seq_len, pad_to_multiple_of=pad_to_multiple_of,
+                            separator_id=manifest.separator_id)
+    if languages:
+        arrays["token_type_ids"] = _language_ids(parts, "source", languages)[:, None] * arrays["attention_mask"]
+    return arrays
 
 
-ROW_COLLATORS: dict[str, Callable] = {"nsp_pairs": _nsp_batch, "packed_rows": _packed_batch}
+def _tlm_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    arrays = _nsp_batch(parts, manifest, pad_to_multiple_of)  # next_sentence_label 0: a translation is its pair's next
+    second = arrays["token_type_ids"].astype(bool)  # (batch, seq): B's tokens and its [SEP]
+    starts = (~second & arrays["attention_mask"].astype(bool)).sum(axis=1)  # (batch,) where B starts: len(A) + 2
+    col = np.arange(second.shape[1])
+    arrays["position_ids"] = np.where(second, col - starts[:, None], col) * arrays["attention_mask"]
+    if languages:
+        a, b = _language_ids(parts, "language_a", languages), _language_ids(parts, "language_b", languages)
+        arrays["token_type_ids"] = np.where(second, b[:, None], a[:, None]) * arrays["attention_mask"]
+    return arrays
+
+
+ROW_COLLATORS: dict[str, Callable] = {"nsp_pairs": _nsp_batch, "packed_rows": _packed_batch, "tlm_pairs": _tlm_batch}
 """How the rows of each row format (schemas/pairs.py) become a batch: (record batches and their rows, the
-manifest, pad_to_multiple_of) → the arrays of the module docstring."""
+manifest, pad_to_multiple_of, the model's languages by index or None) → the arrays of the module docstring."""

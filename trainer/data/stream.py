@@ -104,6 +104,7 @@ class ShardStream(IterableDataset):
         batch_form: str = "padded",
         predictions: int | None = None,
         static_len: int | None = None,
+        languages: tuple[str, ...] = (),
     ):
         if not manifest.split_shards(split):
             raise ContractError(f"{manifest.url}: no shards for split {split!r} (splits: {manifest.splits})")
@@ -130,6 +131,7 @@ class ShardStream(IterableDataset):
         self.blocks = split_blocks(manifest, split)
         self.count_rows(sum(b.rows for b in self.blocks))
         self.specials = manifest.special_tokens
+        self.languages = {code: i for i, code in enumerate(languages)} or None  # XLM's: token types are languages
         self.start = (0, 0)
 
     def count_rows(self, rows: int) -> None:
@@ -215,7 +217,7 @@ class ShardStream(IterableDataset):
         """The given rows of blocks, collated as their row format says and masked with the generator of
         (seed, epoch, partition, step)."""
         batches = [(reader.batch(self.blocks[b].shard, self.blocks[b].index, self.blocks[b].rows), rows) for b, rows in parts]
-        arrays = ROW_COLLATORS[self.manifest.row_format.kind](batches, self.manifest, self.pad_to_multiple_of)
+        arrays = ROW_COLLATORS[self.manifest.row_format.kind](batches, self.manifest, self.pad_to_multiple_of, self.languages)
         rng = np.random.default_rng([self.seed, epoch, p, k, 7])
         masked = self.masker(arrays["input_ids"], arrays["special_mask"], rng)
         out = {**arrays, **masked}

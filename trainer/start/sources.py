@@ -42,7 +42,7 @@ from trainer.model.hf_names import WeightsError
 from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
-                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm")
+                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm", "languages")
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
 OBJECTIVE_FIELDS = ("objective", "generator_fraction")
 """What an ELECTRA source fixes besides (schemas/objectives.py); a source without them is a masked LM."""

@@ -75,11 +75,32 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
             raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
         mix = changes["mix"] = language_components(config.data, manifest)
         notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
+    if row.languages and not config.languages:
+        changes["languages"] = data_languages(config.data, manifest, mix)
+        notes.append(f"languages: {', '.join(changes['languages'])} (--data's and --mix's)")
+    elif config.languages and not row.languages:
+        raise TrainError(f"--languages: the {row.name} family has no language embeddings (the xlm family has)")
     weighted = any(ComponentSpec.parse(m).weight is not None for m in mix)
     if row.mix_alpha is not None and mix and config.mix_alpha is None and not weighted:
         changes["mix_alpha"] = row.mix_alpha
         notes.append(f"mix_alpha {row.mix_alpha:g} ({row.name}'s language sampling)")
     return dataclasses.replace(config, **changes), notes
+
+
+def data_languages(data: str, manifest: Manifest, mix: tuple[str, ...]) -> tuple[str, ...]:
+    """The languages of --data and the --mix components, sorted: a tlm run's packing.languages, a monolingual run's
+    row sources (of its named source only, for a component that names one); a TrainError with fewer than two."""
+    found = set()
+    for url, source in [(data, None), *((c.data, c.source) for c in map(ComponentSpec.parse, mix))]:
+        try:
+            read = manifest if url == data else Manifest.read(url)
+        except (ContractError, OSError) as e:
+            raise TrainError(f"--mix {url}: {e}") from None
+        found |= set(read.packing.get("languages") or ([source] if source else read.sources))
+    if len(found) < 2:
+        raise TrainError(f"the xlm family embeds two or more languages; --data and --mix hold {', '.join(sorted(found)) or 'none'} "
+                         "(add a --mix component of another language, e.g. prep --packing tlm pairs, or name them: --languages)")
+    return tuple(sorted(found))
 
 
 def language_components(data: str, manifest: Manifest) -> tuple[str, ...]:
@@ -137,7 +158,7 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     source, architecture = None, None
     if config.init_from and before is None:
         source = open_source(config.init_from)
-        architecture = {k: source.architecture[k] for k in ARCHITECTURE}
+        architecture = {k: source.architecture[k] for k in ARCHITECTURE if k in source.architecture}
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
     # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume

@@ -27,6 +27,10 @@ class Network:
     """(our prefix, theirs), the first that matches wins; names no rename matches are spelled alike."""
     dropped: tuple[str, ...] = ()
     """Prefixes (theirs) of tensors a checkpoint may hold that this network does not read."""
+    hf_inputs: tuple[tuple[str, str], ...] = (("input_ids", "input_ids"), ("token_type_ids", "token_type_ids"),
+                                              ("attention_mask", "attention_mask"))
+    """(our batch key, the keyword its transformers class takes it as): what export's check feeds both models
+    (XLM takes the languages as `langs` and no token types, and TLM's restarted positions as `position_ids`)."""
     bare_starts: tuple[str, ...] = ("embeddings.", "encoder.", "pooler.")
     """How the names of a bare encoder (saved without the base model's prefix) start."""
     hf_config: Callable[[dict[str, Any], Any], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)

@@ -75,6 +75,8 @@ NETWORK = Network(
     bare_starts=("embeddings.", "position_embeddings.", "lang_embeddings.", "layer_norm_emb.", "attentions.", "layer_norm1.",
                  "ffns.", "layer_norm2."),
     dropped=("transformer.position_ids",),
+    hf_inputs=(("input_ids", "input_ids"), ("token_type_ids", "langs"), ("attention_mask", "attention_mask"),
+               ("position_ids", "position_ids")),
     hf_config=hf_config,
     architecture=architecture,
 )

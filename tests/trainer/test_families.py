@@ -24,6 +24,7 @@ from trainer.config import TrainConfig, TrainError  # noqa: E402
 from trainer.data.collate import collate_single  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
+from trainer.model.families import network_of  # noqa: E402
 from trainer.model.hf_names import from_transformers, to_transformers  # noqa: E402
 from trainer.start.sources import ARCHITECTURE, open_source  # noqa: E402
 from trainer.start.steps import family_of  # noqa: E402
@@ -32,11 +33,25 @@ TOLERANCE = 1e-5
 VOCAB = 300
 
 
-def _inputs(pad: int, seed: int = 0) -> dict[str, torch.Tensor]:
+LANGUAGES = ("de", "en", "ja")
+
+
+def _inputs(pad: int, seed: int = 0, languages: int = 0) -> dict[str, torch.Tensor]:
+    """Three rows, one padded; with `languages`, token types are language ids and the rows' positions restart
+    halfway through (a TLM pair's second side), as XLM's batches are."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, VOCAB, (3, 20), generator=g)
     ids[2, 14:] = pad  # a padded row
-    return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": (ids != pad).long()}
+    inputs = {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": (ids != pad).long()}
+    if languages:
+        half = torch.arange(20) >= 9
+        inputs["token_type_ids"] = torch.where(half, torch.tensor([[1], [2], [0]]), torch.tensor([[0], [1], [2]])) % languages
+        inputs["position_ids"] = torch.where(half, torch.arange(20) - 9, torch.arange(20)).expand(3, -1).contiguous()
+    return inputs
+
+
+def _their_inputs(config: ModelConfig, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {theirs: inputs[ours] for ours, theirs in network_of(config).hf_inputs if ours in inputs}
 
 
 @pytest.mark.parametrize("name", list(families.FAMILIES))
@@ -44,18 +59,24 @@ def test_every_family_gives_its_transformers_class_logits_both_ways(name):
     row = families.family(name)
     pad = 0 if row.tokenizer == "wordpiece" else 1
     config = ModelConfig.preset("tiny", vocab_size=VOCAB, family=name, pad_token_id=pad, hidden_dropout=0.0,
-                                attention_dropout=0.0, max_position_embeddings=64 + row.first_position(pad))
+                                attention_dropout=0.0, max_position_embeddings=64 + row.first_position(pad),
+                                languages=LANGUAGES if row.languages else ())
     ours = BertForPretraining(config, seed=3).eval()
     assert (ours.bert.pooler is None) == (not row.nsp) and (ours.cls.seq_relationship is None) == (not row.nsp)
     tensors = to_transformers(ours.state_dict(), config)
     hf_config = transformers.AutoConfig.for_model(**{k: v for k, v in config.to_hf_config().items() if k != "architectures"})
     theirs = getattr(transformers, row.hf_pretraining_class)(hf_config).eval()
     missing, unexpected = theirs.load_state_dict(tensors, strict=False)
-    assert not unexpected and all("decoder" in k for k in missing), (missing, unexpected)
-    inputs = _inputs(pad)
+    assert not unexpected and all("decoder" in k or k == "pred_layer.proj.weight" for k in missing), (missing, unexpected)
+    with torch.no_grad():  # non-trivial LayerNorms and biases, so that a misplaced one shows
+        for p in ours.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    tensors = to_transformers(ours.state_dict(), config)
+    theirs.load_state_dict(tensors, strict=False)
+    inputs = _inputs(pad, languages=len(config.languages))
     with torch.no_grad():
         sequence, pooled, _ = ours.encode(**inputs)
-        out = theirs(**inputs)
+        out = theirs(**_their_inputs(config, inputs))
     real = inputs["attention_mask"].bool()
     mlm = out.prediction_logits if row.nsp else out.logits
     assert (ours.dense_mlm_logits(sequence) - mlm)[real].abs().max() <= TOLERANCE
@@ -64,7 +85,7 @@ def test_every_family_gives_its_transformers_class_logits_both_ways(name):
     back, lacking, dropped = from_transformers(dict(theirs.state_dict()), config, "theirs")
     assert lacking == [] and all(torch.equal(back[k], v) for k, v in ours.state_dict().items() if k in back)
     assert set(dropped) <= {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias", "lm_head.decoder.weight",
-                            "lm_head.decoder.bias"}
+                            "lm_head.decoder.bias", "pred_layer.proj.weight"}
 
 
 def _roberta_source(path, name: str) -> str:

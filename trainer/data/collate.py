@@ -173,7 +173,11 @@ def _packed_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str,
 
 
 def _tlm_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, int] | None = None) -> dict[str, np.ndarray]:
-    arrays = _nsp_batch(parts, manifest, pad_to_multiple_of)  # next_sentence_label 0: a translation is its pair's next
+    rows = sum(len(r) for _, r in parts)  # next_sentence_label 0: a translation is its pair's next
+    arrays = collate_segments(*gather_segments(parts, "tokens_a"), *gather_segments(parts, "tokens_b"), np.zeros(rows, bool),
+                              cls_id=manifest.special_id("cls_token"), sep_id=manifest.special_id("sep_token"),
+                              pad_id=manifest.special_id("pad_token"), max_seq_len=manifest.max_seq_len,
+                              pad_to_multiple_of=pad_to_multiple_of)
     second = arrays["token_type_ids"].astype(bool)  # (batch, seq): B's tokens and its [SEP]
     starts = (~second & arrays["attention_mask"].astype(bool)).sum(axis=1)  # (batch,) where B starts: len(A) + 2
     col = np.arange(second.shape[1])

@@ -217,8 +217,9 @@ class ModelConfig(Config):
         if goal and body.get("embedding_size", shape["hidden_size"]) != shape["hidden_size"]:
             raise ContractError(f"{where}: embedding_size {body['embedding_size']} differs from hidden_size "
                                          f"{shape['hidden_size']}; clozeforge's ELECTRA discriminator has one width")
-        languages = {"languages": tuple(body["languages"])} if family.languages else {}
-        return {"family": family.name, **shape, **languages, "pre_layernorm": False, **({"objective": goal.name} if goal else {})}
+        languages = tuple(body["languages"]) if family.languages else ()
+        return {"family": family.name, **shape, "languages": languages, "pre_layernorm": False,
+                **({"objective": goal.name} if goal else {})}
 
     @property
     def max_tokens(self) -> int:

@@ -116,6 +116,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     scripts = docs | "CountScripts" >> CountScripts(strips_accents=strips_accents, strict=config.read.strict)
 
     packing = PACKINGS[config.packing]
+    doc_count = docs | "CountDocs" >> beam.combiners.Count.Globally()  # the validation share; LanguageVocabStats' too
     parallel = _parallel(p, config, scratch) if config.parallel else None
     if packing.row_format == TLM_PAIRS:  # the rows are the translation pairs; the documents fed clean/ and the vocabulary
         made = parallel["kept"] | "MakeTlmRows" >> MakeTlmRows(
@@ -125,7 +126,6 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         token_counts = made["token_counts"]
     else:
         tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)
-        doc_count = docs | "CountDocs" >> beam.combiners.Count.Globally()
         common = dict(max_seq_len=config.max_seq_len, bucket_docs=config.bucket_docs, validation_fraction=config.validation_fraction,
                       validation_min_docs=config.validation_min_docs, doc_count=doc_count,
                       seed=config.seed, vocab=vocab, scratch=scratch.sub("buckets"))

@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
         prog="clozeforge prep",
         allow_abbrev=False,  # a prefix of a flag is not that flag: it could be a Beam option's
         description="Clean, deduplicate and split corpora, learn a vocabulary (WordPiece, byte-level BPE or Unigram) and "
-        "write NSP pair shards (or RoBERTa's packed rows: --packing). "
+        "write NSP pair shards (or RoBERTa's packed rows, or XLM's translation pairs: --packing). "
         "Apache Beam's pipeline options are accepted too (e.g. --runner, --direct_num_workers, Dataflow's "
         "--project); any other argument is an error.",
     )

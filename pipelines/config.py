@@ -20,7 +20,7 @@ from pipelines.filters import LANGUAGES
 from pipelines.tokenizer_kinds import KINDS, NAMES
 from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
-from schemas.pairs import NSP_PAIRS, PACKINGS
+from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
 
 DEDUP_MODES = ("none", "exact", "near")
 SHUFFLE_MODES = ("auto", "files", "runner")
@@ -29,9 +29,10 @@ FILTER_PRESETS = ("none", "bert", "c4", "gopher")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PrepConfig(Config):
-    inputs: tuple[tuple[str, str], ...] = flag(name="--input", metavar="[NAME=]GLOB", convert=lambda specs: parse_inputs(specs))
+    inputs: tuple[tuple[str, str], ...] = flag((), name="--input", metavar="[NAME=]GLOB", convert=lambda specs: parse_inputs(specs))
     """Corpus files (fsspec URL glob; repeat for several): `wiki=gs://b/*.jsonl.zst` names the input 'wiki', an
-    unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell."""
+    unnamed one is 'input<i>'. Quote a glob, so that prep expands it, not the shell. Required, except for --packing
+    tlm with --vocab."""
     output: str = flag(metavar="DIR", convert=lambda url: absolute(url))
     """Output directory (local path or fsspec URL): clean/, vocab/, pairs/ (parallel/ with --parallel) and report.json
     go under it."""
@@ -80,7 +81,9 @@ class PrepConfig(Config):
     """What a row holds: nsp (BERT's sentence pairs with a next-sentence label), full-sentences (RoBERTa: whole
     sentences packed up to --max-seq-len, crossing into the next document after a separator token) or
     doc-sentences (the same, never crossing a document). The last two write single-segment rows
-    (pipelines/stages/make_packed_rows.py)."""
+    (pipelines/stages/make_packed_rows.py). tlm: XLM's translation pairs, a row per --parallel pair
+    (pipelines/stages/make_tlm_rows.py); --input documents then only go to clean/ and the vocabulary they learn (none
+    are needed with --vocab)."""
     max_seq_len: int = 128
     """Longest row, its special tokens included ([CLS] and two [SEP] for a pair; two for a packed row)."""
     short_seq_prob: float = 0.1
@@ -129,9 +132,15 @@ class PrepConfig(Config):
     """Show Apache Beam's own log lines (warnings, start-up messages) on stderr; without it only errors pass."""
 
     def __post_init__(self) -> None:
-        if not self.inputs:
-            raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
         check_choices(self, PrepError)
+        tlm = PACKINGS[self.packing].row_format == TLM_PAIRS
+        if tlm and not self.parallel:
+            raise PrepError("--packing tlm makes its rows from translation pairs: give --parallel [SRC-TGT=]GLOB")
+        if tlm and not self.inputs and not self.vocab:
+            raise PrepError("--packing tlm needs a vocabulary for its --parallel pairs: --vocab DIR (an earlier prep "
+                            "run's vocab/) or --input documents to learn one from")
+        if not self.inputs and not tlm:
+            raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
         for spec in self.parallel:
             parse_spec(spec)
         KINDS[self.tokenizer].check(self)

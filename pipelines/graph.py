@@ -6,6 +6,10 @@
     ... ─ MakeNspPairs (--packing nsp) | MakePackedRows (full-sentences, doc-sentences) ─ WriteShards ─ Finalize
     (clean/) ─ (LanguageVocabStats) ─ Finalize
     (ReadParallel ─ WriteParallel) ─ Finalize   (--parallel: translation pairs → parallel/)
+    (WriteParallel ─ MakeTlmRows ─ WriteShards) ─ Finalize   (--packing tlm: the pairs, not the documents, are the rows)
+
+With --packing tlm the documents (if any: --vocab makes --input optional) go to clean/ and learn the vocabulary, and
+no Tokenize runs: MakeTlmRows encodes the kept translation pairs, and its ids are vocab/token_counts.txt.
 
 The stages in parentheses run only with their flag: IdentifyLanguage and LanguageVocabStats with
 --identify-languages (then every record is also tallied under its language), Decontaminate with --decontaminate.
@@ -59,6 +63,7 @@ from pipelines.stages.language_vocab_stats import LanguageVocabStats
 from pipelines.stages.learn_vocabulary import LearnVocabulary, ReuseVocab
 from pipelines.stages.make_nsp_pairs import MakeNspPairs
 from pipelines.stages.make_packed_rows import MakePackedRows
+from pipelines.stages.make_tlm_rows import MakeTlmRows
 from pipelines.stages.read_corpus import ReadCorpus
 from pipelines.stages.read_parallel import ReadParallel
 from pipelines.stages.tokenize import Tokenize
@@ -66,7 +71,7 @@ from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_parallel import WriteParallel
 from pipelines.stages.write_shards import WriteShards
 from pipelines.tokenizer_kinds import KINDS
-from schemas.pairs import NSP_PAIRS, PACKINGS
+from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
 
 
 def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = None, progress: str | None = None) -> None:
@@ -110,17 +115,26 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     strips_accents = not config.vocab and KINDS[config.tokenizer].strips_accents(config)
     scripts = docs | "CountScripts" >> CountScripts(strips_accents=strips_accents, strict=config.read.strict)
 
-    tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)
     packing = PACKINGS[config.packing]
-    doc_count = docs | "CountDocs" >> beam.combiners.Count.Globally()
-    common = dict(max_seq_len=config.max_seq_len, bucket_docs=config.bucket_docs, validation_fraction=config.validation_fraction,
-                  validation_min_docs=config.validation_min_docs, doc_count=doc_count,
-                  seed=config.seed, vocab=vocab, scratch=scratch.sub("buckets"))
-    if packing.row_format == NSP_PAIRS:
-        made = tokenized["docs"] | "MakeNspPairs" >> MakeNspPairs(
-            short_seq_prob=config.short_seq_prob, dupe_factor=config.dupe_factor, **common)
+    doc_count = docs | "CountDocs" >> beam.combiners.Count.Globally()  # the validation share; LanguageVocabStats' too
+    parallel = _parallel(p, config, scratch) if config.parallel else None
+    if packing.row_format == TLM_PAIRS:  # the rows are the translation pairs; the documents fed clean/ and the vocabulary
+        made = parallel["kept"] | "MakeTlmRows" >> MakeTlmRows(
+            max_seq_len=config.max_seq_len, seed=config.seed, validation_fraction=config.validation_fraction,
+            validation_min_docs=config.validation_min_docs, vocab=vocab, cache_size=config.word_cache,
+            pair_count=parallel["kept"] | "CountPairs" >> beam.combiners.Count.Globally())
+        token_counts = made["token_counts"]
     else:
-        made = tokenized["docs"] | "MakePackedRows" >> MakePackedRows(packing, **common)
+        tokenized = clean_shards | "Tokenize" >> Tokenize(vocab, config.word_cache)
+        common = dict(max_seq_len=config.max_seq_len, bucket_docs=config.bucket_docs, validation_fraction=config.validation_fraction,
+                      validation_min_docs=config.validation_min_docs, doc_count=doc_count,
+                      seed=config.seed, vocab=vocab, scratch=scratch.sub("buckets"))
+        if packing.row_format == NSP_PAIRS:
+            made = tokenized["docs"] | "MakeNspPairs" >> MakeNspPairs(
+                short_seq_prob=config.short_seq_prob, dupe_factor=config.dupe_factor, **common)
+        else:
+            made = tokenized["docs"] | "MakePackedRows" >> MakePackedRows(packing, **common)
+        token_counts = tokenized["token_counts"]
     shards = made["pairs"] | "WriteShards" >> WriteShards(
         posixpath.join(out, "pairs"),
         rows_per_shard=config.rows_per_shard,
@@ -144,22 +158,6 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         | "AllTallies" >> beam.Flatten()
         | "SumTallies" >> beam.CombinePerKey(sum)
     )
-    parallel = None
-    if config.parallel:
-        read_pairs = p | "ReadParallel" >> ReadParallel(
-            tuple(parse_spec(s) for s in config.parallel), strict=config.read.strict,
-            normalize=NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text))
-        written = read_pairs["pairs"] | "WriteParallel" >> WriteParallel(
-            posixpath.join(out, "parallel"), seed=config.seed, scratch=scratch.sub("parallel"))
-        parallel = {
-            "staged": written["staged"],
-            "tallies": (
-                read_pairs["records"] | count_parallel("Read", "read"),
-                read_pairs["drops"] | count_parallel("Clean", "dropped"),
-                written["drops"] | count_parallel("Dedup", "dropped"),
-                written["pairs"] | count_parallel("Kept", "kept"),
-            ) | "AllParallelTallies" >> beam.Flatten() | "SumParallelTallies" >> beam.CombinePerKey(sum),
-        }
     languages = None
     if identified is not None:
         language_tallies = (
@@ -183,6 +181,27 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
         _ = made["pairs"] | "ProgressPairs" >> beam.ParDo(ProgressFn(progress, "pairs"))
     _ = p | "Finalize" >> Finalize(
         config, temp, leftovers=leftovers or Leftovers(), shards=shards, vocab=vocab, tallies=tallies, stats=made["stats"],
-        token_counts=tokenized["token_counts"], clean_shards=clean_shards, eval_files=eval_files, scripts=scripts,
-        languages=languages, parallel=parallel,
+        token_counts=token_counts, clean_shards=clean_shards, eval_files=eval_files, scripts=scripts,
+        languages=languages, parallel=parallel and {"staged": parallel["staged"], "tallies": parallel["tallies"]},
+        row_languages=made.get("languages"),
     )
+
+
+def _parallel(p: beam.Pipeline, config: PrepConfig, scratch: Scratch) -> dict:
+    """--parallel: read, clean and deduplicate the translation pairs → {"kept": the Pairs parallel/ gets, "staged": its
+    shards, "tallies": their accounting}."""
+    read_pairs = p | "ReadParallel" >> ReadParallel(
+        tuple(parse_spec(s) for s in config.parallel), strict=config.read.strict,
+        normalize=NormalizeConfig(unicode_form=config.unicode_form, html_to_text=config.html_to_text))
+    written = read_pairs["pairs"] | "WriteParallel" >> WriteParallel(
+        posixpath.join(config.output, "parallel"), seed=config.seed, scratch=scratch.sub("parallel"))
+    return {
+        "kept": written["pairs"],
+        "staged": written["staged"],
+        "tallies": (
+            read_pairs["records"] | count_parallel("Read", "read"),
+            read_pairs["drops"] | count_parallel("Clean", "dropped"),
+            written["drops"] | count_parallel("Dedup", "dropped"),
+            written["pairs"] | count_parallel("Kept", "kept"),
+        ) | "AllParallelTallies" >> beam.Flatten() | "SumParallelTallies" >> beam.CombinePerKey(sum),
+    }

@@ -44,7 +44,7 @@ from pipelines.graph import build
 from pipelines.outputs import ownership, progress
 from pipelines.stages.learn_vocabulary import check_vocab
 from pipelines.stages.read_corpus import expand_inputs, matched_files
-from schemas.pairs import NSP_PAIRS, PACKINGS
+from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
         prog="clozeforge prep",
         allow_abbrev=False,  # a prefix of a flag is not that flag: it could be a Beam option's
         description="Clean, deduplicate and split corpora, learn a vocabulary (WordPiece, byte-level BPE or Unigram) and "
-        "write NSP pair shards (or RoBERTa's packed rows: --packing). "
+        "write NSP pair shards (or RoBERTa's packed rows, or XLM's translation pairs: --packing). "
         "Apache Beam's pipeline options are accepted too (e.g. --runner, --direct_num_workers, Dataflow's "
         "--project); any other argument is an error.",
     )
@@ -202,6 +202,9 @@ def summarize(report: dict, output: str) -> str:
         figures = f", {stats['tokens_per_row']:.1f} tokens a row, padding {stats['padding_fraction']:.3f}" if rows else ""
         label = "pairs:" if nsp else "rows:"
         lines.append(f"{label:<9}{split}: {rows} in {stats.get('shards', 0)} shards{rnd}{figures}")
+    if report.get("packing", {}).get("row_format") == TLM_PAIRS.kind:
+        lines.append(f"rows:    translation pairs (--packing tlm) in {', '.join(report['packing']['languages'])}; the documents "
+                     "went to clean/ and the vocabulary only")
     if "parallel" in report:
         par = report["parallel"]["total"]
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(par["dropped"].items(), key=lambda kv: -kv[1]))
@@ -282,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     if not any(stats.get("rows", 0) for stats in report["pairs"].values()):
         kept = report["total"]["kept"]
         why = "no document survived reading and cleaning" if not kept else f"the {kept} kept documents made no pair (too short?)"
+        if report.get("packing", {}).get("row_format") == TLM_PAIRS.kind:
+            why = "no translation pair made a row"
         print(f"clozeforge prep: error: {why}; nothing to train on (see {posixpath.join(output, 'report.json')})", file=sys.stderr)
         return 1
     return 0

@@ -95,6 +95,19 @@ def parallel_report(tallies: list[tuple[tuple[str, str, str], int]], shards: int
     return {"total": finished(total), "directions": directions, "files": files, "shards": shards, "unbalanced": unbalanced}
 
 
+def tlm_unbalanced(pairs: dict[str, dict[str, int]], kept: int) -> list[str]:
+    """--packing tlm's balance: each split's translation_pairs (counted as the pairs were assigned to it) are its rows
+    (counted by the shard writer) plus its drops (tlm.DROP_REASONS), and all the splits hold the `kept` pairs of
+    report.json's `parallel` (counted by WriteParallel): the splits that do not add up, as `unbalanced` lists them."""
+    from pipelines.documents.tlm import DROP_REASONS
+
+    out = [f"tlm {split}" for split, stats in pairs.items()
+           if stats.get("translation_pairs", 0) != stats.get("rows", 0) + sum(stats.get(r, 0) for r in DROP_REASONS)]
+    if sum(stats.get("translation_pairs", 0) for stats in pairs.values()) != kept:
+        out.append("tlm translation pairs")
+    return out
+
+
 def build_report(
     tallies: list[tuple[tuple[str, str], int]],
     *,

@@ -33,19 +33,22 @@ from pipelines.outputs.report import (
     is_balanced,
     language_report,
     parallel_report,
+    tlm_unbalanced,
 )
 from pipelines.stages.language_vocab_stats import vocab_figures
 from pipelines.stages.make_nsp_pairs import merge_stats, split_warnings
 from pipelines.stages.make_packed_rows import packing_record
+from pipelines.stages.make_tlm_rows import check_tlm_languages
 from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
+from schemas.pairs import PACKINGS, TLM_PAIRS
 from schemas.tokenizer_formats import FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
              token_counts, clean_shards, eval_files=(), scripts=None, language_tallies=None, language_vocab=None,
-             parallel_shards=None, parallel_tallies=None) -> dict:
+             parallel_shards=None, parallel_tallies=None, row_languages=None) -> dict:
     """Commit the staged files, write token counts, the manifest (last: its presence marks pairs/ complete) and the
     report; remove every file under clean/, vocab/ and pairs/ that this run did not write (an earlier run's, under
     --overwrite) and the run's temporary directory."""
@@ -55,6 +58,11 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     clean_shards = one_each(clean_shards, lambda s: s.final, "clean shards")
     tallies, stats = one_each(tallies, lambda t: t[0], "tallies"), one_each(stats, lambda t: t[0], "pair statistics")
     parallel_shards = sorted(one_each(parallel_shards or [], lambda s: s.final, "parallel shards"), key=lambda s: s.final)
+    tlm = PACKINGS[config.packing].row_format == TLM_PAIRS
+    parallel = parallel_report(one_each(parallel_tallies, lambda t: t[0], "parallel tallies"),
+                               len(parallel_shards)) if parallel_tallies is not None else None
+    if tlm:
+        check_tlm_languages(sorted(set(row_languages or ())), parallel["total"])
     commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards), *parallel_shards])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
@@ -73,7 +81,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         max_seq_len=config.max_seq_len,
         shards=tuple(shards),
         seed=config.seed,
-        packing=packing_record(config.packing, vocab_dir),  # committed: the attempt's files are in vocab/ now
+        packing=packing_record(config.packing, vocab_dir, row_languages),  # committed: the attempt's files are in vocab/ now
         # where it went and how it was shuffled are not what it is; what it was decontaminated against is, by content
         config={**config.settings(), "decontamination": _decontamination(eval_files)},
     )
@@ -88,7 +96,8 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
         fs.rm(temp_path, recursive=True)
     report = build_report(sorted(tallies), pairs=merge_stats(stats), shards=shards, vocab=vocab, config=config.to_dict())
     report["warnings"] = split_warnings(report["pairs"], fraction=config.validation_fraction,
-                                        min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs)
+                                        min_docs=config.validation_min_docs, min_pairs=config.validation_min_pairs,
+                                        unit=("translation_pairs", "translation pairs") if tlm else ("docs", "documents"))
     if scripts is not None:
         report["scripts"] = scripts["scripts"]
         if scripts["warning"]:
@@ -98,9 +107,11 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
                                     vocab_figures(one_each(language_vocab, lambda t: t[0], "language statistics")))
         report["languages"] = languages
         report["unbalanced"] += [f"language {code}" for code, entry in languages.items() if not is_balanced(entry)]
-    if parallel_tallies is not None:
-        report["parallel"] = parallel_report(one_each(parallel_tallies, lambda t: t[0], "parallel tallies"), len(parallel_shards))
+    if parallel is not None:
+        report["parallel"] = parallel
         report["unbalanced"] += [f"parallel {name}" for name in report["parallel"]["unbalanced"]]
+    if tlm:  # every kept translation pair is a row or a counted drop, in the split its coin chose
+        report["unbalanced"] += tlm_unbalanced(report["pairs"], parallel["total"]["kept"])
     report["decontamination"] = _decontamination(eval_files)
     report["packing"] = manifest.packing
     report["output"] = {"leftovers_removed": list(leftovers.paths), "leftover_bytes": leftovers.bytes,
@@ -137,7 +148,7 @@ class Finalize(beam.PTransform):
     """PBegin → the report (a singleton), once every input below is complete; the step that commits the run."""
 
     def __init__(self, config: prep_config.PrepConfig, temp: str, *, leftovers: Leftovers, shards, vocab, tallies, stats,
-                 token_counts, clean_shards, eval_files=(), scripts=None, languages=None, parallel=None):
+                 token_counts, clean_shards, eval_files=(), scripts=None, languages=None, parallel=None, row_languages=None):
         super().__init__()
         self.config, self.temp, self.leftovers, self.eval_files = config, temp, leftovers, tuple(eval_files)
         self.inputs = {"shards": shards, "vocab": vocab, "tallies": tallies, "stats": stats, "token_counts": token_counts,
@@ -151,6 +162,8 @@ class Finalize(beam.PTransform):
         if parallel is not None:
             self.optional["parallel_shards"] = beam.pvalue.AsList(parallel["staged"])
             self.optional["parallel_tallies"] = beam.pvalue.AsList(parallel["tallies"])
+        if row_languages is not None:  # --packing tlm: the languages of its rows, for the manifest
+            self.optional["row_languages"] = beam.pvalue.AsList(row_languages)
 
     def expand(self, pbegin):
         config, temp, leftovers, inputs, eval_files = self.config, self.temp, self.leftovers, self.inputs, self.eval_files

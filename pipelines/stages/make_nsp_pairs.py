@@ -108,21 +108,23 @@ def split_of(doc_id: str, seed: int, validation_fraction: float) -> str:
     return "validation" if keys.unit(seed, "split", doc_id) < validation_fraction else "train"
 
 
-def split_warnings(pairs: dict[str, dict[str, int]], *, fraction: float, min_docs: int, min_pairs: int) -> list[str]:
+def split_warnings(pairs: dict[str, dict[str, int]], *, fraction: float, min_docs: int, min_pairs: int,
+                   unit: tuple[str, str] = ("docs", "documents")) -> list[str]:
     """What makes a split's figures mean little: too few validation documents or pairs, a random-next share
-    far from 1/2 (more than 0.1, or 3 standard errors on a small split)."""
+    far from 1/2 (more than 0.1, or 3 standard errors on a small split). `unit`: the stat that counts what a split
+    holds out, and its name in words (documents; translation pairs for --packing tlm)."""
     warnings = []
     if fraction > 0.0:
         held = pairs.get("validation", {})
-        docs, rows = held.get("docs", 0), held.get("rows", 0)
-        total = sum(stats.get("docs", 0) for stats in pairs.values())
+        docs, rows = held.get(unit[0], 0), held.get("rows", 0)
+        total = sum(stats.get(unit[0], 0) for stats in pairs.values())
         # NOTE: each document is held out by a seeded coin, so a share aimed at 100 documents holds out 100 +- 10
         # (84-93 were seen on 1,777- and 6,000-document corpora): only a share capped below the aim is the
         # corpus' size speaking. Too few pairs to measure much is the next warning's business.
         reachable = validation_share(fraction, min_docs, total) * total
         if docs < min_docs and reachable < min_docs:
-            warnings.append(f"validation split: {docs} documents, fewer than --validation-min-docs {min_docs}: at most "
-                            f"{max(fraction, VALIDATION_MAX_SHARE):.0%} of the corpus' {total} documents is held out, so "
+            warnings.append(f"validation split: {docs} {unit[1]}, fewer than --validation-min-docs {min_docs}: at most "
+                            f"{max(fraction, VALIDATION_MAX_SHARE):.0%} of the corpus' {total} {unit[1]} is held out, so "
                             "the corpus is too small for a validation split that measures much")
         if rows < min_pairs:
             se = f"; an accuracy on it has a standard error up to {0.5 / math.sqrt(rows):.3f}" if rows else ""

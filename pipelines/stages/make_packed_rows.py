@@ -46,7 +46,7 @@ from pipelines.outputs.shards import ids_dtype
 from pipelines.shuffle import GroupIntoRanges, Scratch
 from pipelines.stages.accounting import NAMESPACE
 from pipelines.stages.make_nsp_pairs import _typecode, split_of, validation_share
-from schemas.pairs import PACKED_ROWS, PACKINGS, Packing
+from schemas.pairs import PACKED_ROWS, PACKINGS, TLM_PAIRS, Packing
 from schemas.vocab import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
 
 
@@ -81,13 +81,16 @@ def document_separator(directory: str) -> dict:
     return {"token": token, "id": ids[0]}
 
 
-def packing_record(name: str, vocab_directory: str) -> dict:
+def packing_record(name: str, vocab_directory: str, languages: list[str] | None = None) -> dict:
     """The manifest's `packing` for --packing `name` (schemas/manifest.py): the mode, its row format and version,
-    and for a packing whose rows cross documents the separator between them."""
+    for a packing whose rows cross documents the separator between them, and for translation pairs (tlm) the
+    sorted language codes of the rows (`languages`)."""
     packing = PACKINGS[name]
     record = {"mode": name, "row_format": packing.row_format.kind, "format_version": packing.row_format.version}
     if packing.crosses_documents:
         record["separator"] = document_separator(vocab_directory)
+    if packing.row_format == TLM_PAIRS:
+        record["languages"] = sorted(set(languages or ()))
     return record
 
 

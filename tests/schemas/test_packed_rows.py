@@ -118,4 +118,35 @@ def test_nsp_pairs_and_packed_rows_never_mix_and_the_two_packed_modes_do():
 
 def test_every_packing_names_a_row_format_of_the_table():
     assert {name: (p.row_format.kind, p.crosses_documents) for name, p in PACKINGS.items()} == {
-        "nsp": ("nsp_pairs", False), "full-sentences": ("packed_rows", True), "doc-sentences": ("packed_rows", False)}
+        "nsp": ("nsp_pairs", False), "full-sentences": ("packed_rows", True), "doc-sentences": ("packed_rows", False),
+        "tlm": ("tlm_pairs", False)}
+
+
+TLM = {"mode": "tlm", "row_format": "tlm_pairs", "format_version": 3, "languages": ["de", "en", "fr"]}
+
+
+@pytest.mark.parametrize("packing, message", [
+    ({k: v for k, v in TLM.items() if k != "languages"}, "packing.languages must be the sorted, distinct language codes of "
+     "the rows (two or more), got null"),
+    ({**TLM, "languages": ["en"]}, 'packing.languages must be the sorted, distinct language codes of the rows (two or '
+     'more), got ["en"]'),
+    ({**TLM, "languages": ["en", "de"]}, 'packing.languages must be the sorted, distinct language codes of the rows (two '
+     'or more), got ["en", "de"]'),
+    ({**DOC, "languages": ["de", "en"]}, 'packing.languages must be absent for --packing doc-sentences, got ["de", "en"]'),
+])
+def test_a_tlm_manifest_lists_its_rows_languages_and_no_other_does(tmp_path, packing, message):
+    Manifest.read(manifest(TLM).write(str(tmp_path / "tlm")))  # the sound record reads
+    body = json.loads(manifest().to_json())
+    body["packing"] = packing
+    (tmp_path / "manifest.json").write_text(json.dumps(body))
+    with pytest.raises(ContractError) as e:
+        Manifest.read(str(tmp_path))
+    assert str(e.value) == f"{tmp_path / 'manifest.json'}: {message}"
+
+
+def test_translation_pairs_mix_with_packed_rows_not_with_nsp_pairs():
+    nsp, full, tlm = manifest(url="a/pairs/manifest.json"), manifest(FULL, "b/pairs/manifest.json"), manifest(TLM, "t/pairs/manifest.json")
+    assert mixing_conflict(full, tlm) is None and mixing_conflict(tlm, full) is None and mixing_conflict(tlm, tlm) is None
+    assert mixing_conflict(nsp, tlm) == (
+        "t/pairs/manifest.json holds translation pairs (--packing tlm, tlm_pairs v3), a/pairs/manifest.json holds "
+        "NSP pairs (--packing nsp, nsp_pairs v1): one training run reads one row format")

@@ -18,7 +18,8 @@ start: a word cut by that limit gets no vector (`Words.cut` counts them), a targ
 
 A model is given the token type ids its tokenizer returns only when its config has a table of them
 (`type_vocab_size`: BERT's, RoBERTa's, ELECTRA's): transformers' XLM takes `token_type_ids` too but adds them as
-*word* embeddings (modeling_xlm.py: `tensor + self.embeddings(token_type_ids)`), so zeros would add token 0's vector.
+*word* embeddings (modeling_xlm.py: `tensor + self.embeddings(token_type_ids)`), so zeros would add token 0's vector
+(nothing only where token 0 is the padding, whose row is zero).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Contextual embeddings as the notes teach them: a word's vector in its context, word senses by nearest
-neighbour, word similarity, the anisotropy that spoils cosine, and translation retrieval across languages. Every module works on any transformers encoder
-with a fast tokenizer (an export of clozeforge, or a BERT, RoBERTa, XLM-R saved with save_pretrained).
+neighbour, word similarity, the anisotropy that spoils cosine, and translation retrieval across languages. Every
+module works on any transformers encoder with a fast tokenizer (an export of clozeforge, or a BERT, RoBERTa, XLM-R,
+XLM saved with save_pretrained).
 
     vectors.py       WordVectors (--layers, --standardize, --reference, --stats: the flags embed, senses and
                      similarity share) and which hidden states --layers names

@@ -15,9 +15,11 @@ makes "its translation" two candidates, and retrieving from either target finds 
 of them "wrong"; the score would depend on which copy argmax meets first. So, walking the pairs in the order above,
 a pair whose source (whitespace-collapsed, exact) was kept already is `same_source`, then of the rest one whose
 target was kept already is `same_target`: what is left maps sources to targets one to one. The key is the text, not
-the model's token ids, so every model scores the same pairs (a comparison of two exports stays paired); texts that
-differ only in what a tokenizer erases (case, accents for an uncased vocabulary) remain distinct pairs whose vectors
-coincide, rare in practice, and the command counts them (`indistinct`) rather than hide them.
+the model's token ids, so every model scores the same pairs (a comparison of two exports stays paired). Texts that
+differ only in what a tokenizer erases (case, accents for an uncased vocabulary; every CJK character of an English
+WordPiece vocabulary, which is `[UNK]`) stay distinct pairs, but the model reads them as one: `retrieval_accuracy`
+takes them as a group with one vector, and a query whose translation is in a group of several is a miss (the model
+cannot single it out; an argmax would credit whichever copy came first). The command counts such texts.
 """
 
 from __future__ import annotations
@@ -171,16 +173,25 @@ def direction_score(hits: np.ndarray) -> dict:
     return {"accuracy": round(accuracy, 6), "se": round(binomial_se(accuracy, n), 6), "hits": int(hits.sum()), "n": n}
 
 
-def retrieval_accuracy(source: np.ndarray, target: np.ndarray) -> dict:
-    """Accuracy@1 of cosine nearest-neighbour retrieval, row i of `source` being the translation of row i of
-    `target` (both (n, hidden)): {"source_to_target": {...}, "target_to_source": {...}, "mean": ...,
-    "hits_source_to_target": "0110...", "hits_target_to_source": ...}: one character per pair, 1 for a hit (the hits
-    keep a comparison of two models on the same sample paired)."""
-    if len(source) != len(target) or len(source) < 2:
-        raise ValueError(f"retrieval needs two equal sides of >= 2 vectors, got {len(source)} and {len(target)}")
+def retrieval_accuracy(source: np.ndarray, target: np.ndarray, source_group: np.ndarray | None = None,
+                       target_group: np.ndarray | None = None) -> dict:
+    """Accuracy@1 of cosine nearest-neighbour retrieval of n pairs, pair i being (source_group[i], target_group[i]):
+    `source` (g_s, hidden) and `target` (g_t, hidden) hold one vector per group of texts the model reads alike (the
+    same token ids), the groups default to one text each. A query is a hit when the nearest target group is its
+    translation's and that group holds only its translation: a translation the model reads as the same tokens as
+    another candidate cannot be singled out, whichever copy an argmax would meet first.
+    → {"source_to_target": {...}, "target_to_source": {...}, "mean": ..., "hits_source_to_target": "0110...",
+    "hits_target_to_source": ...}: one character per pair, 1 for a hit (the hits keep a comparison of two models on
+    the same sample paired)."""
+    source_group = np.arange(len(source)) if source_group is None else np.asarray(source_group)
+    target_group = np.arange(len(target)) if target_group is None else np.asarray(target_group)
+    if len(source_group) != len(target_group) or len(source_group) < 2:
+        raise ValueError(f"retrieval needs two equal sides of >= 2 pairs, got {len(source_group)} and {len(target_group)}")
     s, t = normalised(source), normalised(target)
-    truth = np.arange(len(s))
-    forward, backward = (nearest(s, t) == truth).astype(np.int8), (nearest(t, s) == truth).astype(np.int8)
+    alone_s = np.bincount(source_group, minlength=len(s))[source_group] == 1
+    alone_t = np.bincount(target_group, minlength=len(t))[target_group] == 1
+    forward = ((nearest(s[source_group], t) == target_group) & alone_t).astype(np.int8)
+    backward = ((nearest(t[target_group], s) == source_group) & alone_s).astype(np.int8)
     out = {"source_to_target": direction_score(forward), "target_to_source": direction_score(backward)}
     out["mean"] = round((out["source_to_target"]["accuracy"] + out["target_to_source"]["accuracy"]) / 2, 6)
     out["hits_source_to_target"], out["hits_target_to_source"] = ("".join(map(str, h.tolist())) for h in (forward, backward))

@@ -28,7 +28,8 @@ import json
 import os
 import re
 import sys
-from collections import Counter
+
+import numpy as np
 
 from downstream.contextual import retrieval
 from downstream.contextual.retrieval import PairsError
@@ -95,11 +96,24 @@ def layer_of(spec: str, num_layers: int | None) -> int:
     return int(text)
 
 
-def _indistinct(encoder, texts: list[str]) -> int:
-    """Texts whose token ids (as the model reads them, cut at its length) equal another text's: their vectors coincide."""
-    ids = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length)["input_ids"]
-    counts = Counter(map(tuple, ids))
-    return sum(n for n in counts.values() if n > 1)
+def _grouped(encoder, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(the first text of each group of texts the model reads as the same token ids, cut at its length; each text's
+    group): each group is embedded once, so texts the model cannot tell apart have one and the same vector."""
+    numbers: dict[tuple, int] = {}
+    firsts, group = [], []
+    for text, ids in zip(texts, encoder.tokenizer(texts, truncation=True, max_length=encoder.max_length)["input_ids"]):
+        if tuple(ids) not in numbers:
+            numbers[tuple(ids)] = len(firsts)
+            firsts.append(text)
+        group.append(numbers[tuple(ids)])
+    return firsts, np.array(group, dtype=np.int64)
+
+
+def _side(encoder, texts: list[str], layer: int, language_id: int | None, batch_size: int):
+    """(vectors per group, each text's group, how many texts share their group with another)."""
+    firsts, group = _grouped(encoder, texts)
+    shared = int((np.bincount(group)[group] > 1).sum())
+    return encoder.sentences(firsts, layer, language_id=language_id, batch_size=batch_size), group, shared
 
 
 def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
@@ -113,15 +127,16 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
     for (source_language, target_language), group in groups.items():
         pairs = group["sample"]
         sources, targets = [p.source for p in pairs], [p.target for p in pairs]
-        score = retrieval.retrieval_accuracy(
-            encoder.sentences(sources, layer, language_id=ids[source_language], batch_size=config.batch_size),
-            encoder.sentences(targets, layer, language_id=ids[target_language], batch_size=config.batch_size))
+        (s, s_group, s_shared), (t, t_group, t_shared) = (
+            _side(encoder, texts, layer, ids[language], config.batch_size)
+            for texts, language in ((sources, source_language), (targets, target_language)))
+        score = retrieval.retrieval_accuracy(s, t, s_group, t_group)
         digest = hashlib.sha256("\n".join(f"{p.path}\t{p.line}\t{p.source}\t{p.target}" for p in pairs).encode()).hexdigest()
         rows[f"{source_language}-{target_language}"] = {
             "source_language": source_language, "target_language": target_language, "read": group["read"],
             "dropped": group["dropped"], "distinct": group["distinct"], "n": len(pairs), "sample_sha256": digest,
             "language_ids": {source_language: ids[source_language], target_language: ids[target_language]},
-            "indistinct": {"source": _indistinct(encoder, sources), "target": _indistinct(encoder, targets)}, **score}
+            "indistinct": {"source": s_shared, "target": t_shared}, **score}
     return {"written_by": OWNER, "model": os.path.abspath(config.model), "pairs": os.path.abspath(config.pairs),
             "layer": layer, "layer_flag": config.layer, "num_layers": encoder.num_layers,
             "pooling": "mean of the hidden state over the attention mask's tokens", "max_pairs": config.max_pairs,
@@ -186,7 +201,7 @@ def run(config: RetrievalConfig) -> int:
     for name, row in report["language_pairs"].items():
         if row["indistinct"]["source"] or row["indistinct"]["target"]:
             say(f"{name}: {row['indistinct']['source']} source and {row['indistinct']['target']} target texts read as "
-                "the same tokens as another (their vectors coincide; the first such candidate wins a tie)")
+                "the same tokens as another of their side: a query whose translation is one of them is a miss")
     if config.output:
         try:
             _write(report, config.output)

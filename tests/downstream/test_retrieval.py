@@ -1,6 +1,6 @@
 """clozeforge retrieve (issue 44): translation retrieval's accuracy exact where the answer is known (a translation
 identical to its source is found, one swapped with another pair's is not, whatever the model), the binomial SE, the
-two directions scored apart, the per-side dedupe counted, a seeded sample that does not move with prep's sharding,
+two directions scored apart, texts the model reads alike never credited, the per-side dedupe counted, a seeded sample that does not move with prep's sharding,
 an XLM model fed its language ids (its vectors change with them) and never token type ids, the tiny BERT, ELECTRA,
 RoBERTa and XLM models all scored, and bad input in one line. Texts are this machine's gettext catalogs, read by
 prep's own catalog reader."""
@@ -180,8 +180,27 @@ def test_the_standard_error_and_the_two_directions_apart():
     assert scored["source_to_target"] == {"accuracy": round(2 / 3, 6), "se": round(math.sqrt(2 / 9 / 3), 6), "hits": 2, "n": 3}
     assert scored["target_to_source"] == {"accuracy": 1.0, "se": 0.0, "hits": 3, "n": 3}
     assert scored["mean"] == round((2 / 3 + 1) / 2, 6)
-    with pytest.raises(ValueError, match="two equal sides of >= 2 vectors"):
+    with pytest.raises(ValueError, match="two equal sides of >= 2 pairs"):
         retrieval.retrieval_accuracy(np.ones((1, 2)), np.ones((1, 2)))
+
+
+def test_texts_the_model_reads_alike_cannot_be_singled_out(assets, tmp_path, capsys):
+    angle = lambda degrees: np.array([[math.cos(math.radians(d)), math.sin(math.radians(d))] for d in degrees])
+    # targets 0 and 1 are one group (one vector, at 2 degrees): no source can single its translation out of it, and
+    # from that group both find source 0, the translation of only one of them
+    scored = retrieval.retrieval_accuracy(angle([0, 5, 90]), angle([2, 88]), np.arange(3), np.array([0, 0, 1]))
+    assert (scored["hits_source_to_target"], scored["hits_target_to_source"]) == ("001", "101")
+    # an uncased vocabulary reads a text and its capitals alike: both pairs are misses both ways, the rest are found
+    english = [s for s, _ in assets["de"][:11]]
+    rows = [(t, t) for t in english] + [(english[10].upper(), english[10].upper())]
+    tsv = write_tsv(tmp_path / "case.tsv", rows)
+    code, _, err = run([assets["bert"], "--pairs", tsv, "--languages", "en-en", "--output", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    row = json.loads((tmp_path / "r.json").read_text())["language_pairs"]["en-en"]
+    assert (row["n"], row["dropped"], row["indistinct"]) == (12, {"same_source": 0, "same_target": 0}, {"source": 2, "target": 2})
+    assert row["hits_source_to_target"] == row["hits_target_to_source"] == "1" * 10 + "00"
+    assert err == ("clozeforge retrieve: note: en-en: 2 source and 2 target texts read as the same tokens as another of "
+                   "their side: a query whose translation is one of them is a miss\n")
 
 
 def test_a_text_repeated_on_either_side_is_dropped_and_counted(assets, tmp_path, capsys):

@@ -8,6 +8,7 @@
     clozeforge fill-mask / embed   use an exported model (embed --pooling words: a vector per whole word)
     clozeforge senses    word sense disambiguation by the nearest sense embedding: fit, predict, evaluate
     clozeforge similarity  word similarity against human scores, and the anisotropy of the vectors, per layer
+    clozeforge retrieve  translation retrieval (Tatoeba-style): held-out pairs found across languages, per pair
     clozeforge finetune  fine-tune an export (or a run's checkpoints) on labelled data, beside a scratch baseline
     clozeforge demo      all of the above on a built-in corpus, no flags, no download
 
@@ -36,6 +37,7 @@ COMMANDS = {
     "finetune": ("downstream.finetune.command", "finetune_main"),
     "senses": ("downstream.contextual.senses_command", "senses_main"),
     "similarity": ("downstream.contextual.similarity", "similarity_main"),
+    "retrieve": ("downstream.contextual.retrieve_command", "retrieve_main"),
     "demo": ("demo.command", "demo"),
 }
 

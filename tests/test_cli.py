@@ -10,7 +10,7 @@ import pytest
 
 from demo.command import demo_parser
 from downstream import embed, export, fill_mask
-from downstream.contextual import senses_command, similarity
+from downstream.contextual import retrieve_command, senses_command, similarity
 from downstream.finetune import command as finetune
 from pipelines import prep
 from pipelines.commands import inspect, tokenize
@@ -30,6 +30,7 @@ PARSERS = {
     "senses": senses_command.senses_parser,
     **{f"senses {action}": (lambda action=action: senses_command.action_parser(action)) for action in senses_command.ACTIONS},
     "similarity": similarity.similarity_parser,
+    "retrieve": retrieve_command.retrieve_parser,
     "demo": demo_parser,
 }
 

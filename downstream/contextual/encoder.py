@@ -3,7 +3,10 @@
 In:  a model directory that transformers' AutoModel and AutoTokenizer load (a clozeforge export; any BERT,
      RoBERTa, XLM-R saved with save_pretrained), with a fast tokenizer; texts; targets in them (a character span,
      or the index of a word as `words` numbers them); the hidden states to use (vectors.layer_indices).
-Out: `Encoder.words(texts, layers)` → per text a `Words`: its words, their character spans and one vector each, the
+Out: `Encoder.sentences(texts, layer)` → one vector per text, the mean of one hidden state over its real tokens
+     (every position the attention mask keeps: its pieces and the tokenizer's special tokens, as XTREME's Tatoeba
+     retrieval pools), for an XLM model with language embeddings fed that language's id at every token
+     (`language_id`); `Encoder.words(texts, layers)` → per text a `Words`: its words, their character spans and one vector each, the
      mean of the word's pieces' vectors; `Encoder.targets(texts, targets, layers)` → one vector per target, the mean
      of the pieces of every word the target touches, or why it has none (`Miss`). With `per_layer` a vector is
      (layers, hidden), else the mean over the layers, (hidden,).
@@ -12,6 +15,11 @@ Words are the tokenizer's own: `word_ids()` of the fast tokenizer, i.e. what its
 whitespace and punctuation; byte-level BPE's and SentencePiece's space-prefixed words), so no rule of ours decides
 what a word is. A text longer than the model's trained length (its tokenizer's model_max_length) is read from its
 start: a word cut by that limit gets no vector (`Words.cut` counts them), a target cut by it is a `Miss`.
+
+A model is given the token type ids its tokenizer returns only when its config has a table of them
+(`type_vocab_size`: BERT's, RoBERTa's, ELECTRA's): transformers' XLM takes `token_type_ids` too but adds them as
+*word* embeddings (modeling_xlm.py: `tensor + self.embeddings(token_type_ids)`), so zeros would add token 0's vector
+(nothing only where token 0 is the padding, whose row is zero).
 """
 
 from __future__ import annotations
@@ -91,9 +99,47 @@ class Encoder:
                 model = transformers.AutoModel.from_config(config)
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
+        self.config = config
         self.num_layers, self.hidden_size = config.num_hidden_layers, config.hidden_size
         self.max_length = trained_length(model_dir)[0]
         self._accepts = set(inspect.signature(self.model.forward).parameters)
+        if getattr(config, "type_vocab_size", None) is None:  # XLM: see the module docstring
+            self._accepts.discard("token_type_ids")
+
+    def language_id(self, code: str) -> tuple[int | None, str | None]:
+        """(the id of language `code` in an XLM config's lang2id, or None; a note when the model has language
+        embeddings but not this language, or knows it by its base code: `zh` for `zh_CN`). A model without language
+        embeddings (use_lang_emb false, or one language) takes none: (None, None)."""
+        config = self.config
+        if not (getattr(config, "use_lang_emb", False) and int(getattr(config, "n_langs", 1) or 1) > 1):
+            return None, None
+        known = dict(getattr(config, "lang2id", None) or {})
+        base = code.replace("-", "_").split("@")[0].split("_")[0]
+        if code in known:
+            return int(known[code]), None
+        if base in known:
+            return int(known[base]), f"{code} is read as {base}, the model's language {known[base]}"
+        return None, (f"the model's lang2id has no {code!r} (it has {', '.join(sorted(known)) or 'none'}): its texts are "
+                      "embedded without language ids")
+
+    def sentences(self, texts: list[str], layer: int, *, language_id: int | None = None,
+                  batch_size: int = 32) -> np.ndarray:
+        """(len(texts), hidden) float32: hidden state `layer` (0: the embedding output, 1..L the layers) averaged
+        over each text's real tokens; `language_id` fed as XLM's `langs` at every position when given."""
+        vectors = np.zeros((len(texts), self.hidden_size), np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # like lengths together: less padding
+        for first in range(0, len(order), batch_size):
+            rows = order[first : first + batch_size]
+            enc = self.tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=self.max_length,
+                                 return_tensors="pt")
+            inputs = {k: v.to(self.device) for k, v in enc.items() if k in self._accepts}
+            if language_id is not None:
+                inputs["langs"] = torch.full_like(inputs["input_ids"], language_id)
+            with torch.no_grad():
+                states = self.model(**inputs, output_hidden_states=True).hidden_states[layer].float()  # (batch, seq, hidden)
+            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)  # (batch, seq, 1)
+            vectors[rows] = ((states * mask).sum(1) / mask.sum(1).clamp(min=1)).cpu().numpy()
+        return vectors
 
     def _encode(self, texts: list[str], layers: tuple[int, ...]):
         """(the batch's encoding, its untruncated encoding, states (batch, seq, layers, hidden) on the CPU)."""

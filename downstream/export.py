@@ -293,7 +293,8 @@ def validation_batch(train_config: dict, rows: int = 16) -> dict[str, torch.Tens
     with fsspec.open(manifest.resolve(shard.path), "rb") as f:
         table = pa.ipc.open_file(pa.BufferReader(f.read())).read_all().slice(0, rows).combine_chunks()
     batch = table.to_batches()[0]
-    arrays = ROW_COLLATORS[manifest.row_format.kind]([(batch, np.arange(batch.num_rows))], manifest, 1)
+    languages = {code: i for i, code in enumerate(train_config.get("languages") or ())} or None  # XLM's token types
+    arrays = ROW_COLLATORS[manifest.row_format.kind]([(batch, np.arange(batch.num_rows))], manifest, 1, languages)
     return {k: torch.from_numpy(v) for k, v in arrays.items() if k != "special_mask"}
 
 

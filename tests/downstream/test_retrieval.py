@@ -57,7 +57,14 @@ def write_tsv(path, rows) -> str:
 
 
 def wordpiece(texts: list[str], specials: list[str] = SPECIALS):
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer, tok.pre_tokenizer = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
@@ -90,7 +97,14 @@ def tiny_xlm(directory: str, texts: list[str], *, with_types: bool = False, lang
 
 def tiny_roberta(directory: str, texts: list[str]) -> str:
     """A transformers RobertaForMaskedLM (random weights) with a byte-level BPE tokenizer trained on `texts`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=True), decoders.ByteLevel()

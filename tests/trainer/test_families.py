@@ -6,6 +6,7 @@ exports of each family are tests/test_families_end_to_end.py."""
 
 from __future__ import annotations
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -224,3 +225,21 @@ def test_sample_languages_makes_a_component_per_language_at_the_familys_alpha(tm
         family_of(TrainConfig(data=_language_manifest(tmp_path, identified=False), output="o", sample_languages=True), set())
     with pytest.raises(TrainError, match="--sample-languages makes the --mix components itself"):
         family_of(TrainConfig(data=data, output="o", sample_languages=True, mix=(data,)), set())
+
+
+def test_xlm_takes_the_datas_languages_and_refuses_one_in_one_line(tmp_path):
+    one = _manifest(tmp_path, "wordpiece", "full-sentences")  # one input, `web`: not two languages
+    with pytest.raises(TrainError, match="the xlm family embeds two or more languages; --data and --mix hold web"):
+        family_of(TrainConfig(data=one, output="o", family="xlm"), set())
+    path = os.path.join(one, "manifest.json")
+    body = json.load(open(path))
+    body["shards"][0]["source_rows"] = {"fr": 4, "de": 6}
+    body["sources"] = {"fr": 4, "de": 6}
+    with open(path, "w") as f:
+        json.dump(body, f)
+    config, notes = family_of(TrainConfig(data=one, output="o", family="xlm"), set())
+    assert config.languages == ("de", "fr") and notes == ["languages: de, fr (--data's and --mix's)"]
+    config, notes = family_of(TrainConfig(data=one, output="o", family="xlm", languages=("fr", "de", "en")), set())
+    assert config.languages == ("fr", "de", "en") and notes == []  # given: kept as given, in its order
+    with pytest.raises(TrainError, match="--languages: the bert family has no language embeddings"):
+        family_of(TrainConfig(data=one, output="o", languages=("de", "fr")), set())

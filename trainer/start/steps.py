@@ -76,8 +76,9 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
         mix = changes["mix"] = language_components(config.data, manifest)
         notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
     if row.languages and not config.languages:
-        changes["languages"] = data_languages(config.data, manifest, mix)
-        notes.append(f"languages: {', '.join(changes['languages'])} (--data's and --mix's)")
+        changes["languages"], pairs = data_languages(config.data, manifest, mix)
+        notes.append(f"languages: {', '.join(changes['languages'])} (--data's and --mix's)"
+                     + (f"; TLM on {', '.join(pairs)}'s translation pairs" if pairs else ""))
     elif config.languages and not row.languages:
         raise TrainError(f"--languages: the {row.name} family has no language embeddings (the xlm family has)")
     weighted = any(ComponentSpec.parse(m).weight is not None for m in mix)
@@ -87,20 +88,23 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     return dataclasses.replace(config, **changes), notes
 
 
-def data_languages(data: str, manifest: Manifest, mix: tuple[str, ...]) -> tuple[str, ...]:
-    """The languages of --data and the --mix components, sorted: a tlm run's packing.languages, a monolingual run's
-    row sources (of its named source only, for a component that names one); a TrainError with fewer than two."""
-    found = set()
-    for url, source in [(data, None), *((c.data, c.source) for c in map(ComponentSpec.parse, mix))]:
+def data_languages(data: str, manifest: Manifest, mix: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """(the languages of --data and the --mix components, sorted: a tlm run's packing.languages, a monolingual run's
+    row sources (of its named source only, for a component that names one); the components of translation pairs by
+    label); a TrainError with fewer than two languages."""
+    found, pairs = set(), []
+    for spec in [ComponentSpec(data=data, name="--data"), *map(ComponentSpec.parse, mix)]:
         try:
-            read = manifest if url == data else Manifest.read(url)
+            read = manifest if spec.data == data else Manifest.read(spec.data)
         except (ContractError, OSError) as e:
-            raise TrainError(f"--mix {url}: {e}") from None
-        found |= set(read.packing.get("languages") or ([source] if source else read.sources))
+            raise TrainError(f"--mix {spec.data}: {e}") from None
+        found |= set(read.packing.get("languages") or ([spec.source] if spec.source else read.sources))
+        if read.packing.get("languages"):
+            pairs.append(spec.label)
     if len(found) < 2:
         raise TrainError(f"the xlm family embeds two or more languages; --data and --mix hold {', '.join(sorted(found)) or 'none'} "
                          "(add a --mix component of another language, e.g. prep --packing tlm pairs, or name them: --languages)")
-    return tuple(sorted(found))
+    return tuple(sorted(found)), pairs
 
 
 def language_components(data: str, manifest: Manifest) -> tuple[str, ...]:

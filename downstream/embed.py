@@ -54,6 +54,8 @@ def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooli
     out = []
     for start in range(0, len(texts), batch_size):
         inputs = batch(tokenizer, texts[start : start + batch_size], model.config.max_tokens)
+        if not model.config.row.token_types:  # one segment; XLM's token types are languages, none named here
+            inputs.pop("token_type_ids")
         sequence_output, _, states = model.encode(**inputs, output_hidden_states=pooling == "tokens")
         mask = inputs["attention_mask"].unsqueeze(-1).float()  # (batch, seq, 1)
         if pooling == "cls":

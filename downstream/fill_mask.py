@@ -61,7 +61,8 @@ def fill_mask(model: BertForPretraining, tokenizer, text: str, top_k: int = 5, w
         longest = max(map(len, rows))
         input_ids = torch.tensor([r + [0] * (longest - len(r)) for r in rows])  # (windows, seq)
         attention = torch.tensor([[1] * len(r) + [0] * (longest - len(r)) for r in rows])
-        sequence_output = model.masked_lm_hidden(input_ids, torch.zeros_like(input_ids), attention)  # ELECTRA: its generator's
+        types = torch.zeros_like(input_ids) if model.config.row.token_types else None  # XLM's are languages: none named
+        sequence_output = model.masked_lm_hidden(input_ids, types, attention)  # ELECTRA: its generator's
         where = torch.tensor([1 + m - s for m, (s, _) in zip(masks[first : first + WINDOWS_PER_PASS], spans[first:])])
         hidden = sequence_output[torch.arange(len(rows)), where]  # (windows, hidden): each row's own [MASK]
         top = model.dense_mlm_logits(hidden).softmax(-1).topk(top_k, dim=-1)

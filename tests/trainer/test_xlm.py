@@ -100,6 +100,8 @@ def test_the_export_is_an_xlm_with_lm_head_model_that_gives_our_logits_and_runs_
     batch = _tlm_batch(vocab)
     diffs = verify_export(out, model, batch)  # langs and TLM's positions passed to both
     assert diffs["mlm_max_abs_diff"] <= TOLERANCE, diffs
+    unnamed = {k: v for k, v in batch.items() if k != "token_type_ids"}  # no language named: none added, by both
+    assert verify_export(out, model, unnamed)["mlm_max_abs_diff"] <= TOLERANCE
     # a process with no project code on its path loads it, its tokenizer included, and fills a mask
     script = (
         "import json, sys, transformers\n"

@@ -93,14 +93,17 @@ class _Embeddings(nn.Module):
 
         self.position_offset = cfg.position_offset  # 0 for BERT; padding_idx + 1 for RoBERTa's (fairseq's count)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, seq) ids -> (batch, seq, hidden); packed (tokens,) ids with each token's `position_ids` (its place in
-        its row) -> (tokens, hidden)."""
+        its row) -> (tokens, hidden). No `token_type_ids`: no token-type row is added (XLM's text of no named language,
+        as transformers' XLM without `langs`)."""
         # NOTE: RoBERTa numbers a padded position padding_idx (transformers' create_position_ids_from_input_ids),
         # here it goes on counting: the same ids at every real token, and a padded position is attended by none.
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[-1], device=input_ids.device)  # (seq,), broadcast over batch
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = self.word_embeddings(input_ids)
+        if token_type_ids is not None:
+            x = x + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(position_ids + self.position_offset)
         return self.dropout(self.LayerNorm(x))
 
@@ -376,12 +379,13 @@ class BertForPretraining(nn.Module):
                cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
         """(sequence_output (batch, seq, hidden), pooled (batch, hidden; None without a pooler), hidden states or None).
 
-        `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. A packed batch
+        `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. In a family whose token
+        types are languages (XLM's), `token_type_ids` are language ids, and None adds no language embedding. A packed batch
         (trainer/data/batch_forms.py) gives (tokens,) ids, token types and `position_ids` (each token's place in its row)
         with `cu_seqlens` (batch + 1,) instead, and gets (tokens, hidden) back (trainer/model/attention.py). The hidden
         states, when asked for, are the embedding output then each layer's output (num_layers + 1 tensors),
         as transformers returns them."""
-        if token_type_ids is None:
+        if token_type_ids is None and not self.config.row.languages:  # XLM's: no language named, none added
             token_type_ids = torch.zeros_like(input_ids)
         layout = layout_of(attention_mask, cu_seqlens, self.config.max_tokens)
         x = self.bert.embeddings(input_ids, token_type_ids, position_ids)

@@ -145,3 +145,18 @@ def test_an_xlm_model_refuses_one_language_and_another_ffn_width():
         ModelConfig.preset("tiny", vocab_size=100, family="xlm", languages=("de", "en"), intermediate_size=100)
     with pytest.raises(ValueError, match="no language embeddings"):
         ModelConfig.preset("tiny", vocab_size=100, family="bert", languages=("de", "en"))
+
+
+def test_unpadded_and_static_batches_keep_tlms_positions(vocab):
+    from trainer.data.batch_forms import FORMS
+
+    batch = {k: v.numpy() for k, v in _tlm_batch(vocab).items() if k != "special_mask"}
+    batch["mlm_positions"], batch["mlm_labels"] = np.array([[1], [2], [3]]), np.array([[7], [-100], [13]])
+    packed = FORMS["unpadded"].shape(batch, max_seq_len=40, predictions=None, pad_id=0)
+    real = batch["attention_mask"].astype(bool)
+    order = np.argsort(-real.sum(axis=1), kind="stable")  # longest row first
+    assert packed["position_ids"].tolist() == batch["position_ids"][order][real[order]].tolist()
+    assert packed["token_type_ids"].tolist() == batch["token_type_ids"][order][real[order]].tolist()
+    static = FORMS["static"].shape(batch, max_seq_len=16, predictions=4, pad_id=0)
+    assert static["position_ids"].shape == (3, 16) and static["position_ids"][:, 10:].sum() == 0
+    assert static["position_ids"][:, :10].tolist() == batch["position_ids"].tolist()

@@ -27,7 +27,8 @@ from downstream.finetune.builtin.common import BuiltinTask, Sizes
 
 TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
     BuiltinTask(name="man-sections", source="English man pages, /usr/share/man", root=man_sections.ROOT,
-                sizes=Sizes(train=32, validation=24, test=64, per_group=2), min_words=12, grouped=man_sections.grouped),
+                sizes=Sizes(train=32, validation=24, test=64, per_group=2), min_words=12, grouped=man_sections.grouped,
+                translations="{root}/{language}"),
     BuiltinTask(name="info-pairs", kind="pair", source="GNU info manuals, /usr/share/info", root="/usr/share/info",
                 sizes=Sizes(train=96, validation=32, test=96, per_group=2), min_words=10, writer=info_pairs.write),
     BuiltinTask(name="licences", source="licence texts of Debian copyright files, /usr/share/doc/*/copyright",

@@ -13,9 +13,10 @@ pretraining corpus (Python docstrings).
 
 NOTE: a translation names its sections in its language (BEZEICHNUNG, ÜBERSICHT; NOM; 名前, 書式; НАЗВАНИЕ). man(7) puts
 NAME first and SYNOPSIS, when a page has one, second, and a translation keeps its original's order; so a translated
-heading is NAME's or SYNOPSIS's when it stands, among the first two, where its English original has NAME or
-SYNOPSIS more often than anything else (`translated_headings`): learned from the pages, no list per language, and
-a page without SYNOPSIS keeps its second section (DESCRIPTION's translation). A translated paragraph that is word
+heading is NAME's or SYNOPSIS's when, set beside its English original's headings in order, it stands where NAME or
+SYNOPSIS stands more often than anything else (`translated_headings`): learned from the pages, no list per
+language; a page without SYNOPSIS keeps its second section (DESCRIPTION's translation), and a translation of an
+older page that lacks a section its original has is outvoted by the pages that line up. A translated paragraph that is word
 for word a paragraph of its English original was left untranslated: it is dropped and counted.
 """
 
@@ -169,7 +170,7 @@ def translated_headings(task: BuiltinTask) -> frozenset[str]:
         for name in _names(directory, frozenset()):
             roff, original = read_roff(os.path.join(directory, name))[0], _original(task, number, name)
             if roff is not None and original is not None:
-                for mine, english in zip(headings(roff)[:2], headings(original)[:2]):
+                for mine, english in zip(headings(roff), headings(original)):
                     beside[mine][english] += 1
     return _SKIP_SECTIONS | {h for h, counts in beside.items() if counts.most_common(1)[0][0] in _SKIP_SECTIONS}
 

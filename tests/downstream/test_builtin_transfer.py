@@ -153,3 +153,59 @@ def test_the_real_german_transfer(tmp_path):
     read = record["read"]["de"]
     assert read["read"] == read["kept"] + sum(read["dropped"].values()) and read["rows_dropped"]["untranslated"] > 0
     assert record["read"]["en"]["left_out"] > 0 and {"BEZEICHNUNG", "ÜBERSICHT"} <= set(read["headings_left_out"])
+
+
+# -- `clozeforge finetune --task man-sections --test-language` on a tiny export -------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    pytest.importorskip("transformers")
+    pytest.importorskip("sklearn")
+    from .finetune_assets import tiny_export
+
+    return tiny_export(str(tmp_path_factory.mktemp("tiny")))
+
+
+def _finetune(*argv: str) -> int:
+    from downstream.finetune.command import finetune_main
+
+    return finetune_main(list(argv))
+
+
+@pytest.mark.skipif(not os.path.isdir(f"{MAN}/de/man5"), reason="no German man pages here")
+def test_finetune_trains_on_english_and_scores_german(tiny, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _finetune(tiny, "--task", "man-sections", "--test-language", "de", "--output", str(out), "--seeds", "2",
+                     "--epochs", "1", "--lr", "1e-3", "--baseline", "scratch", "--baseline-lr", "1e-3") == 0
+    printed = capsys.readouterr().out
+    with open(out / "results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    written = results["builtin"]
+    assert (written["task"], written["train_language"], written["test_language"]) == ("man-sections", "en", "de")
+    n = len(written["classes"])
+    assert results["task"] == "classify" and results["scored_on"] == "test" and sorted(results["labels"]) == written["classes"]
+    assert [results["data"][s]["examples"] for s in SPLITS] == [32 * n, 24 * n, 64 * n]
+    assert len(results["gain"]["per_seed"]) == 2 and "test_language" not in results["recipe"]
+    with open(out / "predictions.jsonl", encoding="utf-8") as f:
+        assert len(f.readlines()) == 64 * n
+    assert "== man-sections, zero-shot en -> de:" in printed
+    assert [line.split()[1:5] for line in printed.splitlines() if line.startswith(("pretrained ", "scratch "))] == [
+        ["test", "[en", "->", "de]"]] * 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--test-language", "xx"), "--test-language xx: no /usr/share/man/xx on this machine (languages there: "),
+    (("--test-language", "fi"), "--test-language fi: /usr/share/man/fi has too few pages for man-sections in two classes"),
+    (("--test-language", "de", "--train", "t.jsonl"), "--task man-sections writes its own splits from this machine's text"),
+    (("--task", "licences", "--test-language", "de"), "--test-language goes with a built-in --task that has translations: man-sections"),
+    (("--task", "classify", "--test-language", "de", "--train", "a", "--validation", "b"),
+     "--test-language goes with a built-in --task that has translations"),
+])
+def test_finetune_refuses_in_one_line_before_touching_output(tiny, tmp_path, capsys, args, message):
+    if "fi" in args and not os.path.isdir(f"{MAN}/fi"):
+        pytest.skip("no Finnish man pages here")
+    task = () if "--task" in args else ("--task", "man-sections")
+    code = _finetune(tiny, *task, *args, "--output", str(tmp_path / "o"), "--seeds", "1", "--epochs", "1")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and message in err, err
+    assert not (tmp_path / "o").exists()

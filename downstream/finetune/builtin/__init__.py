@@ -7,8 +7,10 @@ docstrings) does not hold; each writes train/validation/test JSONL for `clozefor
     raise-messages   classify  ValueError, TypeError or RuntimeError for an error message      stdlib source code
     stdlib-comments  classify  which stdlib package a source comment comes from                stdlib source code
 
-A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes) and one module that
-reads its text. The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
+A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes, where its
+translations lie) and one module that reads its text. `clozeforge finetune MODEL --task NAME` writes a task for the
+job (run.py, which alone here imports torch); with `--test-language CODE` a task with translations is a zero-shot
+transfer: English train/validation, a test split in CODE (transfer.py; man-sections: /usr/share/man/CODE). The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
 on tasks it was not chosen on (bench/recipe.py scores both). `python -m downstream.finetune.builtin NAME DIR` writes
 one. The rows are the same for the same seed on the same machine image (sorted reads, seeded choices). Standard
 library only: the demo's own process never imports torch.

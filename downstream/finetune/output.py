@@ -135,7 +135,7 @@ def _results(config, job, points: list[dict], baseline: dict | None, chosen, len
 def summary(config, points: list[dict], baseline: dict | None, metric: str, scored_on: str) -> None:
     """Each arm's score (and gain) on stdout, once the output is in place; a warning when a gain is within its SE."""
     written = getattr(config, "written", None) or {}
-    if written.get("test_language") and scored_on == "test":  # a transfer: which language it trained and tested in
+    if written.get("zero_shot") and scored_on == "test":  # a transfer: which language it trained and tested in
         scored_on = f"test [{written['train_language']} -> {written['test_language']}]"
     for p in points:
         name = "pretrained" if p["step"] is None else f"step {p['step']}"

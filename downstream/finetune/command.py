@@ -31,7 +31,7 @@ import tempfile
 
 from downstream.finetune import data as data_mod
 from downstream.finetune import models, output, recipe
-from downstream.finetune.config import FinetuneConfig
+from downstream.finetune.config import BUILTIN, FinetuneConfig
 from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
 from schemas import ContractError
@@ -49,6 +49,10 @@ def run(config: FinetuneConfig) -> int:
                 if place.world_size > 1:
                     raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
                 return suite_run.run_suite(config, place, exports)
+            if config.task in BUILTIN:  # its splits written from this machine's text, then one job (builtin/run.py)
+                from downstream.finetune.builtin import run as builtin_run
+
+                return builtin_run.run_builtin(config, place, exports)
             return run_task(config, place, exports)
     finally:
         recipe.leave_ranks()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from downstream.finetune.builtin import TASKS as BUILTIN
 from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import KINDS, Columns
@@ -21,9 +22,18 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported on the fly (the latest, or those of --checkpoints)."""
-    task: str | None = flag(None, choices=tuple(KINDS))
+    task: str | None = flag(None, choices=(*KINDS, *BUILTIN))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
-    SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2)."""
+    SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2). Or a built-in task
+    made from this machine's text (man-sections, info-pairs, licences, ...: downstream/finetune/builtin/), its
+    splits written for the job: no --train, --validation, --test."""
+    test_language: str | None = flag(None, metavar="CODE")
+    """Zero-shot transfer, with a built-in --task that has translations (man-sections: /usr/share/man/CODE): train
+    and pick the lr on the task's English train and validation splits, and score its test split made of CODE's
+    pages (no CODE label seen before; the English pages these translate left out), in the classes CODE has the
+    pages for (builtin/transfer.py)."""
+    written: dict | None = flag(default=None, hidden=True)
+    """(set by code) What a built-in --task wrote for the job: results.json's `builtin` (builtin/run.py)."""
     train: str | None = None
     """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
     validation: str | None = None
@@ -145,10 +155,19 @@ class FinetuneConfig(Config):
                         "--suite sets the task, splits and metric of each of its tasks: drop --task, --train, "
                         "--validation, --test, --metric and --regression"),
                        (self.checkpoints is None, "--checkpoints sweeps one task; with --suite, fine-tune one model")]
+        elif self.task in BUILTIN:
+            checks += [(not (self.train or self.validation or self.test),
+                        f"--task {self.task} writes its own splits from this machine's text: drop --train, --validation "
+                        "and --test (or name a kind: --task classify ...)"),
+                       (self.data is None, "--data goes with --suite")]
         else:
             checks += [(bool(self.task and self.train and self.validation),
-                        "--task, --train and --validation are required (or --suite NAME --data DIR)"),
+                        "--task, --train and --validation are required (or --suite NAME --data DIR, or a built-in --task)"),
                        (self.data is None, "--data goes with --suite")]
+        checks.append((self.test_language is None or self.written is not None
+                       or (self.task in BUILTIN and bool(BUILTIN[self.task].translations)),
+                       "--test-language goes with a built-in --task that has translations: "
+                       + ", ".join(n for n, t in BUILTIN.items() if t.translations)))
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

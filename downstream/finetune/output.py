@@ -111,7 +111,8 @@ def write(out: str, config, job, points: list, baseline, models, place, seconds:
 def _results(config, job, points: list[dict], baseline: dict | None, chosen, length, seconds) -> dict:
     task, b = job.task, chosen.best
     recipe_fields = {k: v for k, v in dataclasses.asdict(config).items()
-                     if k not in ("model", "train", "validation", "test", "output", "overwrite", "checkpoints")}
+                     if k not in ("model", "train", "validation", "test", "output", "overwrite", "checkpoints",
+                                  "test_language", "written")}
     return {
         "written_by": OWNER, "format_version": 2, "task": task.name, "model": os.path.abspath(config.model),
         "metric": task.metric, "scored_on": job.scored_on, "units": "points (x 100)",
@@ -127,11 +128,15 @@ def _results(config, job, points: list[dict], baseline: dict | None, chosen, len
                        "validation_score": round(100 * b["validation"], 4), "pipeline": task.pipeline,
                        **({"calibration": b["calibration"]} if b["calibration"] else {})},
         "seconds": round(seconds, 1),
+        **({"builtin": config.written} if getattr(config, "written", None) else {}),
     }
 
 
 def summary(config, points: list[dict], baseline: dict | None, metric: str, scored_on: str) -> None:
     """Each arm's score (and gain) on stdout, once the output is in place; a warning when a gain is within its SE."""
+    written = getattr(config, "written", None) or {}
+    if written.get("zero_shot") and scored_on == "test":  # a transfer: which language it trained and tested in
+        scored_on = f"test [{written['train_language']} -> {written['test_language']}]"
     for p in points:
         name = "pretrained" if p["step"] is None else f"step {p['step']}"
         print(f"{name:<12} {scored_on} {metric} {p['mean']:.2f} ± {p['se']:.2f}  ({_grid_text(p)}, "

@@ -7,8 +7,10 @@ docstrings) does not hold; each writes train/validation/test JSONL for `clozefor
     raise-messages   classify  ValueError, TypeError or RuntimeError for an error message      stdlib source code
     stdlib-comments  classify  which stdlib package a source comment comes from                stdlib source code
 
-A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes) and one module that
-reads its text. The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
+A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes, where its
+translations lie) and one module that reads its text. `clozeforge finetune MODEL --task NAME` writes a task for the
+job (run.py, which alone here imports torch); with `--test-language CODE` a task with translations is a zero-shot
+transfer: English train/validation, a test split in CODE (transfer.py; man-sections: /usr/share/man/CODE). The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
 on tasks it was not chosen on (bench/recipe.py scores both). `python -m downstream.finetune.builtin NAME DIR` writes
 one. The rows are the same for the same seed on the same machine image (sorted reads, seeded choices). Standard
 library only: the demo's own process never imports torch.
@@ -27,7 +29,8 @@ from downstream.finetune.builtin.common import BuiltinTask, Sizes
 
 TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
     BuiltinTask(name="man-sections", source="English man pages, /usr/share/man", root=man_sections.ROOT,
-                sizes=Sizes(train=32, validation=24, test=64, per_group=2), min_words=12, grouped=man_sections.grouped),
+                sizes=Sizes(train=32, validation=24, test=64, per_group=2), min_words=12, grouped=man_sections.grouped,
+                translations="{root}/{language}"),
     BuiltinTask(name="info-pairs", kind="pair", source="GNU info manuals, /usr/share/info", root="/usr/share/info",
                 sizes=Sizes(train=96, validation=32, test=96, per_group=2), min_words=10, writer=info_pairs.write),
     BuiltinTask(name="licences", source="licence texts of Debian copyright files, /usr/share/doc/*/copyright",

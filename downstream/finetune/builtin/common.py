@@ -9,15 +9,19 @@ Out: train.jsonl, validation.jsonl, test.jsonl under a directory (rows as `cloze
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
 import random
+import re
 from collections.abc import Callable, Iterable
 
 Row = dict[str, str]
 Grouped = dict[str, list[tuple[str, Row]]]
 SPLITS = ("train", "validation", "test")
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(_[A-Z]{2})?(@[a-z]+)?")
+"""A language as locales (and man-db's folders) name it: de, pt_BR, sr@latin."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,10 +53,39 @@ class BuiltinTask:
     sizes: Sizes = Sizes()
     min_words: int = 12
     """Shortest text kept, in words."""
-    grouped: Callable[[BuiltinTask, random.Random], Grouped] | None = None
-    """Its rows by label, each with the group (document) it comes from; `write` splits them by group."""
+    grouped: Callable[..., Grouped] | None = None
+    """Its rows by label, each with the group (document) it comes from; `write` splits them by group. Called as
+    grouped(task, rng), or grouped(task, rng, tally) by a transfer (a Tally: the documents it read, kept, dropped)."""
     writer: Callable[[BuiltinTask, str, int], list[str]] | None = None
     """For a task that draws its splits its own way (pairs): writes them itself, instead of `grouped`."""
+    translations: str = ""
+    """Where its text in another language lies, `{root}` and `{language}` filled in ("{root}/{language}", man-db's
+    layout: /usr/share/man/de/man1); empty: English only. A language is where the same task's text is read, so it
+    is a field of the row, not another row: `in_language(code)` is this task read there (the same labels, sizes
+    and cleaning), and `clozeforge finetune --test-language` scores a model trained on English on it (transfer.py)."""
+    language: str = "en"
+    """The language its text is read in: en (at `root`), or a code under `translations` (set by `in_language`)."""
+    exclude: frozenset[str] = frozenset()
+    """Groups (documents, by name) left unread: a transfer leaves out the English originals of its test pages."""
+
+    @property
+    def text_root(self) -> str:
+        """Where its text in `language` lies."""
+        return self.root if self.language == "en" else self.translations.format(root=self.root, language=self.language)
+
+    def in_language(self, code: str) -> BuiltinTask:
+        """This task read in language `code`; LookupError (one line) when it has no translations or none in `code`."""
+        if not self.translations:
+            raise LookupError(f"--test-language: {self.name} has no translations (English only)")
+        if not LANGUAGE_CODE.fullmatch(code):
+            raise LookupError(f"--test-language {code!r}: not a language code (ll, ll_CC or ll_CC@variant, as locales are named)")
+        task = dataclasses.replace(self, language=code)
+        if not os.path.isdir(task.text_root):
+            here = os.path.dirname(task.text_root)
+            have = sorted(d for d in os.listdir(here) if LANGUAGE_CODE.fullmatch(d)) if os.path.isdir(here) else []
+            raise LookupError(f"--test-language {code}: no {task.text_root} on this machine"
+                              + (f" (languages there: {' '.join(have)})" if have else ""))
+        return task
 
     def write(self, directory: str, seed: int = 0) -> list[str]:
         """Write the three splits under `directory`; return the class names: the labels whose text fills every
@@ -67,6 +100,28 @@ class BuiltinTask:
             raise LookupError(f"{self.name}: this machine lacks the text ({self.source}) for two classes")
         write_splits(directory, {s: [row for c in classes for row in by_label[c][s]] for s in SPLITS}, rng)
         return classes
+
+
+@dataclasses.dataclass
+class Tally:
+    """The documents a task's reader met: each read one is kept (it gave rows) or dropped with a reason; and the
+    rows left out of kept documents, per reason. Filled by `grouped(task, rng, tally)`."""
+
+    read: int = 0
+    kept: int = 0
+    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    rows_dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    left_out: int = 0
+    """Documents not read because the task's `exclude` names them."""
+    notes: dict = dataclasses.field(default_factory=dict)
+    """What the reader decided from the text (man-sections: the headings it left out)."""
+
+    def record(self) -> dict:
+        """results.json's account; read == kept + sum(dropped), checked."""
+        if self.read != self.kept + sum(self.dropped.values()):
+            raise AssertionError(f"documents read {self.read} != kept {self.kept} + dropped {dict(self.dropped)}")
+        return {"read": self.read, "kept": self.kept, "dropped": dict(sorted(self.dropped.items())), "left_out": self.left_out,
+                "rows_dropped": {k: v for k, v in sorted(self.rows_dropped.items()) if v}, **self.notes}
 
 
 def split_by_group(grouped: Grouped, sizes: Sizes, rng: random.Random) -> dict[str, dict[str, list[Row]]]:

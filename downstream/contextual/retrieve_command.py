@@ -6,7 +6,8 @@ In:  a model directory (any transformers encoder with a fast tokenizer: a clozef
      --languages SRC-TGT).
 Out: per language pair, the share of source sentences whose nearest neighbour (cosine) among all the pair's target
      sentences is their own translation, and the same from the target side, each with its binomial standard error
-     over pairs; a table on stdout, and with --output a JSON file: per pair the counts read, dropped (retrieval.py's
+     over pairs (a query whose translation the model reads as the same tokens as another candidate is a miss:
+     retrieval.py); a table on stdout, and with --output a JSON file: per pair the counts read, dropped (retrieval.py's
      per-side dedupe) and scored, both accuracies with their hits per pair (a later comparison of two models on the
      same sample stays paired), the sample's digest, the layer and the model.
 

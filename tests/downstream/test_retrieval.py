@@ -1,9 +1,9 @@
 """clozeforge retrieve (issue 44): translation retrieval's accuracy exact where the answer is known (a translation
 identical to its source is found, one swapped with another pair's is not, whatever the model), the binomial SE, the
-two directions scored apart, texts the model reads alike never credited, the per-side dedupe counted, a seeded sample that does not move with prep's sharding,
-an XLM model fed its language ids (its vectors change with them) and never token type ids, the tiny BERT, ELECTRA,
-RoBERTa and XLM models all scored, and bad input in one line. Texts are this machine's gettext catalogs, read by
-prep's own catalog reader."""
+two directions scored apart, texts the model reads alike never credited, the per-side dedupe counted, a seeded
+sample that does not move with prep's sharding, an XLM model fed its language ids (its vectors change with them) and
+never token type ids, the tiny BERT, ELECTRA, RoBERTa and XLM models all scored, and bad input in one line. Texts
+are this machine's gettext catalogs, read by prep's own catalog reader."""
 
 from __future__ import annotations
 

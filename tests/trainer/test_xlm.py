@@ -160,3 +160,15 @@ def test_unpadded_and_static_batches_keep_tlms_positions(vocab):
     static = FORMS["static"].shape(batch, max_seq_len=16, predictions=4, pad_id=0)
     assert static["position_ids"].shape == (3, 16) and static["position_ids"][:, 10:].sum() == 0
     assert static["position_ids"][:, :10].tolist() == batch["position_ids"].tolist()
+
+
+def test_micro_batches_cut_from_two_chunks_keep_tlms_positions(vocab):
+    from trainer.data.partitions import merge_chunks
+
+    batch = {k: v.numpy() for k, v in _tlm_batch(vocab).items() if k != "special_mask"}
+    batch["mlm_positions"], batch["mlm_labels"] = np.array([[1], [2], [3]]), np.array([[7], [-100], [13]])
+    wide = {k: (np.pad(v, ((0, 0), (0, 6))) if v.ndim == 2 and k not in ("mlm_positions", "mlm_labels") else v)
+            for k, v in batch.items()}  # a chunk padded wider than its rows, as another chunk's longest row makes it
+    merged = merge_chunks([wide, batch], 1, 4, pad_id=0, pad_to_multiple_of=1)  # rows 1-2 of the first, row 0 of the second
+    assert merged["position_ids"].shape == merged["input_ids"].shape == (3, 10)
+    assert merged["position_ids"].tolist() == [*batch["position_ids"][1:].tolist(), batch["position_ids"][0].tolist()]

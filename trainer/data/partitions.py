@@ -33,7 +33,7 @@ chunk per batch (`python bench/run.py elastic`); --partitions trades that for mo
 
 # pad values of the keys of a masked batch (collate + masking), when chunks of another width are joined
 _FILL = {"mlm_labels": -100, "sbo_labels": -100}
-_SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+_SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask", "position_ids")  # position_ids: TLM rows
 
 
 @dataclasses.dataclass(frozen=True)

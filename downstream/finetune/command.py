@@ -8,7 +8,7 @@ Out, in DIR (written beside it, then renamed in, by output.py):
                        examples kept, drops per reason with their first line numbers (read == kept + dropped,
                        checked); the sequence
                        length; per arm (the model or each checkpoint, the baseline): its lr grid, how it grew
-                       (lr_grid.py: each round of the search) and its epochs,
+                       (protocol.py: each round of the search) and its epochs,
                        each lr's validation mean ± SE, the chosen lr, per-seed validation (and test) metrics;
                        the gain over the baseline: paired mean ± SE over seeds and a bootstrap 95% interval
                        over test examples (protocol.py)

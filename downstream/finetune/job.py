@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import lr_grid, models, output, protocol, recipe, tasks
+from downstream.finetune import models, output, protocol, recipe, tasks
 from downstream.finetune.data import Split
 from downstream.finetune.models import Arm, build_model
 from downstream.finetune.recipe import Place
@@ -134,7 +134,7 @@ class Job:
             self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
         return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
 
-    def summary(self, arms: list[Arm], a: int, records: list[dict], search: lr_grid.Search) -> ArmResult:
+    def summary(self, arms: list[Arm], a: int, records: list[dict], search: protocol.Search) -> ArmResult:
         """One arm from its runs' records: each lr's validation mean ± SE (lowest lr first), the chosen lr and its
         best seed, and how its grid grew."""
         arm = arms[a]
@@ -159,7 +159,7 @@ class Job:
 
     def run_arms(self, arms: list[Arm], progress: recipe.Progress | None = None, place: Place = Place()) -> list[ArmResult]:
         """Every run of every arm, in one process (or by all ranks together, --data-parallel): an arm's grid, then
-        the rates its search adds (lr_grid.Search), before the next arm; weights of an (arm, lr) that lost are
+        the rates its search adds (protocol.Search), before the next arm; weights of an (arm, lr) that lost are
         dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in
         progress and of the best saved arm so far, besides the model training."""
         if progress is None:
@@ -168,7 +168,7 @@ class Job:
             return self.run_spread(arms, progress, place)
         results, records, leader = [], [], None
         for a, arm in enumerate(arms):
-            search, rates = lr_grid.Search(arm.lrs, arm.extend), list(arm.lrs)
+            search, rates = protocol.Search(arm.lrs, arm.extend), list(arm.lrs)
             while rates:
                 records += [self.one_run(arms, spec, progress, place) for spec in self.plan(arms, {a: rates})]
                 rates = search.next(self.means(records, a))
@@ -187,7 +187,7 @@ class Job:
         `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
         seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
         it can know."""
-        searches = [lr_grid.Search(arm.lrs, arm.extend) for arm in arms]
+        searches = [protocol.Search(arm.lrs, arm.extend) for arm in arms]
         rates = {a: list(arm.lrs) for a, arm in enumerate(arms)}
         records, owners = [], {}
         while rates:

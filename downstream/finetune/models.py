@@ -10,7 +10,7 @@ Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, chec
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
 an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
 tasks of a suite share it. Every arm gets the same epoch budget (--epochs, with early stopping on validation) and a
-learning-rate grid that grows while its best rate sits at an edge (lr_grid.py: scratch's starts a rung higher),
+learning-rate grid that grows while its best rate sits at an edge (protocol.py: scratch's starts a rung higher),
 unless the flags set them apart (--baseline-epochs, --lr, --baseline-lr).
 """
 
@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-from downstream.finetune import lr_grid
+from downstream.finetune import protocol
 from downstream.finetune.tasks import Task
 from schemas import ContractError, run_dir
 
@@ -117,7 +117,7 @@ class Arm:
     """Where the lr grid came from (a flag, or which default)."""
     epochs: int
     extend: int = 0
-    """Rates its grid may add at an edge (lr_grid.Search); 0: the grid as given."""
+    """Rates its grid may add at an edge (protocol.Search); 0: the grid as given."""
     step: int | None = None
     tokenizer: object = None
     saved: bool = True
@@ -186,11 +186,11 @@ def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
 def grid_of(given: tuple[float, ...], flag: str, hidden: int, extend: int | None,
             from_scratch: bool = False) -> tuple[tuple[float, ...], str, int]:
     """(an arm's starting grid, where it came from, the rates it may add): the flag's rates, searched as given unless
-    --lr-extend says otherwise, or lr_grid's default start for its width, which grows by lr_grid.DEFAULT_EXTEND."""
+    --lr-extend says otherwise, or protocol's default start for its width, which grows by protocol.DEFAULT_EXTEND."""
     if given:
         return given, flag, extend or 0
-    where = "default: lr_grid.start" + (" (from scratch: a rung higher)" if from_scratch else "")
-    return lr_grid.start(hidden, from_scratch=from_scratch), where, lr_grid.DEFAULT_EXTEND if extend is None else extend
+    where = "default: protocol.start" + (" (from scratch: a rung higher)" if from_scratch else "")
+    return protocol.start(hidden, from_scratch=from_scratch), where, protocol.DEFAULT_EXTEND if extend is None else extend
 
 
 def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Exports) -> Arm | None:

@@ -6,7 +6,7 @@ Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies),
 
 The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
 LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, the learning rate
-picked on validation from a grid that grows while its best rate sits at an edge (lr_grid.py). Strategies: `full`
+picked on validation from a grid that grows while its best rate sits at an edge (protocol.py). Strategies: `full`
 trains every weight; `probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the
 cleanest measure of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the
 pooler and the head. With `patience` > 0 (the command's default) a run stops after that many epochs without a
@@ -193,7 +193,7 @@ class Progress:
         self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
 
     def add(self, epochs: int) -> None:
-        """More epochs to come (a grid that grew: lr_grid.Search)."""
+        """More epochs to come (a grid that grew: protocol.Search)."""
         self.total += epochs
 
     def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from downstream.finetune import lr_grid, recipe  # noqa: E402
-from downstream.finetune.lr_grid import Search  # noqa: E402
+from downstream.finetune import protocol as lr_grid  # noqa: E402
+from downstream.finetune import recipe  # noqa: E402
+from downstream.finetune.protocol import Search  # noqa: E402
 
 
 def test_start_is_three_rungs_centred_on_berts_rate_for_the_width():

@@ -9,7 +9,8 @@ Out: per arm an `ArmResult`: the results.json record (each lr's validation mean 
 The job is a plan of runs, (arm, lr, seed); `one_run` turns one into a JSON record (so runs can be spread over
 processes and gathered), `summary` makes an arm of its records (selection is protocol.py's: the lr with the best
 mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
-one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from.
+one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from, and `save`
+writes the chosen arm's best run as model/. `build_model` puts the task's transformers head on an arm's export.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import time
 
 import numpy as np
@@ -27,14 +29,14 @@ import torch.distributed as dist
 from downstream.finetune import data as data_mod
 from downstream.finetune import models, output, protocol, recipe, tasks
 from downstream.finetune.data import Split
-from downstream.finetune.models import Arm, build_model
+from downstream.finetune.models import Arm
 from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
 
 
 def run_task(config, place: Place, exports: models.Exports) -> int:
     """One --task job, end to end: MODEL and MODEL2 checked, the splits read, the arms resolved, every run, the
-    gains, and (rank 0) the staged output written and swapped in; then the summary."""
+    gains, and (rank 0) model/ saved and the staged output written and swapped in; then the summary."""
     started = time.time()
     sources = models.sources(config)  # MODEL and MODEL2 checked before --output is touched
     writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
@@ -46,9 +48,11 @@ def run_task(config, place: Place, exports: models.Exports) -> int:
         done = job.run_arms(arms.everything, place=place)
         if not writes:
             return 0
-        points = job.with_gains(done[:len(arms.arms)], done[-1] if arms.baseline else None)
-        said = output.write(out, config, job, points, done[-1] if arms.baseline else None, arms, place,
-                            time.time() - started)
+        baseline = done[-1] if arms.baseline else None
+        points = job.with_gains(done[:len(arms.arms)], baseline)
+        chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
+        predictions = job.save(chosen, os.path.join(out, "model"))
+        said = output.write(out, config, job, points, baseline, chosen, predictions, arms, place, time.time() - started)
     output.summary(config, *said, task.metric, job.scored_on)
     return 0
 
@@ -216,7 +220,8 @@ class Job:
         return points
 
     def save(self, result: ArmResult, directory: str) -> list[dict]:
-        """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""
+        """Write an arm's best run as a HuggingFace directory (model/, with its tokenizer); its test prediction
+        records (none without --test)."""
         best = result.best
         model = build_model(self.task, result.arm.model_dir, self.config.dropout, best["seed"], True)
         model.load_state_dict(best["state"])
@@ -225,6 +230,19 @@ class Job:
         if self.scored_on != "test":
             return []
         return self.task.records(self.splits["test"].examples, result.predictions[best["seed"]])
+
+
+def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
+    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
+    import transformers
+
+    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
+    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    cls = task.model_class()
+    if pretrained:
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
+    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 
 # -- a job's runs shared out between ranks, and gathered back -------------------------------------------------------

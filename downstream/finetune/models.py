@@ -4,8 +4,8 @@ RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence l
 
 In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the job runs.
 Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, checked with the baseline's before any
-     work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms, the baseline arm, the
-     sequence length and where it came from; `build_model` → a task's transformers model on an arm's directory.
+     work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms (each an export
+     directory, its tokenizer, lr grid and epochs), the baseline arm, the sequence length and where it came from.
 
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
 an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
@@ -21,10 +21,7 @@ import json
 import os
 import sys
 
-import torch
-
 from downstream.finetune import protocol
-from downstream.finetune.tasks import Task
 from schemas import ContractError, run_dir
 
 
@@ -91,19 +88,6 @@ def trained_length(model_dir: str) -> tuple[int, int]:
     if isinstance(length, int) and not isinstance(length, bool) and 0 < length <= positions:
         return length, positions
     return positions, positions  # absent, or transformers' "no limit" 1e30
-
-
-def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
-    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
-    import transformers
-
-    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
-    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    cls = task.model_class()
-    if pretrained:
-        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
-        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
-    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 
 @dataclasses.dataclass

@@ -34,16 +34,15 @@ from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
 
 
-def run_task(config, place: Place, exports: models.Exports) -> int:
-    """One --task job, end to end: MODEL and MODEL2 checked, the splits read, the arms resolved, every run, the
+def run_task(config, place: Place, dirs: models.ModelDirs) -> int:
+    """One --task job, end to end on MODEL's and MODEL2's export directories: the splits read, the arms resolved, every run, the
     gains, and (rank 0) model/ saved and the staged output written and swapped in; then the summary."""
     started = time.time()
-    sources = models.sources(config)  # MODEL and MODEL2 checked before --output is touched
     writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
     with (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
         task = tasks.make(config.task, config)
         splits = data_mod.read_splits(config, task, quiet=not writes)
-        arms = models.Models.resolve(config, sources, exports)
+        arms = models.Models.resolve(config, dirs)
         job = Job(config, task, splits, arms.max_len)
         done = job.run_arms(arms.everything, place=place)
         if not writes:

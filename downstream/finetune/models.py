@@ -1,18 +1,18 @@
 """The models a fine-tuning job compares, its arms: MODEL (an export, or each chosen checkpoint of a training RUN,
-exported on the fly) and the baseline (scratch: MODEL's architecture from random weights; or MODEL2, an export or
-RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence length every arm reads.
+exported before the job starts) and the baseline (scratch: MODEL's architecture from random weights; or MODEL2, an
+export or RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence length every arm reads.
 
-In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the job runs.
-Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, checked with the baseline's before any
+In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the command runs.
+Out: `export_dirs(config, root)` → `ModelDirs`: MODEL's and MODEL2's export directories, both checked before any
      work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms (each an export
      directory, its tokenizer, lr grid and epochs), the baseline arm, the sequence length and where it came from.
 
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
-an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
-tasks of a suite share it. Every arm gets the same epoch budget (--epochs, with early stopping on validation) and a
-learning-rate grid that grows while its best rate sits at an edge (protocol.py: scratch's starts a rung higher),
-unless the flags set them apart (--baseline-epochs, --lr, --baseline-lr).
-"""
+an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, before
+the job (or a suite's first task) starts: the job reads export directories only. Every arm gets the same epoch
+budget (--epochs, with early stopping on validation) and a learning-rate grid that grows while its best rate sits
+at an edge (protocol.py: scratch's starts a rung higher), unless the flags set them apart (--baseline-epochs, --lr,
+--baseline-lr)."""
 
 from __future__ import annotations
 
@@ -38,9 +38,7 @@ def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None,
     if not tags:
         raise FileNotFoundError(f"{root}: no checkpoint")
     if checkpoints in (None, "latest"):
-        from downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
-
-        return [(None, None)]  # export_dir resolves the latest intact tag
+        return [(None, None)]  # export_checkpoint resolves the latest intact tag
     if checkpoints == "all":
         chosen = tags
     else:
@@ -55,24 +53,42 @@ def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None,
     return [(run_dir.step_of(t), t) for t in chosen]
 
 
-class Exports:
-    """Export directories of RUN checkpoints under `root`, each written once: {(RUN, tag): (directory, step)}."""
+@dataclasses.dataclass(frozen=True)
+class ModelDirs:
+    """MODEL and MODEL2 as export directories, all a job reads of them (a RUN's checkpoints exported before it starts)."""
 
-    def __init__(self, root: str) -> None:
-        self.root, self.done = root, {}
+    model: tuple[tuple[int | None, str], ...]
+    """(pretraining step, export directory) per arm of MODEL: one, or one per checkpoint of a sweep (--checkpoints);
+    the step is None for an export given as it is."""
+    baseline: str | None = None
+    """MODEL2's export directory (--baseline MODEL2); None for scratch or none."""
 
-    def directory(self, model: str, tag: str | None) -> tuple[str, int | None]:
-        """An export directory for MODEL (itself, or a checkpoint exported under `root`) and its pretraining step."""
-        if os.path.exists(os.path.join(model, "config.json")):
-            return model, None
-        if (model, tag) not in self.done:
-            from downstream.export import export_checkpoint
 
-            # what `clozeforge export` writes (its model_max_length the trained length), consolidated on the CPU
-            target = os.path.join(self.root, str(len(self.done)))
-            _, client, _ = export_checkpoint(model, tag, target)
-            self.done[(model, tag)] = (target, client.get("step"))
-        return self.done[(model, tag)]
+def export_dirs(config, root: str) -> ModelDirs:
+    """MODEL's and MODEL2's export directories, both checked before any is written (one line when either is neither
+    an export nor a RUN): an export as it is, a RUN's chosen checkpoints exported under `root`, once each."""
+    tags = model_sources(config.model, config.checkpoints)
+    other = config.baseline not in ("none", "scratch")
+    if other:
+        model_sources(config.baseline, None)
+    done: dict[tuple[str, str | None], tuple[int | None, str]] = {}
+    for model, tag in [(config.model, tag) for _, tag in tags] + ([(config.baseline, None)] if other else []):
+        if (model, tag) not in done:
+            done[(model, tag)] = _export_dir(model, tag, os.path.join(root, str(len(done))))
+    return ModelDirs(tuple(done[(config.model, tag)] for _, tag in tags),
+                     done[(config.baseline, None)][1] if other else None)
+
+
+def _export_dir(model: str, tag: str | None, target: str) -> tuple[int | None, str]:
+    """(pretraining step, export directory) of MODEL: itself when it is an export; else its checkpoint `tag` (None:
+    the latest intact one) written to `target` as `clozeforge export` writes it (its model_max_length the trained
+    length), consolidated on the CPU."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        return None, model
+    from downstream.export import export_checkpoint
+
+    _, client, _ = export_checkpoint(model, tag, target)
+    return client.get("step"), target
 
 
 def trained_length(model_dir: str) -> tuple[int, int]:
@@ -120,19 +136,18 @@ class Models:
     """Where max_len came from (the trained length, or --max-seq-len)."""
 
     @classmethod
-    def resolve(cls, config, sources: list[tuple[int | None, str | None]], exports: Exports) -> Models:
+    def resolve(cls, config, dirs: ModelDirs) -> Models:
         import transformers
 
-        first_dir, _ = exports.directory(config.model, sources[0][1])
+        first_dir = dirs.model[0][1]
         tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
         hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
         lrs, grid, extend = grid_of(config.lr, "--lr", hidden, config.lr_extend)
         arms = []
-        for step, tag in sources:
-            model_dir, step = exports.directory(config.model, tag)
+        for step, model_dir in dirs.model:
             arms.append(Arm("pretrained" if step is None else f"step {step}", model_dir, True, lrs, grid, config.epochs,
                             extend, step=step, tokenizer=tokenizer))
-        baseline = _baseline_arm(config, first_dir, tokenizer, hidden, exports)
+        baseline = _baseline_arm(config, first_dir, tokenizer, hidden, dirs.baseline)
         max_len, length_from = sequence_length(config, [first_dir] + ([baseline.model_dir] if baseline else []))
         return cls(arms, baseline, max_len, length_from)
 
@@ -140,15 +155,6 @@ class Models:
     def everything(self) -> list[Arm]:
         """The arms in the order the job runs them: MODEL's, then the baseline's."""
         return self.arms + ([self.baseline] if self.baseline else [])
-
-
-def sources(config) -> list[tuple[int | None, str | None]]:
-    """MODEL's (step, tag) list; the baseline, when it is a model, checked the same way (one line if neither an
-    export nor a RUN)."""
-    found = model_sources(config.model, config.checkpoints)
-    if config.baseline not in ("none", "scratch"):
-        model_sources(config.baseline, None)
-    return found
 
 
 def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
@@ -177,7 +183,7 @@ def grid_of(given: tuple[float, ...], flag: str, hidden: int, extend: int | None
     return protocol.start(hidden, from_scratch=from_scratch), where, protocol.DEFAULT_EXTEND if extend is None else extend
 
 
-def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Exports) -> Arm | None:
+def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, model_dir: str | None) -> Arm | None:
     import transformers
 
     if config.baseline == "none":
@@ -186,7 +192,6 @@ def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Expor
     if config.baseline == "scratch":
         lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", hidden, config.lr_extend, from_scratch=True)
         return Arm("scratch", first_dir, False, lrs, grid, epochs, extend, tokenizer=tokenizer, saved=False)
-    model_dir, _ = exports.directory(config.baseline, None)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
     lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", width, config.lr_extend)
     name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"

@@ -1,7 +1,7 @@
 """`clozeforge finetune MODEL --suite NAME --data DIR --output OUT`: every task of a benchmark, then its table.
 
-In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), the process's Place and the
-     command's exports; each task goes through job.run_task as one `--task` job on its rows written as JSON lines.
+In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), the process's Place and MODEL's
+     and MODEL2's export directories; each task goes through job.run_task as one `--task` job on its rows written as JSON lines.
 Out, in OUT (staged and swapped in whole, as a single job's output is):
     <task>/            that task's job: results.json, model/, predictions.jsonl
     <suite>.md/.json/.png   each task's score ± SE over its seeds and the suite's average, per arm (suites/table.py)
@@ -58,7 +58,7 @@ def _prep_record(model: str) -> dict | None:
         return None
 
 
-def run_suite(config, place, exports) -> int:
+def run_suite(config, place, dirs) -> int:
     from downstream.finetune import output
 
     options, notes = config.suite_options, []
@@ -80,6 +80,8 @@ def run_suite(config, place, exports) -> int:
                 files = task.write_rows(os.path.join(rows, task.name))
                 job_files, where, unscored = _job_splits(task, files)
                 model = os.path.join(out, task.start_from, "model") if task.start_from else config.model
+                # a task that starts from another's model reads that model's export; the others MODEL's
+                task_dirs = dataclasses.replace(dirs, model=((None, model),)) if task.start_from else dirs
                 print(f"== {config.suite} {task.name}: {task.kind}{' (regression)' if task.regression else ''}, "
                       f"selected by {task.selection}, {task.seeds} seeds, from {task.start_from or 'the model'}",
                       flush=True)
@@ -87,7 +89,7 @@ def run_suite(config, place, exports) -> int:
                     config, suite=None, data=None, model=model, task=task.kind, train=job_files["train"],
                     validation=job_files["validation"], test=job_files.get("test"), output=os.path.join(out, task.name),
                     overwrite=False, seeds=task.seeds, metric=task.selection, regression=task.regression)
-                run_task(sub, place, exports)
+                run_task(sub, place, task_dirs)
                 with open(os.path.join(out, task.name, "results.json"), encoding="utf-8") as f:
                     results = json.load(f)
                 scored = dataclasses.replace(task, splits={s: v for s, v in task.splits.items() if s not in unscored})

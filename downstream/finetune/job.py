@@ -47,10 +47,10 @@ def run_task(config, place: Place, dirs: models.ModelDirs) -> int:
         done = job.run_arms(arms.everything, place=place)
         if not writes:
             return 0
-        baseline = done[-1] if arms.baseline else None
-        points = job.with_gains(done[:len(arms.arms)], baseline)
+        points, baseline = done[:len(arms.arms)], done[-1] if arms.baseline else None
         chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
         predictions = job.save(chosen, os.path.join(out, "model"))
+        points = job.with_gains(points, baseline)
         said = output.write(out, config, job, points, baseline, chosen, predictions, arms, place, time.time() - started)
     output.summary(config, *said, task.metric, job.scored_on)
     return 0

@@ -279,7 +279,8 @@ def predict_outputs(task: Task, model, features: Features, batch_size: int = 128
 def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None,
              place: Place = Place()) -> Evaluation:
     """Metrics and predictions of `model` on one split (`calibration`: fitted on validation, see Task.evaluate)."""
-    return task.evaluate(predict_outputs(task, model, features, place=place), features, examples, calibration)
+    outputs = predict_outputs(task, model, features, place=place)
+    return task.evaluate(outputs, features, examples, calibration)
 
 
 def _host_copy(model) -> dict[str, torch.Tensor]:

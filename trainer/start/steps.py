@@ -129,9 +129,9 @@ class Started:
 
 def start(config: TrainConfig, rt: Runtime) -> Started:
     # 1. where it starts: the data, a new run's source (or a resumed --init-from run's recorded architecture), RUN/
-    preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
-    if config.family is None:  # its manifest was unreadable when the flags were checked, and readable now
+    if config.family is None:  # its manifest was unreadable when the flags were checked: settled if readable now
         config, _ = family_of(config, set())
+    preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
     manifest = Manifest.read(config.data)
     before = recorded(config.output)
     source, architecture = None, None
@@ -141,7 +141,8 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
     # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume
-    config, tag, universal = resume.prepare(config, manifest, rt, extra={ARCHITECTURE_KEY: architecture} if architecture else None)
+    config, tag, universal = resume.prepare(config, manifest, rt, before,
+                                            extra={ARCHITECTURE_KEY: architecture} if architecture else None)
     # 2. what trains: the model (the source's weights, or random) in its DeepSpeed engine, a checkpoint loaded
     model = build_model(config, manifest, source=source, architecture=architecture, log=rt.log)
     engine = build_engine(model, config, rt, load_universal=universal is not None)

@@ -43,7 +43,7 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     NSP is off (weight 0) unless the family has it and the rows are NSP pairs; --nsp-weight is then an error. A
     family with a sampling default (XLM-R's alpha 0.3) sets --mix-alpha when --mix is given without it. A manifest
     that cannot be read leaves the config as it is: preflight says why in one line, after the other flags' checks
-    (start() settles the family again once preflight has read it)."""
+    (start() tries again first, in case it has become readable since)."""
     try:
         manifest = Manifest.read(config.data)
     except (ContractError, OSError):

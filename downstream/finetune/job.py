@@ -11,6 +11,7 @@ processes and gathered), `summary` makes an arm of its records (selection is pro
 mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
 one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from, and `save`
 writes the chosen arm's best run as model/. `build_model` puts the task's transformers head on an arm's export.
+`Progress` prints the job's epoch lines (recipe.train reports each epoch to it) with the ETA of all its runs.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Job:
                 per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
         return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
-    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: Progress,
                 place: Place = Place()) -> dict:
         """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
         scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
@@ -160,7 +161,7 @@ class Job:
                           "calibration": best.get("calibration"),
                           "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
-    def run_arms(self, arms: list[Arm], progress: recipe.Progress | None = None, place: Place = Place()) -> list[ArmResult]:
+    def run_arms(self, arms: list[Arm], progress: Progress | None = None, place: Place = Place()) -> list[ArmResult]:
         """Every run of every arm, in one process (or by all ranks together, --data-parallel): an arm's grid, then
         the rates its search adds (protocol.Search), before the next arm; weights of an (arm, lr) that lost are
         dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in
@@ -183,7 +184,7 @@ class Job:
             self.kept = {k: v for k, v in self.kept.items() if k in keep}
         return results
 
-    def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: Place) -> list[ArmResult]:
+    def run_spread(self, arms: list[Arm], progress: Progress, place: Place) -> list[ArmResult]:
         """run_arms' results with each run computed on one rank (`spread`, below), in rounds: every arm's grid, then
         the rates each arm's search adds, all arms at once. Every rank gets every record and makes the same choice;
         the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other ranks
@@ -244,6 +245,29 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
     return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
 
 
+# -- the job's progress: one line per epoch of any of its runs -------------------------------------------------------
+
+class Progress:
+    """One line per epoch, with the ETA of the whole job from the mean epoch time so far."""
+
+    def __init__(self, total_epochs: int, print_fn=print) -> None:
+        self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
+
+    def add(self, epochs: int) -> None:
+        """More epochs to come (a grid that grew: protocol.Search)."""
+        self.total += epochs
+
+    def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
+              seconds: float, skipped: int = 0) -> None:
+        self.done += 1
+        self.total -= skipped  # a run that stopped early will not spend its remaining epochs
+        rate = (time.time() - self.started) / self.done
+        eta = max(self.total - self.done, 0) * rate
+        self.print(f"{label} epoch {epoch}/{epochs}  loss {loss:.4f}  valid score {100 * metrics['score']:.2f} "
+                   f"(best {100 * best:.2f})  {seconds:.1f} s  ETA {eta:.0f} s", flush=True)
+
+
+
 # -- a job's runs shared out between ranks, and gathered back -------------------------------------------------------
 
 def owner(index: int, place: Place) -> int:
@@ -252,14 +276,14 @@ def owner(index: int, place: Place) -> int:
     return 0 if place.data_parallel or place.world_size == 1 else index % place.world_size
 
 
-def job_progress(plan: list, epochs: list[int], place: Place) -> recipe.Progress:
+def job_progress(plan: list, epochs: list[int], place: Place) -> Progress:
     """The epoch lines of this rank's share of `plan` ((arm, lr, seed) runs; `epochs` per arm): prefixed with the
     rank when the runs are spread, rank 0's only when every rank computes every run."""
     share = [spec for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank]
     if place.data_parallel and place.rank != 0:
-        return recipe.Progress(1, print_fn=lambda *a, **k: None)
+        return Progress(1, print_fn=lambda *a, **k: None)
     prefix = f"rank {place.rank}: " if place.world_size > 1 and not place.data_parallel else ""
-    return recipe.Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
+    return Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
 
 
 def spread(plan: list, run_one, place: Place) -> list[dict]:

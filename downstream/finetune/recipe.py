@@ -2,7 +2,7 @@
 
 In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
 Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;
-     a progress line per epoch (loss, score, seconds, ETA for the whole job) through `Progress`.
+     a progress line per epoch (loss, score, seconds, ETA for the whole job) through the job's `Progress` (job.py).
 
 The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
 LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, the learning rate
@@ -186,26 +186,6 @@ class RunResult:
     """What the kept epoch fitted on validation and test reuses (span: the no-answer threshold)."""
 
 
-class Progress:
-    """One line per epoch, with the ETA of the whole job from the mean epoch time so far."""
-
-    def __init__(self, total_epochs: int, print_fn=print) -> None:
-        self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
-
-    def add(self, epochs: int) -> None:
-        """More epochs to come (a grid that grew: protocol.Search)."""
-        self.total += epochs
-
-    def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
-              seconds: float, skipped: int = 0) -> None:
-        self.done += 1
-        self.total -= skipped  # a run that stopped early will not spend its remaining epochs
-        rate = (time.time() - self.started) / self.done
-        eta = max(self.total - self.done, 0) * rate
-        self.print(f"{label} epoch {epoch}/{epochs}  loss {loss:.4f}  valid score {100 * metrics['score']:.2f} "
-                   f"(best {100 * best:.2f})  {seconds:.1f} s  ETA {eta:.0f} s", flush=True)
-
-
 def freeze(model, strategy: str, unfreeze_layers: int) -> None:
     """Leave trainable what `strategy` trains (see the module docstring)."""
     if strategy == "full":
@@ -307,7 +287,9 @@ def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
 
 
 def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
-          recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str, place: Place = Place()) -> RunResult:
+          recipe: Recipe, *, lr: float, seed: int, progress, label: str, place: Place = Place()) -> RunResult:
+    """One run: `recipe` at rate `lr` from `seed`; each epoch reported to `progress` (job.py's Progress, the job's
+    epoch lines and ETA) under `label`."""
     from transformers import get_linear_schedule_with_warmup
 
     freeze(model, recipe.strategy, recipe.unfreeze_layers)

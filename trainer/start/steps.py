@@ -49,6 +49,12 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     except (ContractError, OSError):
         return config, []
     packing = manifest.packing["mode"]
+    mix, notes = config.mix, []
+    if config.sample_languages:
+        if config.mix:
+            raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
+        mix = language_components(config.data, manifest)
+        notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
     try:
         row = families.family(config.family) if config.family else families.of_data(manifest.tokenizer, packing)
     except ContractError as e:
@@ -62,19 +68,13 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
                          + ("" if config.family else " (from --data's vocabulary)"))
     if goal.name != "mlm" and (config.masking.strategy == "span" or config.pre_layernorm):
         raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
-    changes, notes = {"family": row.name}, []
+    changes = {"family": row.name, **({"mix": mix} if config.sample_languages else {})}
     if not (row.nsp and packing == "nsp" and goal.name == "mlm"):
         if "nsp_weight" in given and config.nsp_weight:
             why = (f"--family {row.name} has no NSP head" if not row.nsp else f"--objective {goal.name} has no NSP head"
                    if goal.name != "mlm" else f"--data's {packing} rows carry no next-sentence label")
             raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
         changes["nsp_weight"] = 0.0
-    mix = config.mix
-    if config.sample_languages:
-        if config.mix:
-            raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
-        mix = changes["mix"] = language_components(config.data, manifest)
-        notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
     weighted = any(ComponentSpec.parse(m).weight is not None for m in mix)
     if row.mix_alpha is not None and mix and config.mix_alpha is None and not weighted:
         changes["mix_alpha"] = row.mix_alpha

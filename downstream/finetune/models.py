@@ -4,7 +4,8 @@ export or RUN), each with its tokenizer, learning-rate grid and epochs; and the 
 
 In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the command runs.
 Out: `export_dirs(config, root)` → `ModelDirs`: MODEL's and MODEL2's export directories, both checked before any
-     work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms (each an export
+     work (one line when either is neither an export nor a RUN); `exported` → those of one MODEL's sources (what
+     `clozeforge senses evaluate` compares too); `Models.resolve` → the arms (each an export
      directory, its tokenizer, lr grid and epochs), the baseline arm, the sequence length and where it came from.
 
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
@@ -67,16 +68,20 @@ class ModelDirs:
 def export_dirs(config, root: str) -> ModelDirs:
     """MODEL's and MODEL2's export directories, both checked before any is written (one line when either is neither
     an export nor a RUN): an export as it is, a RUN's chosen checkpoints exported under `root`, once each."""
-    tags = model_sources(config.model, config.checkpoints)
-    other = config.baseline not in ("none", "scratch")
-    if other:
-        model_sources(config.baseline, None)
-    done: dict[tuple[str, str | None], tuple[int | None, str]] = {}
-    for model, tag in [(config.model, tag) for _, tag in tags] + ([(config.baseline, None)] if other else []):
-        if (model, tag) not in done:
-            done[(model, tag)] = _export_dir(model, tag, os.path.join(root, str(len(done))))
-    return ModelDirs(tuple(done[(config.model, tag)] for _, tag in tags),
-                     done[(config.baseline, None)][1] if other else None)
+    sources = model_sources(config.model, config.checkpoints)
+    if config.baseline in ("none", "scratch"):
+        return ModelDirs(exported(config.model, sources, root))
+    model_sources(config.baseline, None)
+    model = exported(config.model, sources, root)
+    if config.baseline == config.model and sources == [(None, None)]:  # the same model, exported once
+        return ModelDirs(model, model[0][1])
+    return ModelDirs(model, _export_dir(config.baseline, None, os.path.join(root, "baseline"))[1])
+
+
+def exported(model: str, sources: list[tuple[int | None, str | None]], root: str) -> tuple[tuple[int | None, str], ...]:
+    """(pretraining step, export directory) of each of MODEL's `sources` (`model_sources`): an export as it is, each
+    checkpoint of a RUN exported under `root`."""
+    return tuple(_export_dir(model, tag, os.path.join(root, str(i))) for i, (_, tag) in enumerate(sources))
 
 
 def _export_dir(model: str, tag: str | None, target: str) -> tuple[int | None, str]:

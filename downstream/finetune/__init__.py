@@ -3,9 +3,9 @@
     command.py    the command: its flags (config.py's FinetuneConfig), the launcher, one suite or one task job
     config.py     FinetuneConfig: every flag
     job.py        one task job end to end (`run_task`), its plan of (arm, lr, seed) runs, each run's transformers
-                  model, how ranks share the runs, and model/ saved from the chosen one
-    models.py     the arms: MODEL (an export, or a RUN's checkpoints exported once) and the baseline; lr grids,
-                  the sequence length
+                  model, how ranks share the runs, its progress lines, and model/ saved from the chosen one
+    models.py     the arms: MODEL (an export, or a RUN's checkpoints exported once, before any job) and the
+                  baseline; lr grids, the sequence length
     data.py       read a split (JSONL / CSV / Parquet via fsspec), row by row through the task; counted drops
     tasks/        one class per kind of task (classify/regression, pair, tag, span) and their table: columns,
                   reading a row, label map, inputs for transformers' heads, decoding, gold, metric, pipeline

@@ -99,6 +99,7 @@ def compare(args) -> dict:
 
     from downstream.finetune import recipe, tasks
     from downstream.finetune.data import Split
+    from downstream.finetune.job import Progress
     from downstream.finetune.tasks import Features
     from schemas.tables import Account
 
@@ -116,7 +117,7 @@ def compare(args) -> dict:
     task.prepare(split, [])
     one = Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])  # ours scores each epoch
     place = recipe.Place(device=torch.device(args.device), precision=precision)
-    lr, quiet = 5e-5, recipe.Progress(1, print_fn=lambda *a, **k: None)
+    lr, quiet = 5e-5, Progress(1, print_fn=lambda *a, **k: None)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def new_model():
@@ -167,6 +168,7 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
 
     from downstream.finetune import recipe, tasks
     from downstream.finetune.data import read_split
+    from downstream.finetune.job import Progress
     t_ours = time.time() - t0
     t0 = time.time()
     from transformers import Trainer, TrainingArguments
@@ -193,7 +195,7 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
         one = tasks.Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])
         t0 = time.time()
         recipe.train(task, model, features, one, split.examples[:1], recipe.Recipe(epochs=epochs),
-                     lr=1e-3, seed=0, progress=recipe.Progress(epochs, print_fn=lambda *a, **k: None), label="")
+                     lr=1e-3, seed=0, progress=Progress(epochs, print_fn=lambda *a, **k: None), label="")
         return (time.time() - t0) / epochs
 
     def run_trainer() -> float:

@@ -88,9 +88,10 @@ def measure(*, layers: int, hidden: int, rows: int, batch: int, max_len: int) ->
     from bench.finetune_loop import pad_batch
     from bench.finetune_vs_trainer import setup
     from downstream.finetune import recipe
+    from downstream.finetune.job import Progress
 
     s = setup(layers=layers, hidden=hidden, train=rows, valid=1, max_len=max_len)
-    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
+    quiet = Progress(1, print_fn=lambda *a, **k: None)
     grouping = "group_by_length" in {f.name for f in dataclasses.fields(recipe.Recipe)}
 
     def ours(grouped: bool):

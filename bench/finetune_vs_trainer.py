@@ -112,10 +112,11 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
 
     from bench.finetune_loop import pad_batch, trainer_grouping
     from downstream.finetune import recipe
+    from downstream.finetune.job import Progress
 
     s = setup(layers=layers, hidden=hidden, train=train, valid=valid, max_len=max_len)
     task, train_features, valid_features, valid_examples, new_model = s.task, s.train_features, s.valid_features, s.valid_examples, s.new_model
-    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
+    quiet = Progress(1, print_fn=lambda *a, **k: None)
 
     def ours(grouped: bool):
         model = new_model()

@@ -11,7 +11,8 @@
                   each score beside a baseline tuned on its own grid
 
 NOTE: export lives here, not in trainer/: it is the first thing that *uses* a checkpoint (a run is read, never
-trained), fine-tuning exports a run's checkpoints on the fly through it, and trainer/ then holds pretraining alone.
+trained), fine-tuning and senses export a run's checkpoints through it before they start, and trainer/ then holds
+pretraining alone.
 It reads the trainer's checkpoint store and model (downstream imports trainer, never the other way round).
 """
 

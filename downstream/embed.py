@@ -31,7 +31,12 @@ from downstream.fill_mask import _fail
 from downstream.load import batch, encode, load_exported
 from schemas import ContractError
 from schemas.config import add_flags, from_flags
-from schemas.tables import Account, TableError, TableReading, Undecodable, read_table
+from schemas.tables import (
+    Account,
+    TableReading,
+    Undecodable,
+    read_texts,
+)
 from trainer.model import BertForPretraining
 
 POOLINGS = ("cls", "mean", "tokens")
@@ -119,31 +124,6 @@ def embed_parser() -> argparse.ArgumentParser:
     add_flags(ap.add_argument_group("reading a table"), TableReading)
     add_flags(ap.add_argument_group("--pooling words: layers and standardisation"), WordVectors)
     return ap
-
-
-def read_texts(path: str, encoding: str, column: str = "text",
-               reading: TableReading = TableReading()) -> tuple[list[str], list[int], Account]:  # noqa: B008 - frozen
-    """The texts of `path` (a text file's lines, or a table's `column`), their line numbers, and the account of
-    every record (blank and empty ones are counted drops). Decoded strictly with `encoding`: a byte that does
-    not decode is a TableError naming the line, never a silently changed text."""
-    table = read_table(path, reading, encoding=encoding, default_format="txt")
-    texts, lines = [], []
-    for line, row in table.rows:
-        if column not in row:
-            raise TableError(f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}; name yours with --text-column)")
-        text = row[column]
-        if text is None or (isinstance(text, str) and not text.strip()):
-            table.account.drop("empty_text", line)
-        elif not isinstance(text, str):
-            if not reading.skip_bad_rows:
-                raise TableError(f"{path}:{line}: column {column!r} holds {type(text).__name__}, not text "
-                                 "(--skip-bad-rows counts such rows as drops instead)")
-            table.account.drop("not_text", line)
-        else:
-            texts.append(text)
-            lines.append(line)
-    table.account.check(len(texts), path)
-    return texts, lines, table.account
 
 
 def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:

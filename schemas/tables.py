@@ -8,7 +8,8 @@ In:  a local path or fsspec URL (.gz / .zst inferred) in one of FORMATS: .tsv an
      read), the text encoding, and the format of a name with none of these suffixes.
 Out: `Table`: the (line, row) pairs kept, the file's sha256, and its `Account`: physical lines, records read,
      dropped per reason with the first line numbers of each. A caller that drops more rows records them in the
-     same Account, whose `check(kept)` holds `read == kept + Σ dropped` as prep's report does.
+     same Account, whose `check(kept)` holds `read == kept + Σ dropped` as prep's report does. `read_texts`: the
+     texts of one column (embed's input, contextual's --reference and --contexts), blank ones counted drops.
 
 A bad record (a field count other than the header's, a bad quote, a line that is not a JSON object) stops the
 read with a TableError, one line naming file and line, unless `skip_bad_rows`: then it is a counted drop at its
@@ -314,3 +315,28 @@ def read_table(url: str, reading: TableReading = TableReading(), *, encoding: st
             rows.append(record)
     account.check(len(rows), url)
     return Table(url=url, sha256=hashlib.sha256(raw).hexdigest(), rows=rows, account=account)
+
+
+def read_texts(path: str, encoding: str, column: str = "text",
+               reading: TableReading = TableReading()) -> tuple[list[str], list[int], Account]:  # noqa: B008 - frozen
+    """The texts of `path` (a text file's lines, or a table's `column`), their line numbers, and the account of
+    every record (blank and empty ones are counted drops). Decoded strictly with `encoding`: a byte that does
+    not decode is a TableError naming the line, never a silently changed text."""
+    table = read_table(path, reading, encoding=encoding, default_format="txt")
+    texts, lines = [], []
+    for line, row in table.rows:
+        if column not in row:
+            raise TableError(f"{path}:{line}: no column {column!r} (columns: {', '.join(map(str, row))}; name yours with --text-column)")
+        text = row[column]
+        if text is None or (isinstance(text, str) and not text.strip()):
+            table.account.drop("empty_text", line)
+        elif not isinstance(text, str):
+            if not reading.skip_bad_rows:
+                raise TableError(f"{path}:{line}: column {column!r} holds {type(text).__name__}, not text "
+                                 "(--skip-bad-rows counts such rows as drops instead)")
+            table.account.drop("not_text", line)
+        else:
+            texts.append(text)
+            lines.append(line)
+    table.account.check(len(texts), path)
+    return texts, lines, table.account

@@ -212,8 +212,7 @@ def evaluate(config: EvaluateConfig) -> int:
     check_destination(config.output, overwrite=config.overwrite, foreign=_foreign)
     arms = []
     with tempfile.TemporaryDirectory(prefix="clozeforge-senses-exports.") as root:
-        exports = models.Exports(root)
-        plan = [(exports.directory(config.model, tag), None) for _, tag in sources]
+        plan = [((model_dir, step), None) for step, model_dir in models.exported(config.model, sources, root)]
         if config.baseline == "scratch":
             plan.append(((plan[0][0][0], None), config.seed))
         hits = []  # per arm, {line: 1-NN's hit} of its scored instances, for the paired gain over scratch

@@ -163,7 +163,7 @@ def _word_vectors(encoder: Encoder, split, layers, skip_bad_rows: bool) -> dict[
 def _contexts(encoder: Encoder, config: SimilarityConfig, layers, pooled_layers):
     """(per-layer Stats, pooled Stats, the measured occurrences (n, layers, hidden), their text numbers, the report of
     every record of --contexts)."""
-    from downstream.embed import read_texts
+    from schemas.tables import read_texts
 
     texts, _, account = read_texts(config.contexts, "utf-8")
     per_layer, pooled, measured, owners = Moments(), Moments(), [], []

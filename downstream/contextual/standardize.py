@@ -133,7 +133,7 @@ def fit_or_load(encoder, config, layers: tuple[int, ...], *, per_layer: bool, ba
         stats.check(f"--stats {config.stats}", **shape)
         return stats
     # the one reader of texts: a text file's lines or a table's `text`, every record counted
-    from downstream.embed import read_texts
+    from schemas.tables import read_texts
 
     texts, _, account = read_texts(config.reference, "utf-8")
     moments = Moments()

@@ -1,14 +1,14 @@
 """`clozeforge finetune MODEL --task classify|pair|tag|span --train URL --validation URL [--test URL] --output DIR`.
 
 In:  MODEL, an export directory or a training RUN (its latest checkpoint, or those of --checkpoints, exported
-     on the fly with downstream.export); labelled splits (data.py, read row by row by the task: tasks/);
+     before the job starts, models.export_dirs); labelled splits (data.py, read row by row by the task: tasks/);
      the recipe flags (config.py); --baseline scratch|MODEL2, the arm the model is compared with.
 Out, in DIR (written beside it, then renamed in, by output.py):
     results.json       task, metric; per data file its sha256, lines and records read,
                        examples kept, drops per reason with their first line numbers (read == kept + dropped,
                        checked); the sequence
                        length; per arm (the model or each checkpoint, the baseline): its lr grid, how it grew
-                       (lr_grid.py: each round of the search) and its epochs,
+                       (protocol.py: each round of the search) and its epochs,
                        each lr's validation mean ± SE, the chosen lr, per-seed validation (and test) metrics;
                        the gain over the baseline: paired mean ± SE over seeds and a bootstrap 95% interval
                        over test examples (protocol.py)
@@ -38,22 +38,21 @@ from schemas import ContractError
 from schemas.config import add_flags, field_docs, from_flags
 
 
-def run(config: FinetuneConfig) -> int:
+def run(config: FinetuneConfig, dirs: models.ModelDirs) -> int:
+    """The job (or the suite's jobs) on MODEL's and MODEL2's export directories (`models.export_dirs`)."""
     place = recipe.join_ranks(config.device, config.precision, config.data_parallel)
     try:
-        with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
-            exports = models.Exports(root)  # a RUN's checkpoints, exported once for the whole command
-            if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
-                from downstream.finetune.suites import run as suite_run
+        if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
+            from downstream.finetune.suites import run as suite_run
 
-                if place.world_size > 1:
-                    raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
-                return suite_run.run_suite(config, place, exports)
-            if config.task in BUILTIN:  # its splits written from this machine's text, then one job (builtin/run.py)
-                from downstream.finetune.builtin import run as builtin_run
+            if place.world_size > 1:
+                raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
+            return suite_run.run_suite(config, place, dirs)
+        if config.task in BUILTIN:  # its splits written from this machine's text, then one job (builtin/run.py)
+            from downstream.finetune.builtin import run as builtin_run
 
-                return builtin_run.run_builtin(config, place, exports)
-            return run_task(config, place, exports)
+            return builtin_run.run_builtin(config, place, dirs)
+        return run_task(config, place, dirs)
     finally:
         recipe.leave_ranks()
 
@@ -91,7 +90,9 @@ def finetune_main(argv: list[str] | None = None) -> int:
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     try:
-        return run(config)
+        # a RUN's checkpoints exported once for the whole command, before any job starts
+        with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
+            return run(config, models.export_dirs(config, root))
     except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:
         return _fail(str(e))
     except ValueError as e:  # export's ExportError and the model's own refusals

@@ -21,7 +21,7 @@ def _floats(values) -> tuple[float, ...]:
 class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
-    exported on the fly (the latest, or those of --checkpoints)."""
+    exported once before the job starts (the latest, or those of --checkpoints)."""
     task: str | None = flag(None, choices=(*KINDS, *BUILTIN))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
     SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2). Or a built-in task

@@ -9,7 +9,9 @@ Out: per arm an `ArmResult`: the results.json record (each lr's validation mean 
 The job is a plan of runs, (arm, lr, seed); `one_run` turns one into a JSON record (so runs can be spread over
 processes and gathered), `summary` makes an arm of its records (selection is protocol.py's: the lr with the best
 mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
-one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from.
+one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from, and `save`
+writes the chosen arm's best run as model/. `build_model` puts the task's transformers head on an arm's export.
+`Progress` prints the job's epoch lines (recipe.train reports each epoch to it) with the ETA of all its runs.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import time
 
 import numpy as np
@@ -25,30 +28,31 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import lr_grid, models, output, protocol, recipe, tasks
+from downstream.finetune import models, output, protocol, recipe, tasks
 from downstream.finetune.data import Split
-from downstream.finetune.models import Arm, build_model
+from downstream.finetune.models import Arm
 from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
 
 
-def run_task(config, place: Place, exports: models.Exports) -> int:
-    """One --task job, end to end: MODEL and MODEL2 checked, the splits read, the arms resolved, every run, the
-    gains, and (rank 0) the staged output written and swapped in; then the summary."""
+def run_task(config, place: Place, dirs: models.ModelDirs) -> int:
+    """One --task job, end to end on MODEL's and MODEL2's export directories: the splits read, the arms resolved, every run, the
+    gains, and (rank 0) model/ saved and the staged output written and swapped in; then the summary."""
     started = time.time()
-    sources = models.sources(config)  # MODEL and MODEL2 checked before --output is touched
     writes = place.rank == 0  # the other ranks compute runs and hand them to rank 0
     with (output.staged_output(config.output, config.overwrite) if writes else contextlib.nullcontext()) as out:
         task = tasks.make(config.task, config)
         splits = data_mod.read_splits(config, task, quiet=not writes)
-        arms = models.Models.resolve(config, sources, exports)
+        arms = models.Models.resolve(config, dirs)
         job = Job(config, task, splits, arms.max_len)
         done = job.run_arms(arms.everything, place=place)
         if not writes:
             return 0
-        points = job.with_gains(done[:len(arms.arms)], done[-1] if arms.baseline else None)
-        said = output.write(out, config, job, points, done[-1] if arms.baseline else None, arms, place,
-                            time.time() - started)
+        points, baseline = done[:len(arms.arms)], done[-1] if arms.baseline else None
+        chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
+        predictions = job.save(chosen, os.path.join(out, "model"))
+        points = job.with_gains(points, baseline)
+        said = output.write(out, config, job, points, baseline, chosen, predictions, arms, place, time.time() - started)
     output.summary(config, *said, task.metric, job.scored_on)
     return 0
 
@@ -108,7 +112,7 @@ class Job:
                 per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
         return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
-    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: recipe.Progress,
+    def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: Progress,
                 place: Place = Place()) -> dict:
         """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
         scored split). Weights stay here: per (arm, lr), those of its best seed so far, for arms that can be
@@ -134,7 +138,7 @@ class Job:
             self.kept[(a, lr)] = {"seed": seed, "score": score, "state": result.state}
         return {"spec": [a, lr, seed], "run": run, "predictions": evaluation.predictions}
 
-    def summary(self, arms: list[Arm], a: int, records: list[dict], search: lr_grid.Search) -> ArmResult:
+    def summary(self, arms: list[Arm], a: int, records: list[dict], search: protocol.Search) -> ArmResult:
         """One arm from its runs' records: each lr's validation mean ± SE (lowest lr first), the chosen lr and its
         best seed, and how its grid grew."""
         arm = arms[a]
@@ -157,9 +161,9 @@ class Job:
                           "calibration": best.get("calibration"),
                           "state": kept["state"] if kept and kept["seed"] == best["seed"] else None})
 
-    def run_arms(self, arms: list[Arm], progress: recipe.Progress | None = None, place: Place = Place()) -> list[ArmResult]:
+    def run_arms(self, arms: list[Arm], progress: Progress | None = None, place: Place = Place()) -> list[ArmResult]:
         """Every run of every arm, in one process (or by all ranks together, --data-parallel): an arm's grid, then
-        the rates its search adds (lr_grid.Search), before the next arm; weights of an (arm, lr) that lost are
+        the rates its search adds (protocol.Search), before the next arm; weights of an (arm, lr) that lost are
         dropped as soon as its arm is done, so the job holds one (arm, lr)'s best weights per lr of the arm in
         progress and of the best saved arm so far, besides the model training."""
         if progress is None:
@@ -168,7 +172,7 @@ class Job:
             return self.run_spread(arms, progress, place)
         results, records, leader = [], [], None
         for a, arm in enumerate(arms):
-            search, rates = lr_grid.Search(arm.lrs, arm.extend), list(arm.lrs)
+            search, rates = protocol.Search(arm.lrs, arm.extend), list(arm.lrs)
             while rates:
                 records += [self.one_run(arms, spec, progress, place) for spec in self.plan(arms, {a: rates})]
                 rates = search.next(self.means(records, a))
@@ -180,14 +184,14 @@ class Job:
             self.kept = {k: v for k, v in self.kept.items() if k in keep}
         return results
 
-    def run_spread(self, arms: list[Arm], progress: recipe.Progress, place: Place) -> list[ArmResult]:
+    def run_spread(self, arms: list[Arm], progress: Progress, place: Place) -> list[ArmResult]:
         """run_arms' results with each run computed on one rank (`spread`, below), in rounds: every arm's grid, then
         the rates each arm's search adds, all arms at once. Every rank gets every record and makes the same choice;
         the rank that ran a saved arm's chosen seed sends its weights to rank 0 (on the other ranks
         `best["state"]` is None). Until every rank is done, a rank keeps its best seed per (arm, lr): that
         seed is the chosen one wherever it is the first best of its (arm, lr), which only the rank that ran
         it can know."""
-        searches = [lr_grid.Search(arm.lrs, arm.extend) for arm in arms]
+        searches = [protocol.Search(arm.lrs, arm.extend) for arm in arms]
         rates = {a: list(arm.lrs) for a, arm in enumerate(arms)}
         records, owners = [], {}
         while rates:
@@ -216,7 +220,8 @@ class Job:
         return points
 
     def save(self, result: ArmResult, directory: str) -> list[dict]:
-        """Write an arm's best run as a HuggingFace directory; its test prediction records (none without --test)."""
+        """Write an arm's best run as a HuggingFace directory (model/, with its tokenizer); its test prediction
+        records (none without --test)."""
         best = result.best
         model = build_model(self.task, result.arm.model_dir, self.config.dropout, best["seed"], True)
         model.load_state_dict(best["state"])
@@ -227,6 +232,42 @@ class Job:
         return self.task.records(self.splits["test"].examples, result.predictions[best["seed"]])
 
 
+def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
+    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
+    import transformers
+
+    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
+    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    cls = task.model_class()
+    if pretrained:
+        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
+        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
+    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
+
+
+# -- the job's progress: one line per epoch of any of its runs -------------------------------------------------------
+
+class Progress:
+    """One line per epoch, with the ETA of the whole job from the mean epoch time so far."""
+
+    def __init__(self, total_epochs: int, print_fn=print) -> None:
+        self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
+
+    def add(self, epochs: int) -> None:
+        """More epochs to come (a grid that grew: protocol.Search)."""
+        self.total += epochs
+
+    def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
+              seconds: float, skipped: int = 0) -> None:
+        self.done += 1
+        self.total -= skipped  # a run that stopped early will not spend its remaining epochs
+        rate = (time.time() - self.started) / self.done
+        eta = max(self.total - self.done, 0) * rate
+        self.print(f"{label} epoch {epoch}/{epochs}  loss {loss:.4f}  valid score {100 * metrics['score']:.2f} "
+                   f"(best {100 * best:.2f})  {seconds:.1f} s  ETA {eta:.0f} s", flush=True)
+
+
+
 # -- a job's runs shared out between ranks, and gathered back -------------------------------------------------------
 
 def owner(index: int, place: Place) -> int:
@@ -235,14 +276,14 @@ def owner(index: int, place: Place) -> int:
     return 0 if place.data_parallel or place.world_size == 1 else index % place.world_size
 
 
-def job_progress(plan: list, epochs: list[int], place: Place) -> recipe.Progress:
+def job_progress(plan: list, epochs: list[int], place: Place) -> Progress:
     """The epoch lines of this rank's share of `plan` ((arm, lr, seed) runs; `epochs` per arm): prefixed with the
     rank when the runs are spread, rank 0's only when every rank computes every run."""
     share = [spec for i, spec in enumerate(plan) if place.data_parallel or owner(i, place) == place.rank]
     if place.data_parallel and place.rank != 0:
-        return recipe.Progress(1, print_fn=lambda *a, **k: None)
+        return Progress(1, print_fn=lambda *a, **k: None)
     prefix = f"rank {place.rank}: " if place.world_size > 1 and not place.data_parallel else ""
-    return recipe.Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
+    return Progress(sum(epochs[spec[0]] for spec in share), print_fn=lambda line, **k: print(prefix + line, **k))
 
 
 def spread(plan: list, run_one, place: Place) -> list[dict]:

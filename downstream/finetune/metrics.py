@@ -233,10 +233,3 @@ def best_null_threshold(gold_answers: Sequence[Sequence[str]], predicted: Sequen
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else 0.0
 
-
-def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (sample standard deviation / sqrt(n); 0 for one value)."""
-    values = np.asarray(values, np.float64)
-    if len(values) < 2:
-        return (float(values.mean()) if len(values) else float("nan")), 0.0
-    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))

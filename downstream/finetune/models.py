@@ -1,18 +1,19 @@
 """The models a fine-tuning job compares, its arms: MODEL (an export, or each chosen checkpoint of a training RUN,
-exported on the fly) and the baseline (scratch: MODEL's architecture from random weights; or MODEL2, an export or
-RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence length every arm reads.
+exported before the job starts) and the baseline (scratch: MODEL's architecture from random weights; or MODEL2, an
+export or RUN), each with its tokenizer, learning-rate grid and epochs; and the sequence length every arm reads.
 
-In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the job runs.
-Out: `sources(config)` → MODEL's (pretraining step, checkpoint tag) list, checked with the baseline's before any
-     work (one line when either is neither an export nor a RUN); `Models.resolve` → the arms, the baseline arm, the
-     sequence length and where it came from; `build_model` → a task's transformers model on an arm's directory.
+In:  a FinetuneConfig; a temporary directory that holds the exports of a RUN's checkpoints while the command runs.
+Out: `export_dirs(config, root)` → `ModelDirs`: MODEL's and MODEL2's export directories, both checked before any
+     work (one line when either is neither an export nor a RUN); `exported` → those of one MODEL's sources (what
+     `clozeforge senses evaluate` compares too); `Models.resolve` → the arms (each an export
+     directory, its tokenizer, lr grid and epochs), the baseline arm, the sequence length and where it came from.
 
 An export directory is used as it is. A RUN's checkpoint (any ZeRO stage) is consolidated on the CPU and written as
-an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, so the
-tasks of a suite share it. Every arm gets the same epoch budget (--epochs, with early stopping on validation) and a
-learning-rate grid that grows while its best rate sits at an edge (lr_grid.py: scratch's starts a rung higher),
-unless the flags set them apart (--baseline-epochs, --lr, --baseline-lr).
-"""
+an export under the temporary directory (downstream/export.py), once per (RUN, tag) for the whole command, before
+the job (or a suite's first task) starts: the job reads export directories only. Every arm gets the same epoch
+budget (--epochs, with early stopping on validation) and a learning-rate grid that grows while its best rate sits
+at an edge (protocol.py: scratch's starts a rung higher), unless the flags set them apart (--baseline-epochs, --lr,
+--baseline-lr)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,7 @@ import json
 import os
 import sys
 
-import torch
-
-from downstream.finetune import lr_grid
-from downstream.finetune.tasks import Task
+from downstream.finetune import protocol
 from schemas import ContractError, run_dir
 
 
@@ -41,9 +39,7 @@ def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None,
     if not tags:
         raise FileNotFoundError(f"{root}: no checkpoint")
     if checkpoints in (None, "latest"):
-        from downstream.export import load_run_model  # noqa: F401 - fail early if the trainer half is missing
-
-        return [(None, None)]  # export_dir resolves the latest intact tag
+        return [(None, None)]  # export_checkpoint resolves the latest intact tag
     if checkpoints == "all":
         chosen = tags
     else:
@@ -58,24 +54,46 @@ def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None,
     return [(run_dir.step_of(t), t) for t in chosen]
 
 
-class Exports:
-    """Export directories of RUN checkpoints under `root`, each written once: {(RUN, tag): (directory, step)}."""
+@dataclasses.dataclass(frozen=True)
+class ModelDirs:
+    """MODEL and MODEL2 as export directories, all a job reads of them (a RUN's checkpoints exported before it starts)."""
 
-    def __init__(self, root: str) -> None:
-        self.root, self.done = root, {}
+    model: tuple[tuple[int | None, str], ...]
+    """(pretraining step, export directory) per arm of MODEL: one, or one per checkpoint of a sweep (--checkpoints);
+    the step is None for an export given as it is."""
+    baseline: str | None = None
+    """MODEL2's export directory (--baseline MODEL2); None for scratch or none."""
 
-    def directory(self, model: str, tag: str | None) -> tuple[str, int | None]:
-        """An export directory for MODEL (itself, or a checkpoint exported under `root`) and its pretraining step."""
-        if os.path.exists(os.path.join(model, "config.json")):
-            return model, None
-        if (model, tag) not in self.done:
-            from downstream.export import export_checkpoint
 
-            # what `clozeforge export` writes (its model_max_length the trained length), consolidated on the CPU
-            target = os.path.join(self.root, str(len(self.done)))
-            _, client, _ = export_checkpoint(model, tag, target)
-            self.done[(model, tag)] = (target, client.get("step"))
-        return self.done[(model, tag)]
+def export_dirs(config, root: str) -> ModelDirs:
+    """MODEL's and MODEL2's export directories, both checked before any is written (one line when either is neither
+    an export nor a RUN): an export as it is, a RUN's chosen checkpoints exported under `root`, once each."""
+    sources = model_sources(config.model, config.checkpoints)
+    if config.baseline in ("none", "scratch"):
+        return ModelDirs(exported(config.model, sources, root))
+    model_sources(config.baseline, None)
+    model = exported(config.model, sources, root)
+    if config.baseline == config.model and sources == [(None, None)]:  # the same model, exported once
+        return ModelDirs(model, model[0][1])
+    return ModelDirs(model, _export_dir(config.baseline, None, os.path.join(root, "baseline"))[1])
+
+
+def exported(model: str, sources: list[tuple[int | None, str | None]], root: str) -> tuple[tuple[int | None, str], ...]:
+    """(pretraining step, export directory) of each of MODEL's `sources` (`model_sources`): an export as it is, each
+    checkpoint of a RUN exported under `root`."""
+    return tuple(_export_dir(model, tag, os.path.join(root, str(i))) for i, (_, tag) in enumerate(sources))
+
+
+def _export_dir(model: str, tag: str | None, target: str) -> tuple[int | None, str]:
+    """(pretraining step, export directory) of MODEL: itself when it is an export; else its checkpoint `tag` (None:
+    the latest intact one) written to `target` as `clozeforge export` writes it (its model_max_length the trained
+    length), consolidated on the CPU."""
+    if os.path.exists(os.path.join(model, "config.json")):
+        return None, model
+    from downstream.export import export_checkpoint
+
+    _, client, _ = export_checkpoint(model, tag, target)
+    return client.get("step"), target
 
 
 def trained_length(model_dir: str) -> tuple[int, int]:
@@ -93,19 +111,6 @@ def trained_length(model_dir: str) -> tuple[int, int]:
     return positions, positions  # absent, or transformers' "no limit" 1e30
 
 
-def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretrained: bool):
-    """The task's transformers model on the export's encoder (or the same architecture, randomly initialised)."""
-    import transformers
-
-    torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
-    overrides = {**task.head_config(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    cls = task.model_class()
-    if pretrained:
-        # a fine-tuned model's head may not fit this task (MNLI's 3 classes under RTE's 2): it is initialised anew
-        return cls.from_pretrained(model_dir, ignore_mismatched_sizes=True, **overrides)
-    return cls.from_config(transformers.AutoConfig.from_pretrained(model_dir, **overrides))
-
-
 @dataclasses.dataclass
 class Arm:
     name: str
@@ -117,7 +122,7 @@ class Arm:
     """Where the lr grid came from (a flag, or which default)."""
     epochs: int
     extend: int = 0
-    """Rates its grid may add at an edge (lr_grid.Search); 0: the grid as given."""
+    """Rates its grid may add at an edge (protocol.Search); 0: the grid as given."""
     step: int | None = None
     tokenizer: object = None
     saved: bool = True
@@ -136,19 +141,18 @@ class Models:
     """Where max_len came from (the trained length, or --max-seq-len)."""
 
     @classmethod
-    def resolve(cls, config, sources: list[tuple[int | None, str | None]], exports: Exports) -> Models:
+    def resolve(cls, config, dirs: ModelDirs) -> Models:
         import transformers
 
-        first_dir, _ = exports.directory(config.model, sources[0][1])
+        first_dir = dirs.model[0][1]
         tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
         hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
         lrs, grid, extend = grid_of(config.lr, "--lr", hidden, config.lr_extend)
         arms = []
-        for step, tag in sources:
-            model_dir, step = exports.directory(config.model, tag)
+        for step, model_dir in dirs.model:
             arms.append(Arm("pretrained" if step is None else f"step {step}", model_dir, True, lrs, grid, config.epochs,
                             extend, step=step, tokenizer=tokenizer))
-        baseline = _baseline_arm(config, first_dir, tokenizer, hidden, exports)
+        baseline = _baseline_arm(config, first_dir, tokenizer, hidden, dirs.baseline)
         max_len, length_from = sequence_length(config, [first_dir] + ([baseline.model_dir] if baseline else []))
         return cls(arms, baseline, max_len, length_from)
 
@@ -156,15 +160,6 @@ class Models:
     def everything(self) -> list[Arm]:
         """The arms in the order the job runs them: MODEL's, then the baseline's."""
         return self.arms + ([self.baseline] if self.baseline else [])
-
-
-def sources(config) -> list[tuple[int | None, str | None]]:
-    """MODEL's (step, tag) list; the baseline, when it is a model, checked the same way (one line if neither an
-    export nor a RUN)."""
-    found = model_sources(config.model, config.checkpoints)
-    if config.baseline not in ("none", "scratch"):
-        model_sources(config.baseline, None)
-    return found
 
 
 def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
@@ -186,14 +181,14 @@ def sequence_length(config, model_dirs: list[str]) -> tuple[int, str]:
 def grid_of(given: tuple[float, ...], flag: str, hidden: int, extend: int | None,
             from_scratch: bool = False) -> tuple[tuple[float, ...], str, int]:
     """(an arm's starting grid, where it came from, the rates it may add): the flag's rates, searched as given unless
-    --lr-extend says otherwise, or lr_grid's default start for its width, which grows by lr_grid.DEFAULT_EXTEND."""
+    --lr-extend says otherwise, or protocol's default start for its width, which grows by protocol.DEFAULT_EXTEND."""
     if given:
         return given, flag, extend or 0
-    where = "default: lr_grid.start" + (" (from scratch: a rung higher)" if from_scratch else "")
-    return lr_grid.start(hidden, from_scratch=from_scratch), where, lr_grid.DEFAULT_EXTEND if extend is None else extend
+    where = "default: protocol.start" + (" (from scratch: a rung higher)" if from_scratch else "")
+    return protocol.start(hidden, from_scratch=from_scratch), where, protocol.DEFAULT_EXTEND if extend is None else extend
 
 
-def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Exports) -> Arm | None:
+def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, model_dir: str | None) -> Arm | None:
     import transformers
 
     if config.baseline == "none":
@@ -202,7 +197,6 @@ def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, exports: Expor
     if config.baseline == "scratch":
         lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", hidden, config.lr_extend, from_scratch=True)
         return Arm("scratch", first_dir, False, lrs, grid, epochs, extend, tokenizer=tokenizer, saved=False)
-    model_dir, _ = exports.directory(config.baseline, None)
     width = transformers.AutoConfig.from_pretrained(model_dir).hidden_size
     lrs, grid, extend = grid_of(config.baseline_lr, "--baseline-lr", width, config.lr_extend)
     name = os.path.basename(os.path.normpath(config.baseline)) or "baseline"

@@ -1,10 +1,11 @@
 """What `clozeforge finetune` writes: the output directory and everything in it, and the summary it prints.
 
-In:  the --output path; a finished job (job.py), its arms' results and models (models.py), where it ran.
+In:  the --output path; a finished job (job.py): its arms' results, the chosen arm (whose best run the job saved as
+     model/) and its test predictions; the arms' models (models.py), where it ran.
 Out: `staged_output`: export's staged directory (downstream/output_dir.py: one writer, a sibling
      staging directory renamed over --output when everything is written, never a mix of two runs) with this
      command's own test of what it may replace: a non-empty --output without a results.json of ours is
-     refused unless --overwrite. `write` fills it: model/ (the chosen lr's best seed), predictions.jsonl,
+     refused unless --overwrite. `write` fills it beside model/: predictions.jsonl,
      results.json, and for a sweep downstream.png (score against pretraining step, mean ± SE, the baseline as a
      band) and downstream.md (the same numbers as a Markdown table). `summary` prints each arm's score and gain.
 """
@@ -80,13 +81,12 @@ def plot_sweep(points: list[dict], baseline: dict | None, metric: str, path: str
     plt.close(fig)
 
 
-def write(out: str, config, job, points: list, baseline, models, place, seconds: float) -> tuple[list[dict], dict | None]:
-    """Everything rank 0 writes into the staged output (see the module docstring); returns the arms' records (each
-    checkpoint's, then the baseline's) for `summary`."""
+def write(out: str, config, job, points: list, baseline, chosen, predictions: list[dict], models, place,
+          seconds: float) -> tuple[list[dict], dict | None]:
+    """Everything rank 0 writes into the staged output beside model/ (which the job saved from `chosen`, the arm
+    with the best validation mean): see the module docstring. Returns the arms' records (each checkpoint's, then
+    the baseline's) for `summary`."""
     task = job.task
-    chosen = max(points, key=lambda p: p.validation_mean)  # the first of equals, as run_arms keeps it
-    os.makedirs(os.path.join(out, "model"))
-    predictions = job.save(chosen, os.path.join(out, "model"))
     if predictions:
         with open(os.path.join(out, "predictions.jsonl"), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)

@@ -2,11 +2,11 @@
 
 In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
 Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;
-     a progress line per epoch (loss, score, seconds, ETA for the whole job) through `Progress`.
+     a progress line per epoch (loss, score, seconds, ETA for the whole job) through the job's `Progress` (job.py).
 
 The recipe is BERT's (Devlin et al. 2019, appendix A.3): AdamW with weight decay 0.01 (none on biases and
 LayerNorm), linear warm-up over the first 10% of steps then linear decay to zero, batch 32, the learning rate
-picked on validation from a grid that grows while its best rate sits at an edge (lr_grid.py). Strategies: `full`
+picked on validation from a grid that grows while its best rate sits at an edge (protocol.py). Strategies: `full`
 trains every weight; `probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the
 cleanest measure of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the
 pooler and the head. With `patience` > 0 (the command's default) a run stops after that many epochs without a
@@ -186,26 +186,6 @@ class RunResult:
     """What the kept epoch fitted on validation and test reuses (span: the no-answer threshold)."""
 
 
-class Progress:
-    """One line per epoch, with the ETA of the whole job from the mean epoch time so far."""
-
-    def __init__(self, total_epochs: int, print_fn=print) -> None:
-        self.total, self.done, self.started, self.print = total_epochs, 0, time.time(), print_fn
-
-    def add(self, epochs: int) -> None:
-        """More epochs to come (a grid that grew: lr_grid.Search)."""
-        self.total += epochs
-
-    def epoch(self, label: str, epoch: int, epochs: int, loss: float, metrics: dict[str, float], best: float,
-              seconds: float, skipped: int = 0) -> None:
-        self.done += 1
-        self.total -= skipped  # a run that stopped early will not spend its remaining epochs
-        rate = (time.time() - self.started) / self.done
-        eta = max(self.total - self.done, 0) * rate
-        self.print(f"{label} epoch {epoch}/{epochs}  loss {loss:.4f}  valid score {100 * metrics['score']:.2f} "
-                   f"(best {100 * best:.2f})  {seconds:.1f} s  ETA {eta:.0f} s", flush=True)
-
-
 def freeze(model, strategy: str, unfreeze_layers: int) -> None:
     """Leave trainable what `strategy` trains (see the module docstring)."""
     if strategy == "full":
@@ -279,7 +259,8 @@ def predict_outputs(task: Task, model, features: Features, batch_size: int = 128
 def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None,
              place: Place = Place()) -> Evaluation:
     """Metrics and predictions of `model` on one split (`calibration`: fitted on validation, see Task.evaluate)."""
-    return task.evaluate(predict_outputs(task, model, features, place=place), features, examples, calibration)
+    outputs = predict_outputs(task, model, features, place=place)
+    return task.evaluate(outputs, features, examples, calibration)
 
 
 def _host_copy(model) -> dict[str, torch.Tensor]:
@@ -306,7 +287,9 @@ def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
 
 
 def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
-          recipe: Recipe, *, lr: float, seed: int, progress: Progress, label: str, place: Place = Place()) -> RunResult:
+          recipe: Recipe, *, lr: float, seed: int, progress, label: str, place: Place = Place()) -> RunResult:
+    """One run: `recipe` at rate `lr` from `seed`; each epoch reported to `progress` (job.py's Progress, the job's
+    epoch lines and ETA) under `label`."""
     from transformers import get_linear_schedule_with_warmup
 
     freeze(model, recipe.strategy, recipe.unfreeze_layers)

@@ -16,7 +16,12 @@ import pytest
 
 from downstream.finetune.builtin import TASKS
 from downstream.finetune.builtin.common import SPLITS, Sizes
-from downstream.finetune.builtin.man_sections import paragraphs, read_roff, translated_headings, words
+from downstream.finetune.builtin.man_sections import (
+    paragraphs,
+    read_roff,
+    translated_headings,
+    words,
+)
 from downstream.finetune.builtin.transfer import write_transfer
 
 MAN = "/usr/share/man"

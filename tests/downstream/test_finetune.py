@@ -249,7 +249,7 @@ def test_another_model_as_the_baseline_and_a_gain_within_its_se(assets, tmp_path
 def test_scratch_gets_its_own_default_grid(assets, tmp_path):
     """No --baseline-lr: scratch's grid starts a rung above the model's default for its width (lr_grid.start) and
     grows at an edge; --baseline-epochs sets its budget apart from --epochs."""
-    from downstream.finetune import lr_grid
+    from downstream.finetune import protocol as lr_grid
 
     hf, files, _ = assets
     assert _run(hf, "classify", files["classify"], tmp_path / "o", "--baseline", "scratch", "--baseline-epochs", "1",

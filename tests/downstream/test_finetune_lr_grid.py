@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from downstream.finetune import lr_grid, recipe  # noqa: E402
-from downstream.finetune.lr_grid import Search  # noqa: E402
+from downstream.finetune import protocol as lr_grid  # noqa: E402
+from downstream.finetune import recipe  # noqa: E402
+from downstream.finetune.protocol import Search  # noqa: E402
 
 
 def test_start_is_three_rungs_centred_on_berts_rate_for_the_width():
@@ -68,7 +69,7 @@ def test_a_job_searches_each_arm_in_one_process_and_in_rounds_alike(monkeypatch)
     validation = _peaked(lr_grid.LADDER, 2)
     arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4, 1e-3), "default", 1, extend=4),
             job_mod.Arm("scratch", "dir", False, (1e-2, 3e-2, 1e-1), "default", 1, extend=4, saved=False)]
-    quiet = recipe.Progress(1, print_fn=lambda *a, **k: None)
+    quiet = job_mod.Progress(1, print_fn=lambda *a, **k: None)
     one = scripted_job(monkeypatch, *scripted_runs(monkeypatch, validation, seeds=2))
     model, base = one.run_arms(arms, quiet)
     assert model.record["lr"] == 3e-3 and model.record["grid"]["lrs"] == [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("scipy")
 
-from downstream.finetune import metrics  # noqa: E402
+from downstream.finetune import metrics, protocol  # noqa: E402
 
 
 def test_accuracy_macro_f1_and_mcc():
@@ -59,9 +59,9 @@ def test_squad_exact_match_and_f1_use_squads_normalisation():
 
 
 def test_mean_and_standard_error():
-    mean, se = metrics.mean_and_se([1.0, 2.0, 3.0])
+    mean, se = protocol.mean_and_se([1.0, 2.0, 3.0])
     assert mean == 2.0 and se == pytest.approx(1.0 / math.sqrt(3))
-    assert metrics.mean_and_se([5.0]) == (5.0, 0.0)
+    assert protocol.mean_and_se([5.0]) == (5.0, 0.0)
 
 
 # ---- reference implementations: seqeval, scikit-learn, scipy, on generated cases ----------------------------

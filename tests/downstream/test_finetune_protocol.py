@@ -94,7 +94,6 @@ def test_gain_record_in_points():
 def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     """lr 1e-4 has the best single run (0.9) but lr 3e-4 the best mean: model/ is 3e-4's best seed (1)."""
     from downstream.finetune import job as job_mod
-    from downstream.finetune import recipe
 
     from .finetune_assets import scripted_job, scripted_runs
 
@@ -102,7 +101,7 @@ def test_model_comes_from_the_chosen_lrs_best_seed(monkeypatch):
     job = scripted_job(monkeypatch, *scripted_runs(monkeypatch, validation, seeds=2))
     arms = [job_mod.Arm("pretrained", "dir", True, (1e-4, 3e-4), "--lr", 1),
             job_mod.Arm("scratch", "dir", False, (1e-3,), "--baseline-lr", 2, saved=False)]
-    result, baseline = job.run_arms(arms, recipe.Progress(1))
+    result, baseline = job.run_arms(arms, job_mod.Progress(1))
     assert result.record["lr"] == 3e-4 and result.record["best_seed"] == 1 and result.best["seed"] == 1
     assert result.best["state"]["w"].tolist() == pytest.approx([3e-4, 1])
     assert result.scores == pytest.approx([27.5, 32.5]) and result.predictions == [["0.0003/0"], ["0.0003/1"]]

@@ -205,7 +205,6 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
     """Job.run_spread (on one rank) against run_arms on the same fake runs: the same lr (best mean), the same seed
     (the first of the best, on a tie), the same records, predictions and weights."""
     from downstream.finetune import job as job_mod
-    from downstream.finetune import recipe
 
     from .finetune_assets import scripted_job, scripted_runs
 
@@ -216,8 +215,8 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
     results = []
     for how in ("alone", "spread"):
         job = scripted_job(monkeypatch, config, splits)
-        results.append(job.run_arms(arms, recipe.Progress(1)) if how == "alone" else
-                       job.run_spread(arms, recipe.Progress(1), Place()))
+        results.append(job.run_arms(arms, job_mod.Progress(1)) if how == "alone" else
+                       job.run_spread(arms, job_mod.Progress(1), Place()))
     for a, b in zip(*results):
         assert b.record == a.record and b.scores == a.scores and b.predictions == a.predictions
         assert b.best["seed"] == a.best["seed"] == 1

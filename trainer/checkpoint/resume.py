@@ -59,14 +59,13 @@ def record(config: TrainConfig, manifest: Manifest, rt: Runtime) -> dict[str, An
     return {**config.to_dict(), "data_fingerprint": manifest.fingerprint, "world_size": rt.world_size}
 
 
-def prepare(config: TrainConfig, manifest: Manifest, rt: Runtime, extra: dict[str, Any] | None = None
-            ) -> tuple[TrainConfig, str | None, str | None]:
+def prepare(config: TrainConfig, manifest: Manifest, rt: Runtime, before: dict | None,
+            extra: dict[str, Any] | None = None) -> tuple[TrainConfig, str | None, str | None]:
     """The run directory before training, in order: this invocation's batch (`resolve`); a resume the rules forbid
-    refused; then (rank 0) RUN/vocab/ (a copy of the data's vocabulary, checked first) and RUN/train_config.json
+    refused (`before`: what `recorded` read of RUN, None for a new run); then (rank 0) RUN/vocab/ (a copy of the data's vocabulary, checked first) and RUN/train_config.json
     with `extra` keys beside the settings (an --init-from run's architecture: trainer/start/steps.py); then the
     checkpoint to resume and its universal form (`universal_tag`)."""
     config = resolve(config, rt)
-    before = recorded(config.output)
     if before is not None and (refusal := resume_refusal(config.output, before, record(config, manifest, rt))):
         raise TrainError(refusal)
     if rt.world_size > 1:  # every rank has read the earlier train_config.json (here and in resolve)

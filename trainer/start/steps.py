@@ -43,12 +43,18 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     NSP is off (weight 0) unless the family has it and the rows are NSP pairs; --nsp-weight is then an error. A
     family with a sampling default (XLM-R's alpha 0.3) sets --mix-alpha when --mix is given without it. A manifest
     that cannot be read leaves the config as it is: preflight says why in one line, after the other flags' checks
-    (start() settles the family again once preflight has read it)."""
+    (start() tries again first, in case it has become readable since)."""
     try:
         manifest = Manifest.read(config.data)
     except (ContractError, OSError):
         return config, []
     packing = manifest.packing["mode"]
+    mix, notes = config.mix, []
+    if config.sample_languages:
+        if config.mix:
+            raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
+        mix = language_components(config.data, manifest)
+        notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
     try:
         row = families.family(config.family) if config.family else families.of_data(manifest.tokenizer, packing)
     except ContractError as e:
@@ -62,19 +68,13 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
                          + ("" if config.family else " (from --data's vocabulary)"))
     if goal.name != "mlm" and (config.masking.strategy == "span" or config.pre_layernorm):
         raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
-    changes, notes = {"family": row.name}, []
+    changes = {"family": row.name, **({"mix": mix} if config.sample_languages else {})}
     if not (row.nsp and packing == "nsp" and goal.name == "mlm"):
         if "nsp_weight" in given and config.nsp_weight:
             why = (f"--family {row.name} has no NSP head" if not row.nsp else f"--objective {goal.name} has no NSP head"
                    if goal.name != "mlm" else f"--data's {packing} rows carry no next-sentence label")
             raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
         changes["nsp_weight"] = 0.0
-    mix = config.mix
-    if config.sample_languages:
-        if config.mix:
-            raise TrainError("--sample-languages makes the --mix components itself (one per language of --data): give one or the other")
-        mix = changes["mix"] = language_components(config.data, manifest)
-        notes.append(f"--sample-languages: {len(mix)} languages ({', '.join(ComponentSpec.parse(m).label for m in mix)})")
     if row.languages and not config.languages:
         changes["languages"], pairs = data_languages(config.data, manifest, mix)
         notes.append(f"languages: {', '.join(changes['languages'])} (--data's and --mix's)"
@@ -154,9 +154,9 @@ class Started:
 
 def start(config: TrainConfig, rt: Runtime) -> Started:
     # 1. where it starts: the data, a new run's source (or a resumed --init-from run's recorded architecture), RUN/
-    preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
-    if config.family is None:  # its manifest was unreadable when the flags were checked, and readable now
+    if config.family is None:  # its manifest was unreadable when the flags were checked: settled if readable now
         config, _ = family_of(config, set())
+    preflight.check(config, rt)  # manifests, shard sizes and the source, before anything is written or trained
     manifest = Manifest.read(config.data)
     before = recorded(config.output)
     source, architecture = None, None
@@ -166,7 +166,8 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
     # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume
-    config, tag, universal = resume.prepare(config, manifest, rt, extra={ARCHITECTURE_KEY: architecture} if architecture else None)
+    config, tag, universal = resume.prepare(config, manifest, rt, before,
+                                            extra={ARCHITECTURE_KEY: architecture} if architecture else None)
     # 2. what trains: the model (the source's weights, or random) in its DeepSpeed engine, a checkpoint loaded
     model = build_model(config, manifest, source=source, architecture=architecture, log=rt.log)
     engine = build_engine(model, config, rt, load_universal=universal is not None)

@@ -26,7 +26,7 @@ class BuiltinError(ValueError):
     """The machine lacks a built-in task's text (a language, enough pages): one line, exit 2."""
 
 
-def run_builtin(config, place, exports) -> int:
+def run_builtin(config, place, dirs) -> int:
     task = TASKS[config.task]
     with tempfile.TemporaryDirectory(prefix="clozeforge-builtin-rows.") as rows:
         try:
@@ -41,7 +41,7 @@ def run_builtin(config, place, exports) -> int:
             print(_heading(task, written), flush=True)
         files = {split: os.path.join(rows, f"{split}.jsonl") for split in ("train", "validation", "test")}
         job = dataclasses.replace(config, task=task.kind, written=written, **files)
-        return run_task(job, place, exports)
+        return run_task(job, place, dirs)
 
 
 def _heading(task, written: dict) -> str:

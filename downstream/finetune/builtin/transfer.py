@@ -27,7 +27,14 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from downstream.finetune.builtin.common import SPLITS, BuiltinTask, Grouped, Tally, split_by_group, write_splits
+from downstream.finetune.builtin.common import (
+    SPLITS,
+    BuiltinTask,
+    Grouped,
+    Tally,
+    split_by_group,
+    write_splits,
+)
 
 
 def write_transfer(task: BuiltinTask, directory: str, language: str, seed: int = 0) -> dict:

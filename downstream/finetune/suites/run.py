@@ -1,7 +1,8 @@
 """`clozeforge finetune MODEL --suite NAME --data DIR --output OUT`: every task of a benchmark, then its table.
 
-In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), the process's Place and the
-     command's exports; each task goes through job.run_task as one `--task` job on its rows written as JSON lines.
+In:  a FinetuneConfig with --suite and --data (the recipe flags apply to every task), the process's Place and MODEL's
+     and MODEL2's export directories; each task goes through job.run_task as one `--task` job on its rows written
+     as JSON lines.
 Out, in OUT (staged and swapped in whole, as a single job's output is):
     <task>/            that task's job: results.json, model/, predictions.jsonl
     <suite>.md/.json/.png   each task's score ± SE over its seeds and the suite's average, per arm (suites/table.py)
@@ -58,7 +59,7 @@ def _prep_record(model: str) -> dict | None:
         return None
 
 
-def run_suite(config, place, exports) -> int:
+def run_suite(config, place, dirs) -> int:
     from downstream.finetune import output
 
     options, notes = config.suite_options, []
@@ -69,17 +70,21 @@ def run_suite(config, place, exports) -> int:
         notes.append("RTE, MRPC and STS-B start from the model itself, not MNLI's: the baseline has no MNLI model "
                      "of its own, and the gain would count MNLI's transfer")
         print(f"clozeforge finetune: note: {notes[-1]}", flush=True)
-    tasks = load(config.suite, config.data, options)
     prep = _prep_record(config.model)
+    tasks = load(config.suite, config.data, options)
     arms: dict[str, list[TaskScores]] = {}
     record: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="clozeforge-suite-rows.") as rows, \
-            output.staged_output(config.output, config.overwrite) as out:
-        for round_ in rounds(tasks):
-            for task in round_:
-                files = task.write_rows(os.path.join(rows, task.name))
-                job_files, where, unscored = _job_splits(task, files)
+    with tempfile.TemporaryDirectory(prefix="clozeforge-suite-rows.") as rows:
+        # every task's rows written as its job's splits, in the order the tasks run, and whether MODEL's prep was
+        # decontaminated against the scored ones, before --output is touched
+        jobs = [(task, *_job_splits(task, task.write_rows(os.path.join(rows, task.name))))
+                for round_ in rounds(tasks) for task in round_]
+        clean = {task.name: decontamination(prep, {s: task.files[s] for s in where}) for task, _, where, _ in jobs}
+        with output.staged_output(config.output, config.overwrite) as out:
+            for task, job_files, where, unscored in jobs:
                 model = os.path.join(out, task.start_from, "model") if task.start_from else config.model
+                # a task that starts from another's model reads that model's export; the others MODEL's
+                task_dirs = dataclasses.replace(dirs, model=((None, model),)) if task.start_from else dirs
                 print(f"== {config.suite} {task.name}: {task.kind}{' (regression)' if task.regression else ''}, "
                       f"selected by {task.selection}, {task.seeds} seeds, from {task.start_from or 'the model'}",
                       flush=True)
@@ -87,7 +92,7 @@ def run_suite(config, place, exports) -> int:
                     config, suite=None, data=None, model=model, task=task.kind, train=job_files["train"],
                     validation=job_files["validation"], test=job_files.get("test"), output=os.path.join(out, task.name),
                     overwrite=False, seeds=task.seeds, metric=task.selection, regression=task.regression)
-                run_task(sub, place, exports)
+                run_task(sub, place, task_dirs)
                 with open(os.path.join(out, task.name, "results.json"), encoding="utf-8") as f:
                     results = json.load(f)
                 scored = dataclasses.replace(task, splits={s: v for s, v in task.splits.items() if s not in unscored})
@@ -99,17 +104,17 @@ def run_suite(config, place, exports) -> int:
                     "selection": task.selection, "seeds": task.seeds, "start_from": task.start_from,
                     "tag_scheme": task.tag_scheme, "files": task.files, "dropped": task.dropped,
                     "scored": {s: job for s, job in where.items()}, "not_scored": unscored,
-                    "decontamination": decontamination(prep, {s: task.files[s] for s in where}),
+                    "decontamination": clean[task.name],
                 }
-        paths = write_table(out, config.suite, arms, expected=SUITES[config.suite].task_count)
-        with open(paths["json"], encoding="utf-8") as f:
-            table = json.load(f)
-        with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-            json.dump({"written_by": output.OWNER, "format_version": 2, "suite": config.suite,
-                       "model": os.path.abspath(config.model), "data": config.data,
-                       "options": dataclasses.asdict(options), "notes": notes, "tasks": record, "table": table["arms"]},
-                      f, indent=2)
-            f.write("\n")
+            paths = write_table(out, config.suite, arms, expected=SUITES[config.suite].task_count)
+            with open(paths["json"], encoding="utf-8") as f:
+                table = json.load(f)
+            with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+                json.dump({"written_by": output.OWNER, "format_version": 2, "suite": config.suite,
+                           "model": os.path.abspath(config.model), "data": config.data,
+                           "options": dataclasses.asdict(options), "notes": notes, "tasks": record,
+                           "table": table["arms"]}, f, indent=2)
+                f.write("\n")
     with open(os.path.join(config.output, f"{config.suite}.md"), encoding="utf-8") as f:
         print(f.read(), end="")
     print(f"wrote {config.output}/{config.suite}.md, .json, .png and each task's directory")

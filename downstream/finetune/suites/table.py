@@ -20,7 +20,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
-from downstream.finetune.metrics import mean_and_se
+from downstream.finetune.protocol import mean_and_se
 from downstream.finetune.suites.base import SuiteTask
 
 

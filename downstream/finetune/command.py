@@ -31,6 +31,7 @@ import tempfile
 
 from downstream.finetune import data as data_mod
 from downstream.finetune import models, output, recipe
+from downstream.finetune.builtin import run as builtin_run
 from downstream.finetune.config import BUILTIN, FinetuneConfig
 from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
@@ -48,10 +49,6 @@ def run(config: FinetuneConfig, dirs: models.ModelDirs) -> int:
             if place.world_size > 1:
                 raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
             return suite_run.run_suite(config, place, dirs)
-        if config.task in BUILTIN:  # its splits written from this machine's text, then one job (builtin/run.py)
-            from downstream.finetune.builtin import run as builtin_run
-
-            return builtin_run.run_builtin(config, place, dirs)
         return run_task(config, place, dirs)
     finally:
         recipe.leave_ranks()
@@ -92,6 +89,8 @@ def finetune_main(argv: list[str] | None = None) -> int:
     try:
         # a RUN's checkpoints exported once for the whole command, before any job starts
         with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
+            if config.task in BUILTIN:  # its splits written from this machine's text: then an ordinary job
+                config = builtin_run.written(config, root)
             return run(config, models.export_dirs(config, root))
     except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:
         return _fail(str(e))

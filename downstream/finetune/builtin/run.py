@@ -8,40 +8,40 @@ Out: the job's output (job.py, output.py), whose results.json also holds `builti
      language's pages read, kept and dropped per reason. The summary's score lines say `test [en -> CODE]`.
 
 The rows are the task's seed-0 rows (the demo's), so two runs score the same examples; --seeds varies the runs.
-Unlike the rest of builtin/, this module imports the fine-tuning job (torch): the demo's process never imports it.
+`written` turns the config into an ordinary --train/--validation/--test job before the job starts (command.py), as
+MODEL is turned into export directories: the job itself never meets a built-in task.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 
 from downstream.finetune.builtin import TASKS
 from downstream.finetune.builtin.transfer import write_transfer
-from downstream.finetune.job import run_task
 
 
 class BuiltinError(ValueError):
     """The machine lacks a built-in task's text (a language, enough pages): one line, exit 2."""
 
 
-def run_builtin(config, place, dirs) -> int:
-    task = TASKS[config.task]
-    with tempfile.TemporaryDirectory(prefix="clozeforge-builtin-rows.") as rows:
-        try:
-            if config.test_language:
-                written = write_transfer(task, rows, config.test_language)
-            else:
-                written = {"task": task.name, "train_language": task.language, "test_language": task.language,
-                           "zero_shot": False, "classes": task.write(rows), "text": {task.language: task.text_root}}
-        except LookupError as e:
-            raise BuiltinError(str(e)) from None
-        if place.rank == 0:
-            print(_heading(task, written), flush=True)
-        files = {split: os.path.join(rows, f"{split}.jsonl") for split in ("train", "validation", "test")}
-        job = dataclasses.replace(config, task=task.kind, written=written, **files)
-        return run_task(job, place, dirs)
+def written(config, directory: str):
+    """`config` of a built-in --task as the job that fine-tunes on its splits, written into `directory` (whose life
+    is the command's); the task's heading printed by the first rank."""
+    task, rows = TASKS[config.task], os.path.join(directory, "builtin-rows")
+    os.makedirs(rows)
+    try:
+        if config.test_language:
+            record = write_transfer(task, rows, config.test_language)
+        else:
+            record = {"task": task.name, "train_language": task.language, "test_language": task.language,
+                      "zero_shot": False, "classes": task.write(rows), "text": {task.language: task.text_root}}
+    except LookupError as e:
+        raise BuiltinError(str(e)) from None
+    if os.environ.get("RANK", "0") == "0":
+        print(_heading(task, record), flush=True)
+    files = {split: os.path.join(rows, f"{split}.jsonl") for split in ("train", "validation", "test")}
+    return dataclasses.replace(config, task=task.kind, written=record, **files)
 
 
 def _heading(task, written: dict) -> str:

@@ -172,3 +172,20 @@ def test_micro_batches_cut_from_two_chunks_keep_tlms_positions(vocab):
     merged = merge_chunks([wide, batch], 1, 4, pad_id=0, pad_to_multiple_of=1)  # rows 1-2 of the first, row 0 of the second
     assert merged["position_ids"].shape == merged["input_ids"].shape == (3, 10)
     assert merged["position_ids"].tolist() == [*batch["position_ids"][1:].tolist(), batch["position_ids"][0].tolist()]
+
+
+@pytest.mark.skipif(not os.path.isdir("/usr/share/man/de/man5"), reason="no German man pages here")
+def test_finetune_takes_an_xlm_export_with_xlms_own_dropout_names(vocab, tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    from downstream.finetune.command import finetune_main
+
+    model, config = _model(vocab)
+    export = str(tmp_path / "export")
+    export_hf(model.state_dict(), config, vocab, export, trained_seq_len=32)
+    out = tmp_path / "out"
+    assert finetune_main([export, "--task", "man-sections", "--test-language", "de", "--output", str(out), "--seeds", "1",
+                          "--epochs", "1", "--lr", "1e-3", "--baseline", "scratch", "--baseline-lr", "1e-3",
+                          "--dropout", "0.2"]) == 0
+    saved = json.load(open(out / "model" / "config.json"))
+    assert saved["architectures"] == ["XLMForSequenceClassification"] and (saved["dropout"], saved["attention_dropout"]) == (0.2, 0.2)
+    assert "test [en -> de]" in capsys.readouterr().out

@@ -23,4 +23,11 @@ def network_of(model_config) -> Network:
     return NETWORKS[model_config.row.network]
 
 
-__all__ = ["NETWORKS", "Network", "network_of"]
+def network_of_model_type(model_type: str | None) -> Network:
+    """The network of a transformers config.json's model_type: its family's, BERT's for any other (ELECTRA's)."""
+    from schemas.families import FAMILIES
+
+    return NETWORKS[next((f.network for f in FAMILIES.values() if f.hf_model_type == model_type), "bert")]
+
+
+__all__ = ["NETWORKS", "Network", "network_of", "network_of_model_type"]

@@ -31,6 +31,8 @@ class Network:
                                               ("attention_mask", "attention_mask"))
     """(our batch key, the keyword its transformers class takes it as): what export's check feeds both models
     (XLM takes the languages as `langs` and no token types, and TLM's restarted positions as `position_ids`)."""
+    hf_dropout: tuple[str, str] = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+    """config.json's keys of the hidden and the attention dropout (what fine-tuning sets)."""
     bare_starts: tuple[str, ...] = ("embeddings.", "encoder.", "pooler.")
     """How the names of a bare encoder (saved without the base model's prefix) start."""
     hf_config: Callable[[dict[str, Any], Any], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)

@@ -77,6 +77,7 @@ NETWORK = Network(
     dropped=("transformer.position_ids",),
     hf_inputs=(("input_ids", "input_ids"), ("token_type_ids", "langs"), ("attention_mask", "attention_mask"),
                ("position_ids", "position_ids")),
+    hf_dropout=("dropout", "attention_dropout"),
     hf_config=hf_config,
     architecture=architecture,
 )

@@ -14,6 +14,10 @@ Not a timing: a quality comparison, scored by translation retrieval on pairs nei
 4. `clozeforge retrieve` on each language's held-out pairs (en → xx, at most 1,000 drawn by seed 0): accuracy@1
    both directions, middle layer mean-pooled; TLM minus MLM per direction, paired over pairs (their hits per pair),
    with its SE; the mean over seeds.
+5. With --transfer CODE: zero-shot transfer, `clozeforge finetune EXPORT --task man-sections --test-language CODE
+   --baseline scratch` on each export (trained on English sections, tested on CODE's pages). CODE's man pages are then
+   left out of the monolingual corpus (the test pages must not be pretraining text): CODE is seen only through its
+   catalogs' translation pairs, and the MLM arm not at all beyond its language embedding.
 """
 
 from __future__ import annotations
@@ -61,10 +65,10 @@ def _cli(*args: str, log: str) -> None:
     print(f"   {args[0]}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
 
 
-def man_corpus(directory: str, pages: int) -> dict[str, int]:
-    """DIR/<lang>.jsonl: the prose of up to `pages` man pages a section, one document a page."""
+def man_corpus(directory: str, pages: int, leave_out: str | None = None) -> dict[str, int]:
+    """DIR/<lang>.jsonl: the prose of up to `pages` man pages a section, one document a page (none of `leave_out`'s)."""
     counts = {}
-    for language in ("en", *LANGUAGES):
+    for language in ("en", *(c for c in LANGUAGES if c != leave_out)):
         root = "/usr/share/man" if language == "en" else f"/usr/share/man/{language}"
         docs = []
         for section in "12345678":
@@ -158,13 +162,26 @@ def paired(a: list[int], b: list[int]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
+def transfer(hf: str, language: str, out: str, seeds: int, log: str) -> dict:
+    """The man-sections zero-shot transfer of one export against scratch: results.json's test scores and gain."""
+    if not os.path.exists(os.path.join(out, "results.json")):
+        _cli("finetune", hf, "--task", "man-sections", "--test-language", language, "--baseline", "scratch", "--seeds",
+             str(seeds), "--output", out, log=log)
+    with open(os.path.join(out, "results.json")) as f:
+        results = json.load(f)
+    arm = lambda r: {"lr": r["lr"], "mean": round(r["mean"], 1), "se": round(r["se"], 1), "scores": r["scores"]}  # noqa: E731
+    gain = results["gain"]
+    return {"pretrained": arm(results["pretrained"]), "scratch": arm(results["baseline"]),
+            "gain": round(gain["mean"], 1), "se": round(gain["se"], 1), "bootstrap": gain["bootstrap"]}
+
+
 def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | None, max_pairs: int, vocab_size: int,
-        batch_size: int) -> dict:
+        batch_size: int, transfer_to: str | None = None, transfer_seeds: int = 3) -> dict:
     log = os.path.join(work, "bench.log")
     corpus = os.path.join(work, "corpus")
     if not os.path.isdir(os.path.join(work, "mono")):
         os.makedirs(corpus, exist_ok=True)
-        documents = man_corpus(corpus, pages)
+        documents = man_corpus(corpus, pages, leave_out=transfer_to)
         held_names = split_catalogs(os.path.join(work, "catalogs"), domains_cap)
         inputs = [a for language in documents for a in ("--input", f"{language}={corpus}/{language}.jsonl")]
         common = ("--progress", "never", "--validation-fraction", "0.05")
@@ -184,6 +201,7 @@ def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | 
     mono, tlm = os.path.join(work, "mono", "pairs"), os.path.join(work, "tlm", "pairs")
     arms = {"mlm": (), "mlm+tlm": ("--mix", f"mono={mono},weight=1", "--mix", f"tlm={tlm},weight=1")}
     results: dict[str, dict[int, dict]] = {}
+    transfers: dict[str, dict[int, dict]] = {}
     for seed in seeds:
         for arm, mix in arms.items():
             run_dir, hf = os.path.join(work, f"{arm}-{seed}"), os.path.join(work, f"{arm}-{seed}-hf")
@@ -194,6 +212,9 @@ def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | 
                 _cli("export", run_dir, "--output", hf, "--verify", log=log)
             results.setdefault(arm, {})[seed] = retrieval(hf, os.path.join(work, "held-tsv"), os.path.join(work, f"retrieve-{arm}-{seed}"),
                                                           max_pairs, log)
+            if transfer_to:
+                transfers.setdefault(arm, {})[seed] = transfer(hf, transfer_to, os.path.join(work, f"transfer-{arm}-{seed}"),
+                                                               transfer_seeds, log)
     table = {}
     for direction in sorted(results["mlm"][seeds[0]]):
         row = {}
@@ -210,7 +231,8 @@ def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | 
         row["tlm_minus_mlm"] = gains
         row["mean_gain"] = round(sum(g["gain"] for g in gains) / len(gains), 1)
         table[direction] = row
-    return {"steps": steps, "seeds": seeds, "batch_size": batch_size, "data": data, "retrieval": table}
+    return {"steps": steps, "seeds": seeds, "batch_size": batch_size, "data": data, "retrieval": table,
+            **({"transfer": {"language": transfer_to, "man_pages_left_out": True, "runs": transfers}} if transfer_to else {})}
 
 
 def main(corpus: str | None = None, quick: bool = False) -> dict:
@@ -230,7 +252,10 @@ if __name__ == "__main__":
     ap.add_argument("--max-pairs", type=int, default=1000)
     ap.add_argument("--vocab-size", type=int, default=16000)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--transfer", default=None, metavar="CODE", help="also score man-sections zero-shot in CODE (its man "
+                    "pages then leave the monolingual corpus)")
+    ap.add_argument("--transfer-seeds", type=int, default=3)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     print(json.dumps(run(args.work, args.steps, args.seeds, args.pages, args.domains, args.max_pairs, args.vocab_size,
-                         args.batch_size)))
+                         args.batch_size, args.transfer, args.transfer_seeds)))

@@ -58,6 +58,9 @@ class RetrievalConfig(Config):
     """At most this many pairs per language pair, drawn with --seed (Tatoeba scores 1000 per language)."""
     seed: int = 0
     """The draw of --max-pairs."""
+    scratch: int | None = flag(default=None, metavar="SEED")
+    """Score the model's architecture with random weights from this seed instead, on the same sample: the baseline
+    that tokens shared across the languages (numbers, names, punctuation) reach with no training."""
     output: str | None = flag(default=None, metavar="FILE")
     """Write the results as JSON here (replaced whole)."""
     batch_size: int = 32
@@ -139,13 +142,14 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
             "language_ids": {source_language: ids[source_language], target_language: ids[target_language]},
             "indistinct": {"source": s_shared, "target": t_shared}, **score}
     return {"written_by": OWNER, "model": os.path.abspath(config.model), "pairs": os.path.abspath(config.pairs),
+            "weights": "trained" if config.scratch is None else f"scratch (random, seed {config.scratch})",
             "layer": layer, "layer_flag": config.layer, "num_layers": encoder.num_layers,
             "pooling": "mean of the hidden state over the attention mask's tokens", "max_pairs": config.max_pairs,
             "seed": config.seed, "language_pairs": rows}
 
 
 def table(report: dict) -> str:
-    lines = [f"layer {report['layer']} of {report['num_layers']}, mean-pooled; accuracy@1 in % ± SE over pairs",
+    lines = [f"layer {report['layer']} of {report['num_layers']}, mean-pooled, {report['weights']} weights; accuracy@1 in % ± SE over pairs",
              "| pair | n | src→tgt | tgt→src | mean | read | same_source | same_target |", "|---|---|---|---|---|---|---|---|"]
     show = lambda d: f"{100 * d['accuracy']:.1f} ± {100 * d['se']:.1f}"
     for name, row in report["language_pairs"].items():
@@ -192,7 +196,7 @@ def run(config: RetrievalConfig) -> int:
     if config.output and os.path.exists(config.pairs) and os.path.realpath(config.output) == os.path.realpath(config.pairs):
         raise PairsError(f"--output {config.output}: that is --pairs (this command never writes what it reads)")
     groups, blank = groups_of(config)
-    encoder = Encoder(config.model, resolve_device(config.device))
+    encoder = Encoder(config.model, resolve_device(config.device), scratch_seed=config.scratch)
     layer_of(config.layer, encoder.num_layers)  # before any note: an error stays the one line
     say = lambda line: print(f"{OWNER}: note: {line}", file=sys.stderr)
     if blank:

@@ -147,18 +147,20 @@ def known_answer(english: list[str], identical: int) -> list[tuple[str, str]]:
     return [(t, t) for t in english[:identical]] + [(t, rest[(i + 1) % len(rest)]) for i, t in enumerate(rest)]
 
 
-@pytest.mark.parametrize("kind", ["bert", "xlm", "electra", "roberta"])
+@pytest.mark.parametrize("kind", ["bert", "xlm", "electra", "roberta", "scratch"])
 def test_a_known_answer_is_scored_exactly_in_both_directions(assets, kind, tmp_path, capsys):
     english = [s for s, _ in assets["de"][:30]]
-    model = {"bert": lambda: assets["bert"], "xlm": lambda: assets["xlm"],
+    model = {"bert": lambda: assets["bert"], "xlm": lambda: assets["xlm"], "scratch": lambda: assets["bert"],
              "electra": lambda: tiny_electra(str(tmp_path / "electra"), english),
              "roberta": lambda: tiny_roberta(str(tmp_path / "roberta"), english)}[kind]()
     tsv = write_tsv(tmp_path / "pairs.tsv", known_answer(english, 12))
     # en-en: an XLM model reads both sides with the same language id, so a text and its copy give one vector
     code, out, err = run([model, "--pairs", tsv, "--languages", "en-en", "--output", str(tmp_path / "r.json"),
-                          "--batch-size", "7"], capsys)
+                          "--batch-size", "7", *(["--scratch", "5"] if kind == "scratch" else [])], capsys)
     assert code == 0, err
-    row = json.loads((tmp_path / "r.json").read_text())["language_pairs"]["en-en"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["weights"] == ("scratch (random, seed 5)" if kind == "scratch" else "trained")
+    row = report["language_pairs"]["en-en"]
     assert (row["n"], row["read"], row["dropped"], row["indistinct"]) == (30, 30, {"same_source": 0, "same_target": 0},
                                                                          {"source": 0, "target": 0})
     se = math.sqrt(0.4 * 0.6 / 30)

@@ -61,6 +61,9 @@ class RetrievalConfig(Config):
     scratch: int | None = flag(default=None, metavar="SEED")
     """Score the model's architecture with random weights from this seed instead, on the same sample: the baseline
     that tokens shared across the languages (numbers, names, punctuation) reach with no training."""
+    against: str | None = flag(default=None, metavar="FILE")
+    """An earlier retrieve's JSON (another model, or --scratch) on the same pairs and seed: each language pair's
+    difference from it, in points with the paired SE over pairs."""
     output: str | None = flag(default=None, metavar="FILE")
     """Write the results as JSON here (replaced whole)."""
     batch_size: int = 32
@@ -148,6 +151,35 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
             "seed": config.seed, "language_pairs": rows}
 
 
+DIRECTIONS = (("source_to_target", "src→tgt"), ("target_to_source", "tgt→src"))
+
+
+def read_against(path: str) -> dict:
+    """An earlier report of this command (JSON: data, never code)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            other = json.load(f)
+    except OSError as e:
+        raise PairsError(f"--against {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise PairsError(f"--against {path}: not JSON ({e})") from None
+    if not isinstance(other, dict) or other.get("written_by") != OWNER:
+        raise PairsError(f"--against {path}: not a JSON file written by {OWNER}")
+    return other
+
+
+def compare(report: dict, other: dict, path: str, say) -> None:
+    """Each language pair's paired difference from the --against report `other` (the same sample, by its digest)."""
+    for name, row in report["language_pairs"].items():
+        theirs = other.get("language_pairs", {}).get(name)
+        if theirs is None or theirs.get("sample_sha256") != row["sample_sha256"]:
+            say(f"--against {path}: {name} was not scored on the same sample there (other pairs, seed or --max-pairs): "
+                "no difference for it")
+            continue
+        row["against"] = {"model": other.get("model"), "weights": other.get("weights"), **{
+            key: retrieval.paired_difference(row[f"hits_{key}"], theirs[f"hits_{key}"]) for key, _ in DIRECTIONS}}
+
+
 def table(report: dict) -> str:
     lines = [f"layer {report['layer']} of {report['num_layers']}, mean-pooled, {report['weights']} weights; accuracy@1 in % ± SE over pairs",
              "| pair | n | src→tgt | tgt→src | mean | read | same_source | same_target |", "|---|---|---|---|---|---|---|---|"]
@@ -155,6 +187,11 @@ def table(report: dict) -> str:
     for name, row in report["language_pairs"].items():
         lines.append(f"| {name} | {row['n']} | {show(row['source_to_target'])} | {show(row['target_to_source'])} | "
                      f"{100 * row['mean']:.1f} | {row['read']} | {row['dropped']['same_source']} | {row['dropped']['same_target']} |")
+    against = [(name, row["against"]) for name, row in report["language_pairs"].items() if "against" in row]
+    if against:
+        lines.append(f"against {against[0][1]['model']} ({against[0][1]['weights']}): points, paired SE over pairs")
+        lines += [f"  {name}: " + ", ".join(f"{label} {d[key]['points']:+.1f} ± {d[key]['se']:.1f}" for key, label in DIRECTIONS)
+                  for name, d in against]
     return "\n".join(lines) + "\n"
 
 
@@ -195,7 +232,10 @@ def run(config: RetrievalConfig) -> int:
         raise PairsError(f"--output {config.output}: a directory (name the JSON file to write)")
     if config.output and os.path.exists(config.pairs) and os.path.realpath(config.output) == os.path.realpath(config.pairs):
         raise PairsError(f"--output {config.output}: that is --pairs (this command never writes what it reads)")
+    if config.against and config.output and os.path.realpath(config.against) == os.path.realpath(config.output):
+        raise PairsError(f"--against {config.against}: that is --output (this command never reads what it writes)")
     groups, blank = groups_of(config)
+    other = read_against(config.against) if config.against else None
     encoder = Encoder(config.model, resolve_device(config.device), scratch_seed=config.scratch)
     layer_of(config.layer, encoder.num_layers)  # before any note: an error stays the one line
     say = lambda line: print(f"{OWNER}: note: {line}", file=sys.stderr)
@@ -203,6 +243,8 @@ def run(config: RetrievalConfig) -> int:
         say(f"{config.pairs}: {blank} blank line(s) skipped")
     report = measure(encoder, config, groups, say)
     report["blank_lines"] = blank
+    if other is not None:
+        compare(report, other, config.against, say)
     for name, row in report["language_pairs"].items():
         if row["indistinct"]["source"] or row["indistinct"]["target"]:
             say(f"{name}: {row['indistinct']['source']} source and {row['indistinct']['target']} target texts read as "

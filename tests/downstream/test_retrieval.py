@@ -171,6 +171,29 @@ def test_a_known_answer_is_scored_exactly_in_both_directions(assets, kind, tmp_p
     assert f"| en-en | 30 | 40.0 ± {100 * se:.1f} | 40.0 ± {100 * se:.1f} | 40.0 | 30 | 0 | 0 |" in out
 
 
+def test_a_model_against_another_on_the_same_sample(assets, tmp_path, capsys):
+    assert retrieval.paired_difference("1100", "1010") == {"points": 0.0, "se": round(100 * math.sqrt(2 / 3 / 4), 4)}
+    assert retrieval.paired_difference("1110", "0000")["points"] == 75.0
+    tsv = write_tsv(tmp_path / "de.tsv", assets["de"])
+    base = ["--pairs", tsv, "--languages", "en-de", "--max-pairs", "40"]
+    assert run([assets["bert"], *base, "--scratch", "1", "--output", str(tmp_path / "scratch.json")], capsys)[0] == 0
+    code, out, err = run([assets["bert"], *base, "--against", str(tmp_path / "scratch.json"), "--output",
+                          str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    ours, theirs = (json.loads((tmp_path / n).read_text())["language_pairs"]["en-de"] for n in ("r.json", "scratch.json"))
+    assert ours["sample_sha256"] == theirs["sample_sha256"] and theirs["hits_source_to_target"] != ours["hits_source_to_target"]
+    for key in ("source_to_target", "target_to_source"):
+        d = np.array([int(a) - int(b) for a, b in zip(ours[f"hits_{key}"], theirs[f"hits_{key}"])])
+        assert ours["against"][key] == {"points": round(100 * d.mean(), 4), "se": round(100 * d.std(ddof=1) / math.sqrt(40), 4)}
+        assert round(100 * (ours[key]["accuracy"] - theirs[key]["accuracy"]), 4) == ours["against"][key]["points"]
+    assert f"against {assets['bert']} (scratch (random, seed 1)): points, paired SE over pairs\n  en-de: src→tgt " in out
+    # another sample (another seed) is no pair: a note, and no difference
+    code, _, err = run([assets["bert"], *base, "--seed", "2", "--against", str(tmp_path / "scratch.json")], capsys)
+    assert code == 0 and "en-de was not scored on the same sample there" in err
+    code, _, err = run([assets["bert"], *base, "--against", tsv], capsys)
+    assert (code, err) == (2, f"clozeforge retrieve: error: --against {tsv}: not JSON (Expecting value: line 1 column 1 (char 0))\n")
+
+
 def test_the_standard_error_and_the_two_directions_apart():
     assert retrieval.binomial_se(0.25, 100) == pytest.approx(math.sqrt(0.25 * 0.75 / 100))
     assert retrieval.binomial_se(1.0, 7) == 0.0 == retrieval.binomial_se(0.0, 7)

@@ -9,7 +9,9 @@ Out: per language pair, the share of source sentences whose nearest neighbour (c
      over pairs (a query whose translation the model reads as the same tokens as another candidate is a miss:
      retrieval.py); a table on stdout, and with --output a JSON file: per pair the counts read, dropped (retrieval.py's
      per-side dedupe) and scored, both accuracies with their hits per pair (a later comparison of two models on the
-     same sample stays paired), the sample's digest, the layer and the model.
+     same sample stays paired), the sample's digest, the layer and the model. --scratch SEED scores the architecture
+     with random weights instead (the floor that tokens shared across languages reach untrained); --against an
+     earlier report adds each language pair's difference from it, in points with the paired SE over pairs.
 
 A sentence's vector is the mean over its real tokens of one hidden state, by default the middle layer, ⌈L/2⌉ of L
 (6 of 12): the issue asks for mean-pooled middle-layer vectors as XLM-R's paper reports them, and XTREME's Tatoeba

@@ -167,6 +167,15 @@ def binomial_se(accuracy: float, n: int) -> float:
     return float(np.sqrt(accuracy * (1.0 - accuracy) / n))
 
 
+def paired_difference(hits: str, other: str) -> dict:
+    """A's accuracy minus B's in points, from their hits on the same sample ("0110...", pair by pair), with the
+    standard error of the mean of the per-pair differences (paired: the pairs both find or both miss cancel)."""
+    if len(hits) != len(other) or len(hits) < 2:
+        raise ValueError(f"a paired difference needs two hit strings of one length >= 2, got {len(hits)} and {len(other)}")
+    d = np.array([int(a) - int(b) for a, b in zip(hits, other)], dtype=np.float64)
+    return {"points": round(100 * float(d.mean()), 4), "se": round(100 * float(d.std(ddof=1) / np.sqrt(len(d))), 4)}
+
+
 def direction_score(hits: np.ndarray) -> dict:
     n = len(hits)
     accuracy = float(hits.mean())

@@ -9,7 +9,9 @@ Out: per language pair, the share of source sentences whose nearest neighbour (c
      over pairs (a query whose translation the model reads as the same tokens as another candidate is a miss:
      retrieval.py); a table on stdout, and with --output a JSON file: per pair the counts read, dropped (retrieval.py's
      per-side dedupe) and scored, both accuracies with their hits per pair (a later comparison of two models on the
-     same sample stays paired), the sample's digest, the layer and the model.
+     same sample stays paired), the sample's digest, the layer and the model. --scratch SEED scores the architecture
+     with random weights instead (the floor that tokens shared across languages reach untrained); --against an
+     earlier report adds each language pair's difference from it, in points with the paired SE over pairs.
 
 A sentence's vector is the mean over its real tokens of one hidden state, by default the middle layer, ⌈L/2⌉ of L
 (6 of 12): the issue asks for mean-pooled middle-layer vectors as XLM-R's paper reports them, and XTREME's Tatoeba
@@ -58,6 +60,12 @@ class RetrievalConfig(Config):
     """At most this many pairs per language pair, drawn with --seed (Tatoeba scores 1000 per language)."""
     seed: int = 0
     """The draw of --max-pairs."""
+    scratch: int | None = flag(default=None, metavar="SEED")
+    """Score the model's architecture with random weights from this seed instead, on the same sample: the baseline
+    that tokens shared across the languages (numbers, names, punctuation) reach with no training."""
+    against: str | None = flag(default=None, metavar="FILE")
+    """An earlier retrieve's JSON (another model, or --scratch) on the same pairs and seed: each language pair's
+    difference from it, in points with the paired SE over pairs."""
     output: str | None = flag(default=None, metavar="FILE")
     """Write the results as JSON here (replaced whole)."""
     batch_size: int = 32
@@ -139,18 +147,53 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
             "language_ids": {source_language: ids[source_language], target_language: ids[target_language]},
             "indistinct": {"source": s_shared, "target": t_shared}, **score}
     return {"written_by": OWNER, "model": os.path.abspath(config.model), "pairs": os.path.abspath(config.pairs),
+            "weights": "trained" if config.scratch is None else f"scratch (random, seed {config.scratch})",
             "layer": layer, "layer_flag": config.layer, "num_layers": encoder.num_layers,
             "pooling": "mean of the hidden state over the attention mask's tokens", "max_pairs": config.max_pairs,
             "seed": config.seed, "language_pairs": rows}
 
 
+DIRECTIONS = (("source_to_target", "src→tgt"), ("target_to_source", "tgt→src"))
+
+
+def read_against(path: str) -> dict:
+    """An earlier report of this command (JSON: data, never code)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            other = json.load(f)
+    except OSError as e:
+        raise PairsError(f"--against {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise PairsError(f"--against {path}: not JSON ({e})") from None
+    if not isinstance(other, dict) or other.get("written_by") != OWNER:
+        raise PairsError(f"--against {path}: not a JSON file written by {OWNER}")
+    return other
+
+
+def compare(report: dict, other: dict, path: str, say) -> None:
+    """Each language pair's paired difference from the --against report `other` (the same sample, by its digest)."""
+    for name, row in report["language_pairs"].items():
+        theirs = other.get("language_pairs", {}).get(name)
+        if theirs is None or theirs.get("sample_sha256") != row["sample_sha256"]:
+            say(f"--against {path}: {name} was not scored on the same sample there (other pairs, seed or --max-pairs): "
+                "no difference for it")
+            continue
+        row["against"] = {"model": other.get("model"), "weights": other.get("weights"), **{
+            key: retrieval.paired_difference(row[f"hits_{key}"], theirs[f"hits_{key}"]) for key, _ in DIRECTIONS}}
+
+
 def table(report: dict) -> str:
-    lines = [f"layer {report['layer']} of {report['num_layers']}, mean-pooled; accuracy@1 in % ± SE over pairs",
+    lines = [f"layer {report['layer']} of {report['num_layers']}, mean-pooled, {report['weights']} weights; accuracy@1 in % ± SE over pairs",
              "| pair | n | src→tgt | tgt→src | mean | read | same_source | same_target |", "|---|---|---|---|---|---|---|---|"]
     show = lambda d: f"{100 * d['accuracy']:.1f} ± {100 * d['se']:.1f}"
     for name, row in report["language_pairs"].items():
         lines.append(f"| {name} | {row['n']} | {show(row['source_to_target'])} | {show(row['target_to_source'])} | "
                      f"{100 * row['mean']:.1f} | {row['read']} | {row['dropped']['same_source']} | {row['dropped']['same_target']} |")
+    against = [(name, row["against"]) for name, row in report["language_pairs"].items() if "against" in row]
+    if against:
+        lines.append(f"against {against[0][1]['model']} ({against[0][1]['weights']}): points, paired SE over pairs")
+        lines += [f"  {name}: " + ", ".join(f"{label} {d[key]['points']:+.1f} ± {d[key]['se']:.1f}" for key, label in DIRECTIONS)
+                  for name, d in against]
     return "\n".join(lines) + "\n"
 
 
@@ -191,14 +234,19 @@ def run(config: RetrievalConfig) -> int:
         raise PairsError(f"--output {config.output}: a directory (name the JSON file to write)")
     if config.output and os.path.exists(config.pairs) and os.path.realpath(config.output) == os.path.realpath(config.pairs):
         raise PairsError(f"--output {config.output}: that is --pairs (this command never writes what it reads)")
+    if config.against and config.output and os.path.realpath(config.against) == os.path.realpath(config.output):
+        raise PairsError(f"--against {config.against}: that is --output (this command never reads what it writes)")
     groups, blank = groups_of(config)
-    encoder = Encoder(config.model, resolve_device(config.device))
+    other = read_against(config.against) if config.against else None
+    encoder = Encoder(config.model, resolve_device(config.device), scratch_seed=config.scratch)
     layer_of(config.layer, encoder.num_layers)  # before any note: an error stays the one line
     say = lambda line: print(f"{OWNER}: note: {line}", file=sys.stderr)
     if blank:
         say(f"{config.pairs}: {blank} blank line(s) skipped")
     report = measure(encoder, config, groups, say)
     report["blank_lines"] = blank
+    if other is not None:
+        compare(report, other, config.against, say)
     for name, row in report["language_pairs"].items():
         if row["indistinct"]["source"] or row["indistinct"]["target"]:
             say(f"{name}: {row['indistinct']['source']} source and {row['indistinct']['target']} target texts read as "

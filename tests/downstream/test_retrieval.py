@@ -161,18 +161,20 @@ def known_answer(english: list[str], identical: int) -> list[tuple[str, str]]:
     return [(t, t) for t in english[:identical]] + [(t, rest[(i + 1) % len(rest)]) for i, t in enumerate(rest)]
 
 
-@pytest.mark.parametrize("kind", ["bert", "xlm", "electra", "roberta"])
+@pytest.mark.parametrize("kind", ["bert", "xlm", "electra", "roberta", "scratch"])
 def test_a_known_answer_is_scored_exactly_in_both_directions(assets, kind, tmp_path, capsys):
     english = [s for s, _ in assets["de"][:30]]
-    model = {"bert": lambda: assets["bert"], "xlm": lambda: assets["xlm"],
+    model = {"bert": lambda: assets["bert"], "xlm": lambda: assets["xlm"], "scratch": lambda: assets["bert"],
              "electra": lambda: tiny_electra(str(tmp_path / "electra"), english),
              "roberta": lambda: tiny_roberta(str(tmp_path / "roberta"), english)}[kind]()
     tsv = write_tsv(tmp_path / "pairs.tsv", known_answer(english, 12))
     # en-en: an XLM model reads both sides with the same language id, so a text and its copy give one vector
     code, out, err = run([model, "--pairs", tsv, "--languages", "en-en", "--output", str(tmp_path / "r.json"),
-                          "--batch-size", "7"], capsys)
+                          "--batch-size", "7", *(["--scratch", "5"] if kind == "scratch" else [])], capsys)
     assert code == 0, err
-    row = json.loads((tmp_path / "r.json").read_text())["language_pairs"]["en-en"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["weights"] == ("scratch (random, seed 5)" if kind == "scratch" else "trained")
+    row = report["language_pairs"]["en-en"]
     assert (row["n"], row["read"], row["dropped"], row["indistinct"]) == (30, 30, {"same_source": 0, "same_target": 0},
                                                                          {"source": 0, "target": 0})
     se = math.sqrt(0.4 * 0.6 / 30)
@@ -181,6 +183,29 @@ def test_a_known_answer_is_scored_exactly_in_both_directions(assets, kind, tmp_p
     assert row["hits_source_to_target"] == row["hits_target_to_source"] == "1" * 12 + "0" * 18
     assert row["language_ids"] == ({"en": 0} if kind == "xlm" else {"en": None})
     assert f"| en-en | 30 | 40.0 ± {100 * se:.1f} | 40.0 ± {100 * se:.1f} | 40.0 | 30 | 0 | 0 |" in out
+
+
+def test_a_model_against_another_on_the_same_sample(assets, tmp_path, capsys):
+    assert retrieval.paired_difference("1100", "1010") == {"points": 0.0, "se": round(100 * math.sqrt(2 / 3 / 4), 4)}
+    assert retrieval.paired_difference("1110", "0000")["points"] == 75.0
+    tsv = write_tsv(tmp_path / "de.tsv", assets["de"])
+    base = ["--pairs", tsv, "--languages", "en-de", "--max-pairs", "40"]
+    assert run([assets["bert"], *base, "--scratch", "1", "--output", str(tmp_path / "scratch.json")], capsys)[0] == 0
+    code, out, err = run([assets["bert"], *base, "--against", str(tmp_path / "scratch.json"), "--output",
+                          str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    ours, theirs = (json.loads((tmp_path / n).read_text())["language_pairs"]["en-de"] for n in ("r.json", "scratch.json"))
+    assert ours["sample_sha256"] == theirs["sample_sha256"] and theirs["hits_source_to_target"] != ours["hits_source_to_target"]
+    for key in ("source_to_target", "target_to_source"):
+        d = np.array([int(a) - int(b) for a, b in zip(ours[f"hits_{key}"], theirs[f"hits_{key}"])])
+        assert ours["against"][key] == {"points": round(100 * d.mean(), 4), "se": round(100 * d.std(ddof=1) / math.sqrt(40), 4)}
+        assert round(100 * (ours[key]["accuracy"] - theirs[key]["accuracy"]), 4) == ours["against"][key]["points"]
+    assert f"against {assets['bert']} (scratch (random, seed 1)): points, paired SE over pairs\n  en-de: src→tgt " in out
+    # another sample (another seed) is no pair: a note, and no difference
+    code, _, err = run([assets["bert"], *base, "--seed", "2", "--against", str(tmp_path / "scratch.json")], capsys)
+    assert code == 0 and "en-de was not scored on the same sample there" in err
+    code, _, err = run([assets["bert"], *base, "--against", tsv], capsys)
+    assert (code, err) == (2, f"clozeforge retrieve: error: --against {tsv}: not JSON (Expecting value: line 1 column 1 (char 0))\n")
 
 
 def test_the_standard_error_and_the_two_directions_apart():

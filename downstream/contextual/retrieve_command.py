@@ -66,6 +66,12 @@ class RetrievalConfig(Config):
     against: str | None = flag(default=None, metavar="FILE")
     """An earlier retrieve's JSON (another model, or --scratch) on the same pairs and seed: each language pair's
     difference from it, in points with the paired SE over pairs."""
+    center: bool = False
+    """Subtract each side's mean vector (over its sampled sentences) before the cosine: removes what every sentence of
+    one language shares (its language embedding, the common direction of anisotropic vectors), which otherwise
+    dominates a small model's similarities (Libovický et al. 2020, language-neutral representations)."""
+    langs: bool = flag(default=True, name="--no-langs")
+    """Give an XLM export each side's language id (its lang2id) as `langs`; --no-langs embeds both sides without."""
     output: str | None = flag(default=None, metavar="FILE")
     """Write the results as JSON here (replaced whole)."""
     batch_size: int = 32
@@ -129,7 +135,7 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
     layer = layer_of(config.layer, encoder.num_layers)
     ids = {}
     for code in sorted({c for key in groups for c in key}):
-        ids[code], note = encoder.language_id(code)
+        ids[code], note = encoder.language_id(code) if config.langs else (None, "")
         if note:
             say(note)
     rows = {}
@@ -139,6 +145,8 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
         (s, s_group, s_shared), (t, t_group, t_shared) = (
             _side(encoder, texts, layer, ids[language], config.batch_size)
             for texts, language in ((sources, source_language), (targets, target_language)))
+        if config.center:
+            s, t = s - s.mean(axis=0), t - t.mean(axis=0)
         score = retrieval.retrieval_accuracy(s, t, s_group, t_group)
         digest = hashlib.sha256("\n".join(f"{p.path}\t{p.line}\t{p.source}\t{p.target}" for p in pairs).encode()).hexdigest()
         rows[f"{source_language}-{target_language}"] = {
@@ -148,7 +156,7 @@ def measure(encoder, config: RetrievalConfig, groups: dict, say) -> dict:
             "indistinct": {"source": s_shared, "target": t_shared}, **score}
     return {"written_by": OWNER, "model": os.path.abspath(config.model), "pairs": os.path.abspath(config.pairs),
             "weights": "trained" if config.scratch is None else f"scratch (random, seed {config.scratch})",
-            "layer": layer, "layer_flag": config.layer, "num_layers": encoder.num_layers,
+            "layer": layer, "layer_flag": config.layer, "centered": config.center, "langs": config.langs, "num_layers": encoder.num_layers,
             "pooling": "mean of the hidden state over the attention mask's tokens", "max_pairs": config.max_pairs,
             "seed": config.seed, "language_pairs": rows}
 

@@ -391,3 +391,24 @@ def test_held_out_pairs_from_prep_parallel_are_scored(assets, tmp_path):
         assert row["distinct"] + sum(row["dropped"].values()) == row["read"]
         assert 0 <= row["source_to_target"]["hits"] <= row["n"] and f"| {name} | {row['n']} |" in result.stdout
     assert glob.glob(str(out / "parallel" / "*.parquet"))
+
+
+def test_center_and_no_langs_change_what_is_compared_and_are_recorded(assets, tmp_path, capsys):
+    """--center subtracts each side's mean vector before the cosine, exactly as computed here from the Encoder's
+    vectors; --no-langs embeds an XLM export's both sides without language ids."""
+    tsv = write_tsv(tmp_path / "de.tsv", assets["de"][:40])
+    encoder = Encoder(assets["xlm"])
+    sources, targets = [s for s, _ in assets["de"][:40]], [t for _, t in assets["de"][:40]]
+    for flags, ids in (((), (0, 1)), (("--no-langs",), (None, None))):
+        s, t = (encoder.sentences(texts, 1, language_id=i) for texts, i in ((sources, ids[0]), (targets, ids[1])))
+        expected = retrieval.retrieval_accuracy(s - s.mean(axis=0), t - t.mean(axis=0))
+        out = tmp_path / f"r{len(flags)}.json"
+        code, _, err = run([assets["xlm"], "--pairs", tsv, "--languages", "en-de", "--layer", "1", "--center", *flags,
+                            "--output", str(out)], capsys)
+        assert code == 0, err
+        report = json.loads(out.read_text())
+        row = report["language_pairs"]["en-de"]
+        assert report["centered"] is True and report["langs"] is (not flags)
+        assert row["language_ids"] == {"en": ids[0], "de": ids[1]}
+        assert row["hits_source_to_target"] == expected["hits_source_to_target"]
+        assert row["hits_target_to_source"] == expected["hits_target_to_source"]

@@ -132,14 +132,22 @@ def held_out_tsvs(train_prep: str, held_prep: str, directory: str) -> dict[str, 
     return counts
 
 
-def retrieval(hf: str, tsv_dir: str, out: str, max_pairs: int, log: str) -> dict[str, dict]:
-    scores = {}
-    for tsv in sorted(glob.glob(os.path.join(tsv_dir, "*.tsv"))):
-        direction = os.path.basename(tsv)[:-4]
-        result = f"{out}-{direction}.json"
-        _cli("retrieve", hf, "--pairs", tsv, "--languages", direction, "--max-pairs", str(max_pairs), "--output", result, log=log)
-        with open(result) as f:
-            scores[direction] = json.load(f)
+VARIANTS = {"plain": (), "centered": ("--center",), "scratch": ("--scratch", "0"), "scratch_centered": ("--scratch", "0", "--center")}
+"""How each export is scored: as `retrieve` does by default, with each side's mean subtracted (--center), and its
+architecture with random weights (--scratch: the lexical floor a trained model should clear), both ways."""
+
+
+def retrieval(hf: str, tsv_dir: str, out: str, max_pairs: int, log: str, variants: tuple[str, ...]) -> dict[str, dict]:
+    scores: dict[str, dict] = {}
+    for variant in variants:
+        for tsv in sorted(glob.glob(os.path.join(tsv_dir, "*.tsv"))):
+            direction = os.path.basename(tsv)[:-4]
+            result = f"{out}-{variant}-{direction}.json"
+            if not os.path.exists(result):
+                _cli("retrieve", hf, "--pairs", tsv, "--languages", direction, "--max-pairs", str(max_pairs), *VARIANTS[variant],
+                     "--output", result, log=log)
+            with open(result) as f:
+                scores.setdefault(variant, {})[direction] = json.load(f)
     return scores
 
 
@@ -210,27 +218,31 @@ def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | 
                      "--batch-size", str(batch_size), "--max-steps", str(steps), "--lr", "1e-3", "--warmup-steps", str(steps // 10),
                      "--zero-stage", "0", "--log-every", str(max(1, steps // 10)), "--save-every", str(steps), log=log)
                 _cli("export", run_dir, "--output", hf, "--verify", log=log)
+            variants = ("plain", "centered", *(("scratch", "scratch_centered") if arm == "mlm" and seed == seeds[0] else ()))
             results.setdefault(arm, {})[seed] = retrieval(hf, os.path.join(work, "held-tsv"), os.path.join(work, f"retrieve-{arm}-{seed}"),
-                                                          max_pairs, log)
+                                                          max_pairs, log, variants)
             if transfer_to:
                 transfers.setdefault(arm, {})[seed] = transfer(hf, transfer_to, os.path.join(work, f"transfer-{arm}-{seed}"),
                                                                transfer_seeds, log)
-    table = {}
-    for direction in sorted(results["mlm"][seeds[0]]):
-        row = {}
-        for arm in arms:
-            accs = [results[arm][s][direction] for s in seeds]
-            row[arm] = [round(100 * _row(r, direction)[k]["accuracy"], 1) for r in accs for k in ("source_to_target", "target_to_source")]
-        gains = []
-        for s in seeds:
-            for k, (a, b) in zip(("source_to_target", "target_to_source"), zip(_hits(results["mlm"][s][direction], direction),
-                                                            _hits(results["mlm+tlm"][s][direction], direction), strict=True)):
-                mean, se = paired(a, b)
-                gains.append({"seed": s, "direction": k, "gain": round(mean, 1), "se": round(se, 1)})
-        row["n"] = _row(results["mlm"][seeds[0]][direction], direction)["n"]
-        row["tlm_minus_mlm"] = gains
-        row["mean_gain"] = round(sum(g["gain"] for g in gains) / len(gains), 1)
-        table[direction] = row
+    sides = ("source_to_target", "target_to_source")
+    table: dict[str, dict] = {}
+    for variant in ("plain", "centered"):
+        for direction in sorted(results["mlm"][seeds[0]][variant]):
+            row = {"n": _row(results["mlm"][seeds[0]][variant][direction], direction)["n"]}
+            for arm in arms:  # accuracy %, per seed: [src→tgt, tgt→src, ...]
+                row[arm] = [round(100 * _row(results[arm][s][variant][direction], direction)[k]["accuracy"], 1) for s in seeds for k in sides]
+            floor = results["mlm"][seeds[0]].get("scratch" if variant == "plain" else "scratch_centered", {}).get(direction)
+            if floor:
+                row["random_weights"] = [round(100 * _row(floor, direction)[k]["accuracy"], 1) for k in sides]
+            gains = []
+            for s in seeds:
+                pairs = zip(_hits(results["mlm"][s][variant][direction], direction), _hits(results["mlm+tlm"][s][variant][direction], direction))
+                for k, (a, b) in zip(sides, pairs):
+                    mean, se = paired(a, b)
+                    gains.append({"seed": s, "direction": k, "gain": round(mean, 1), "se": round(se, 1)})
+            row["tlm_minus_mlm"] = gains
+            row["mean_gain"] = round(sum(g["gain"] for g in gains) / len(gains), 1)
+            table.setdefault(variant, {})[direction] = row
     return {"steps": steps, "seeds": seeds, "batch_size": batch_size, "data": data, "retrieval": table,
             **({"transfer": {"language": transfer_to, "man_pages_left_out": True, "runs": transfers}} if transfer_to else {})}
 

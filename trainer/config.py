@@ -329,7 +329,8 @@ RESUME_RULES = (
     ResumeRule("partitions", "--partitions", False, "a step's pairs and masks are drawn per partition", data_key="partitions"),
     ResumeRule("family", "--family", False, "the network's heads and the names its weights export under"),
     ResumeRule("objective", "--objective", False, "the networks it trains and what export writes"),
-    ResumeRule("languages", "--languages", False, "a language embedding each, in this order"),
+    ResumeRule("languages", "--languages", False, "a language embedding each, in this order",
+               read=lambda record: list(record.get("languages") or ())),  # JSON's list or a config's tuple; none before XLM
     ResumeRule("generator_fraction", "--generator-fraction", False, "the generator's shapes"),
     ResumeRule("model", "--model", False, "the shapes of the weights"),
     ResumeRule("pre_layernorm", "--pre-layernorm", False, "the layers' structure"),

@@ -189,3 +189,16 @@ def test_finetune_takes_an_xlm_export_with_xlms_own_dropout_names(vocab, tmp_pat
     saved = json.load(open(out / "model" / "config.json"))
     assert saved["architectures"] == ["XLMForSequenceClassification"] and (saved["dropout"], saved["attention_dropout"]) == (0.2, 0.2)
     assert "test [en -> de]" in capsys.readouterr().out
+
+
+def test_a_resume_keeps_the_runs_languages():
+    from trainer.config import resume_refusal
+
+    recorded = json.loads(json.dumps(TrainConfig(data="d", output="o", family="xlm", languages=("de", "en")).to_dict()))
+    same = TrainConfig(data="d", output="o", family="xlm", languages=("de", "en")).to_dict()
+    assert resume_refusal("RUN", recorded, same) is None  # a JSON list against the config's tuple: the same languages
+    other = TrainConfig(data="d", output="o", family="xlm", languages=("en", "de")).to_dict()
+    assert "saved with languages=['de', 'en'], this run has ['en', 'de']" in resume_refusal("RUN", recorded, other)
+    bert = json.loads(json.dumps(TrainConfig(data="d", output="o").to_dict()))
+    bert.pop("languages")  # a run recorded before languages existed resumes as it did
+    assert resume_refusal("RUN", bert, TrainConfig(data="d", output="o").to_dict()) is None

@@ -22,12 +22,10 @@ LOSS = ", replaced-token detection x {discriminator_weight:g}"
 
 
 def tensors(state_dict: dict[str, torch.Tensor], model_config) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """(the discriminator's tensors, the generator's) under transformers' names; a pre-LN model refused."""
-    from downstream.export import ExportError
+    """(the discriminator's tensors, the generator's) under transformers' names. An ELECTRA model is post-LN, as
+    transformers' is: its ModelConfig refuses --pre-layernorm."""
     from trainer.model.electra import to_transformers
 
-    if model_config.pre_layernorm:
-        raise ExportError("cannot export a pre-LayerNorm model: transformers' ELECTRA is post-LN only")
     return to_transformers(state_dict)
 
 

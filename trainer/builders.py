@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from schemas import Manifest, families, objectives
+from schemas import Manifest
 from schemas.jsonl import file_object
 from schemas.pairs import NSP_PAIRS
 from trainer.config import TrainConfig, TrainError
@@ -59,15 +59,16 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     and the parts it lacks (heads) initialised fresh from --seed; the run's family (settled from the data:
     trainer/start/steps.py), dropout and loss weights either way."""
     span = config.masking.strategy == "span"
-    row = families.family(config.family or "bert")
-    nsp = row.nsp and manifest.row_format.kind == NSP_PAIRS.kind and objectives.objective(config.objective).nsp  # packed rows: no label
-    training = {"family": row.name, "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
+    # the family's NSP head and language embeddings as the start-up settled them (steps.family_of: --nsp-weight 0
+    # unless the family, the objective and the rows have NSP; --languages for a family that embeds languages)
+    nsp = manifest.row_format.kind == NSP_PAIRS.kind  # packed rows: no label
+    training = {"family": config.family or "bert", "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
                 "objective": config.objective, "generator_fraction": config.generator_fraction,
                 "discriminator_weight": config.discriminator_weight,
                 "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout,
                 "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1),
-                **({"languages": config.languages} if row.languages else {})}
+                **({"languages": config.languages} if config.languages else {})}
     pad = manifest.special_id("pad_token")
     try:
         if architecture is not None:

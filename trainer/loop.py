@@ -17,7 +17,6 @@ import time
 
 import torch
 
-from trainer.builders import open_phase, phase_of
 from trainer.checkpoint import store
 from trainer.config import TrainConfig
 from trainer.data import default_workers
@@ -36,7 +35,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     # one trainer per --output (the lock); metrics.jsonl closed, and curves.png drawn by rank 0, when the run ends
     with run_lock.held(config.output, rt.rank, log=rt.log), contextlib.ExitStack() as closing:
         run = steps.start(config, rt)  # a resume, --init-from's source, or random weights; the engine; the phase's data
-        config, manifest, model, engine, phase, step = run.config, run.manifest, run.model, run.engine, run.phase, run.step
+        config, model, engine, phase, step = run.config, run.model, run.engine, run.phase, run.step
         log = closing.enter_context(MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step, log=rt.log))
         peak = peak_flops(rt.device_name)
         position = phase.train.state_dict(*phase.train.start)
@@ -68,8 +67,8 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
             # queues step s+1 while the device runs step s. The losses are read at logged steps only, the stop
             # flag one step after its collective started (trainer/run/stopping.py), tokens come from the host batch.
             while step < end and not stop.agreed():
-                if phase_of(step, config) != phase.number:
-                    phase = open_phase(2, config, rt, model, manifest.vocab["sha256"])
+                if step == run.next_at:
+                    phase = run.next_phase
                     position = phase.train.state_dict(0, 0)
                     batches.switch(phase.train)
                     rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")

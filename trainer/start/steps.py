@@ -150,6 +150,11 @@ class Started:
     engine: object
     phase: Phase
     step: int
+    next_phase: Phase | None = None
+    """Phase 2 when the run is in phase 1 and will reach it (--phase2-data), opened at the start so that its data's
+    errors stop the run before its first step, not at --phase2-start; its streams read nothing until then."""
+    next_at: int | None = None
+    """The step at which the run moves to next_phase."""
 
 
 def start(config: TrainConfig, rt: Runtime) -> Started:
@@ -174,7 +179,8 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     client = resume.load(engine, config.output, tag, universal, rt)
     # 3. what it reads: the data of the phase the run is in, at its saved position when resuming
     step = client["step"] if client else 0
-    phase = open_phase(phase_of(step, config), config, rt, model, manifest.vocab["sha256"])
+    numbers = sorted({phase_of(step, config), phase_of(max(step, config.max_steps - 1), config)})  # the phases ahead
+    phase, *later = [open_phase(n, config, rt, model, manifest.vocab["sha256"]) for n in numbers]
     if isinstance(phase.train, MixtureStream) and rt.rank == 0:
         with open(os.path.join(config.output, "mixture.json"), "w") as f:
             json.dump(phase.train.describe(), f, indent=2)
@@ -186,4 +192,4 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
         phase.train.load_state_dict(client["data"])
     if client:
         rt.log(f"resumed from {tag} at step {step} (phase {phase.number})")
-    return Started(config, manifest, model, engine, phase, step)
+    return Started(config, manifest, model, engine, phase, step, *later, config.phase2_begins if later else None)

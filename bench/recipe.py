@@ -39,7 +39,7 @@ from downstream.finetune.builtin import (  # noqa: E402
 )
 
 
-def _cli(*args: str, log: str) -> None:
+def _cli(*args: str, log: str) -> float:
     command = [sys.executable, "-m", "clozeforge", *args]
     started = time.time()
     with open(log, "a") as f:
@@ -49,24 +49,32 @@ def _cli(*args: str, log: str) -> None:
                               env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
     if done.returncode:
         raise SystemExit(f"bench recipe: {args[0]} failed (exit {done.returncode}); see {log}")
-    print(f"   {args[0]}: {time.time() - started:.0f} s (contended wall)", flush=True)
+    elapsed = time.time() - started
+    print(f"   {args[0]}: {elapsed:.0f} s", flush=True)
+    return elapsed
+
+
+CORPUS_MB = 6.0
+"""The demo's corpus size (demo --corpus-mb's default)."""
 
 
 def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "wordpiece", packing: str = "nsp") -> str:
     """WORK/prep-SEQ (NSP pairs of at most SEQ tokens, WordPiece), or WORK/prep-SEQ-TOKENIZER-PACKING, made once; every
     prep of a tokenizer after its first reuses that first one's vocabulary."""
     kind = "" if (tokenizer, packing) == ("wordpiece", "nsp") else f"-{tokenizer}-{packing}"
-    out = os.path.join(work, f"prep-{seq}{kind}")
+    size = "" if corpus_mb == CORPUS_MB else f"-{corpus_mb:g}mb"  # another corpus size: its own corpus and prep
+    out = os.path.join(work, f"prep-{seq}{kind}{size}")
     if os.path.exists(os.path.join(out, "pairs", "manifest.json")):
         return out
-    corpus = os.path.join(work, "corpus")
+    corpus = os.path.join(work, f"corpus{size}")
     if not os.path.isdir(corpus):
         from pipelines.documents.builtin_corpus import write_builtin_corpus
 
         write_builtin_corpus(corpus, int(corpus_mb * 1e6))
+    # every prep of a tokenizer takes the vocabulary of its first (64 tokens, the demo's corpus size)
     first = os.path.join(work, "prep-64" if tokenizer == "wordpiece" else f"prep-64-{tokenizer}-full-sentences")
     if out != first and not os.path.exists(os.path.join(first, "pairs", "manifest.json")):
-        prepared(work, 64, corpus_mb, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences")
+        prepared(work, 64, CORPUS_MB, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences")
     vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
     _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, "--max-seq-len", str(seq),
          "--tokenizer", tokenizer, "--packing", packing, "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
@@ -90,6 +98,14 @@ def mean_pair_tokens(pairs: str) -> float:
     a = pc.list_value_length(table.column("tokens_a")).to_numpy()
     b = pc.list_value_length(table.column("tokens_b")).to_numpy()
     return float((a + b + 3).mean())
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
 
 
 def last_validation(run: str) -> dict:
@@ -133,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["compare"]:
         return compare(argv[1:])
+    args = recipe_parser().parse_args(argv)
+    return run(args)
+
+
+def recipe_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("name")
     ap.add_argument("--work", default="recipes", help="shared work directory (default: %(default)s)")
@@ -147,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", default="3e-3")
     ap.add_argument("--mask-prob", default="0.3")
     ap.add_argument("--dropout", default="0")
-    ap.add_argument("--corpus-mb", type=float, default=6.0)
+    ap.add_argument("--corpus-mb", type=float, default=CORPUS_MB, help="built-in corpus size (its own prep, the same vocabulary)")
+    ap.add_argument("--objective", default="mlm", choices=("mlm", "electra"), help="train --objective")
+    ap.add_argument("--precision", default="auto", help="train --precision (fp32: the arithmetic of a CPU without bf16)")
     ap.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm")
     ap.add_argument("--scratch-from", default=None, metavar="RECIPE",
                     help="reuse that recipe's scratch arm (same model, length, seeds and fine-tuning flags): fine-tune "
@@ -155,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default="demo", choices=("demo", "held-out", "all"))
     ap.add_argument("--finetune", nargs=argparse.REMAINDER, default=DEMO_FINETUNE,
                     help="fine-tuning flags, last (default: the demo's)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run(args: argparse.Namespace) -> int:
     work = os.path.abspath(args.work)
     here = os.path.join(work, args.name)
     os.makedirs(here, exist_ok=True)
@@ -166,11 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.phase2_steps:
         phase2 = ["--phase2-data", os.path.join(prepared(work, 128, args.corpus_mb, log), "pairs"),
                   "--phase2-start", str(args.steps - args.phase2_steps)]
+    timing = os.path.join(here, "train_seconds.json")
     if not os.path.exists(os.path.join(hf, "config.json")):
-        _cli("train", "--data", os.path.join(prep, "pairs"), "--output", run, "--model", args.model, "--batch-size",
-             str(args.batch_size), "--lr", args.lr, "--mask-prob", args.mask_prob, "--dropout", args.dropout,
-             "--zero-stage", "0", "--seed", args.seed, "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
-             "--eval-every", str(args.steps), "--save-every", str(args.steps), log=log)
+        seconds = _cli("train", "--data", os.path.join(prep, "pairs"), "--output", run, "--model", args.model, "--batch-size",
+                       str(args.batch_size), "--lr", args.lr, "--mask-prob", args.mask_prob, "--dropout", args.dropout,
+                       "--objective", args.objective, "--precision", args.precision, "--zero-stage", "0", "--seed", args.seed,
+                       "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
+                       "--eval-every", str(args.steps), "--save-every", str(args.steps), log=log)
+        with open(timing, "w") as f:
+            json.dump({"train_seconds": round(seconds, 1)}, f)
         _cli("export", run, "--output", hf, log=log)
     tokens = (args.steps - args.phase2_steps) * args.batch_size * mean_pair_tokens(os.path.join(prep, "pairs"))
     if args.phase2_steps:
@@ -202,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"name": args.name, "recipe": {k: v for k, v in vars(args).items() if k not in ("name", "work")},
                "pretraining_tokens": round(tokens), "steps": args.steps, "trained_seq_len": trained,
                "valid_mlm_accuracy": valid.get("mlm_acc"), "valid_nsp_accuracy": valid.get("nsp_acc"),
+               "train_seconds": _read_json(timing).get("train_seconds"),
                "mean_row_tokens": round(mean_pair_tokens(os.path.join(prep, "pairs")), 2),
                "tasks": rows}
     for group, members in (("demo", DEMO), ("held_out", HELD_OUT)):

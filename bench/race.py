@@ -1,0 +1,163 @@
+"""The recipe race (issue 46): every candidate pretrains for the same seconds, and is scored on tasks kept apart.
+
+`python bench/run.py race` (the defaults) or `python bench/race.py [--budget SECONDS] [--seeds 1 2] [--only NAME ...]
+[--work DIR] [--precision fp32]`.
+
+In:  CANDIDATES (one row each: a recipe as bench/recipe.py's flags), a training budget in seconds, the pretraining
+     seeds. The candidates run one after another on this machine, never side by side.
+Out: WORK/race.json, and the same as the last line: per candidate the steps its budget buys here (a short probe of
+     its own training measures its steps a second), the seconds each seed's training took, and its mean gain over
+     scratch on two sets of tasks kept apart:
+     - selection: the demo's tasks (man pages, GNU info manuals, licence texts): they choose the winner;
+     - confirmation: the held-out tasks (the standard library's error messages and comments: text no selection task
+       reads), never looked at while choosing.
+     Each set's gain is the mean over its tasks, pretraining seeds and fine-tuning seeds; its SE counts both seeds:
+     the larger of the spread between the pretraining seeds' means (sd / sqrt(seeds)) and the fine-tuning seeds'
+     paired SE carried through the mean. The winner is the candidate with the highest selection mean.
+
+Every recipe is the demo's (tiny, 64-token rows, batch 32, lr 3e-3, dropout 0, 4,096 WordPiece pieces learnt once
+from the demo's corpus) but for its row's flags, and fine-tunes with the demo's protocol (demo/flows.py
+DEMO_FINETUNE). Candidates of one model shape share one scratch arm (the same architecture, seeds and grid give the
+same scratch runs); bench/recipe.py does each run and keeps its files under WORK/NAME-sSEED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
+
+from bench import recipe  # noqa: E402
+from downstream.finetune.builtin import DEMO, HELD_OUT  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    name: str
+    what: str
+    flags: tuple[str, ...] = ()
+
+    def flag(self, name: str, default: str) -> str:
+        return self.flags[self.flags.index(name) + 1] if name in self.flags else default
+
+
+CANDIDATES = (
+    Candidate("bert-nsp", "the demo's recipe before the race: NSP pairs, 30% masked"),
+    Candidate("mask-40", "40% masked (Wettig et al. 2023)", ("--mask-prob", "0.4")),
+    Candidate("electra", "ELECTRA (Clark et al. 2020): generator 1/4 of the width, 15% masked, discriminator weight 50",
+              ("--objective", "electra", "--mask-prob", "0.15")),
+    Candidate("corpus-24mb", "4x the distinct text: 24 MB of docstrings (seen about once) instead of 6 MB (about 4 times)",
+              ("--corpus-mb", "24")),
+    Candidate("mini", "a wider, deeper model (mini: 4 layers, 256 wide) for the same seconds: fewer steps",
+              ("--model", "mini")),
+)
+"""The candidates, in the order they run."""
+
+PROBE_STEPS = 60
+"""Steps of a candidate's probe: its rate is read from the logged windows after the first (start-up left out)."""
+
+
+def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
+    """Steps a second of the candidate's training on this machine: a short run of the same command."""
+    corpus_mb = float(candidate.flag("--corpus-mb", str(recipe.CORPUS_MB)))
+    prep = recipe.prepared(work, 64, corpus_mb, log)
+    pairs = os.path.join(prep, "pairs")
+    run = os.path.join(work, "probes", candidate.name)
+    if not os.path.exists(os.path.join(run, "metrics.jsonl")):
+        subprocess.run(["rm", "-rf", run], check=True)
+        recipe._cli("train", "--data", pairs, "--output", run, "--model", candidate.flag("--model", "tiny"), "--batch-size", "32",
+                    "--lr", "3e-3", "--mask-prob", candidate.flag("--mask-prob", "0.3"), "--dropout", "0",
+                    "--objective", candidate.flag("--objective", "mlm"), "--precision", precision, "--zero-stage", "0",
+                    "--max-steps", str(PROBE_STEPS), "--log-every", "10", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        windows = [json.loads(line) for line in f if line.strip()]
+    rates = [r["tokens_per_s"] for r in windows if "tokens_per_s" in r][1:]
+    return statistics.median(rates) / (32 * recipe.mean_pair_tokens(pairs))
+
+
+def combined(per_seed: list[list[dict]]) -> tuple[float, float]:
+    """(mean gain, SE) over tasks, pretraining seeds and fine-tuning seeds: per_seed holds each pretraining seed's rows
+    (report.gains: a task's paired gain and its SE over fine-tuning seeds). The SE is the larger of the pretraining
+    seeds' spread (sd of their means / sqrt(seeds)) and the fine-tuning seeds' SE through the mean."""
+    means = [sum(r["gain"] for r in rows) / len(rows) for rows in per_seed]
+    within = math.sqrt(sum(r["se"] ** 2 for rows in per_seed for r in rows)) / (len(per_seed) * len(per_seed[0]))
+    between = statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else 0.0
+    return sum(means) / len(means), max(within, between)
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| candidate | steps | training s (each seed) | selection gain (per seed) | confirmation gain (per seed) |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        sel, con = r["selection"], r["confirmation"]
+        lines.append(f"| {r['name']}: {r['what']} | {r['steps']:,} | {' / '.join(f'{s:.0f}' for s in r['train_seconds'])} "
+                     f"| **{sel['mean']:+.1f} ± {sel['se']:.1f}** ({' / '.join(f'{m:+.1f}' for m in sel['per_seed'])}) "
+                     f"| {con['mean']:+.1f} ± {con['se']:.1f} ({' / '.join(f'{m:+.1f}' for m in con['per_seed'])}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(prog="bench/race.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default="race", help="work directory, shared by every candidate (default: %(default)s)")
+    ap.add_argument("--budget", type=float, default=240.0, help="training seconds of each run (default: %(default)s)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="pretraining seeds (default: 1 2)")
+    ap.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these candidates (default: all)")
+    ap.add_argument("--precision", default="fp32", help="train --precision (default: fp32, the arithmetic of a CPU without bf16)")
+    args = ap.parse_args([] if argv is None else argv)
+    if quick:  # a smoke run: seconds of training, one fine-tuning seed
+        args.budget, args.seeds = 5.0, args.seeds[:1]
+    chosen = [c for c in CANDIDATES if args.only is None or c.name in args.only]
+    unknown = set(args.only or ()) - {c.name for c in CANDIDATES}
+    if unknown:
+        raise SystemExit(f"bench race: unknown candidate {', '.join(sorted(unknown))}; candidates: {', '.join(c.name for c in CANDIDATES)}")
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "log.txt")
+    scratch: dict[str, str] = {}  # model shape -> the run whose scratch arm the others share
+    results = []
+    for candidate in chosen:
+        rate = _train_rate(candidate, work, args.precision, log)
+        steps = max(10, int(round(args.budget * rate / 10)) * 10)
+        print(f"== {candidate.name}: {rate:.2f} steps/s here, {steps} steps in {args.budget:g} s", flush=True)
+        shape = candidate.flag("--model", "tiny")
+        summaries = []
+        for seed in args.seeds:
+            name = f"{candidate.name}-s{seed}"
+            shared = ["--scratch-from", scratch[shape]] if shape in scratch else []
+            recipe.main([name, "--work", work, "--seed", str(seed), "--steps", str(steps), "--precision", args.precision,
+                         "--tasks", "all", "--seeds", "1" if quick else "3", *shared, *candidate.flags])
+            scratch.setdefault(shape, name)
+            with open(os.path.join(work, name, "recipe.json")) as f:
+                summaries.append(json.load(f))
+        sets = {}
+        for label, members in (("selection", DEMO), ("confirmation", HELD_OUT)):
+            per_seed = [[r for r in s["tasks"] if r["task"] in members] for s in summaries]
+            mean, se = combined(per_seed)
+            sets[label] = {"mean": round(mean, 2), "se": round(se, 2),
+                           "per_seed": [round(sum(r["gain"] for r in rows) / len(rows), 2) for rows in per_seed],
+                           "tasks": {t: [round(r["gain"], 2) for rows in per_seed for r in rows if r["task"] == t] for t in members}}
+        results.append({"name": candidate.name, "what": candidate.what, "flags": list(candidate.flags), "steps": steps,
+                        "steps_per_s": round(rate, 3), "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
+                        "valid_mlm_accuracy": [s.get("valid_mlm_accuracy") for s in summaries], **sets})
+        print(table(results), end="", flush=True)
+    winner = max(results, key=lambda r: r["selection"]["mean"])
+    figures = {"budget_s": args.budget, "seeds": args.seeds, "precision": args.precision, "candidates": results,
+               "winner": winner["name"], "winner_confirmation": winner["confirmation"]}
+    with open(os.path.join(work, "race.json"), "w") as f:
+        json.dump(figures, f, indent=2)
+    return figures
+
+
+if __name__ == "__main__":
+    started = time.time()
+    print(json.dumps({"bench": "race", **main(argv=sys.argv[1:]), "wall_s": round(time.time() - started, 1)}))

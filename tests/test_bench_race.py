@@ -1,0 +1,43 @@
+"""bench/race.py's arithmetic and its candidates: each row's flags are bench/recipe.py's, and the race's SE counts
+the spread between pretraining seeds as well as the fine-tuning seeds'."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import race, recipe  # noqa: E402
+
+
+def rows(*gains_and_ses):
+    return [{"task": f"t{i}", "gain": g, "se": s} for i, (g, s) in enumerate(gains_and_ses)]
+
+
+def test_the_se_is_the_pretraining_seeds_spread_when_it_is_the_larger():
+    mean, se = race.combined([rows((4.0, 0.1), (6.0, 0.1)), rows((0.0, 0.1), (2.0, 0.1))])
+    assert mean == pytest.approx(3.0)
+    assert se == pytest.approx(math.sqrt(8.0) / math.sqrt(2))  # the seeds' means 5 and 1: sd 2.83 over sqrt(2)
+
+
+def test_the_se_is_the_fine_tuning_seeds_when_the_pretraining_seeds_agree():
+    mean, se = race.combined([rows((1.0, 3.0), (3.0, 4.0)), rows((2.0, 3.0), (2.0, 4.0))])
+    assert mean == pytest.approx(2.0)
+    assert se == pytest.approx(math.sqrt(9 + 16 + 9 + 16) / 4)
+
+
+def test_every_candidate_is_a_recipe_and_the_names_are_distinct():
+    assert len({c.name for c in race.CANDIDATES}) == len(race.CANDIDATES)
+    assert any(c.flag("--objective", "mlm") == "electra" for c in race.CANDIDATES)  # ELECTRA runs whatever it scores
+    for c in race.CANDIDATES:
+        args = recipe.recipe_parser().parse_args([c.name, *c.flags])  # an unknown flag or value: SystemExit
+        assert args.name == c.name
+
+
+def test_an_unknown_candidate_is_one_line():
+    with pytest.raises(SystemExit, match="unknown candidate nope; candidates: bert-nsp"):
+        race.main(argv=["--only", "nope", "--work", os.devnull + "-race"])

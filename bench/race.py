@@ -56,7 +56,7 @@ CANDIDATES = (
     Candidate("mask-40", "40% masked (Wettig et al. 2023)", ("--mask-prob", "0.4")),
     Candidate("electra", "ELECTRA (Clark et al. 2020): generator 1/4 of the width, 15% masked, discriminator weight 50",
               ("--objective", "electra", "--mask-prob", "0.15")),
-    Candidate("corpus-24mb", "4x the distinct text: 24 MB of docstrings (seen about once) instead of 6 MB (about 4 times)",
+    Candidate("corpus-24mb", "4x the distinct text: 24 MB of docstrings, not the demo's 6 MB, decontaminated against every task",
               ("--corpus-mb", "24")),
     Candidate("mini", "a wider, deeper model (mini: 4 layers, 256 wide) for the same seconds: fewer steps",
               ("--model", "mini")),

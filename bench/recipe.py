@@ -76,9 +76,24 @@ def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "
     if out != first and not os.path.exists(os.path.join(first, "pairs", "manifest.json")):
         prepared(work, 64, CORPUS_MB, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences")
     vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
-    _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, "--max-seq-len", str(seq),
+    clean = []
+    if size:  # text beyond the demo's: documents sharing a 13-word n-gram with any task's evaluation text dropped
+        tasks = written_tasks(work, (*DEMO, *HELD_OUT))
+        clean = [f for task in tasks for split in ("validation", "test") for f in ("--decontaminate", os.path.join(task, f"{split}.jsonl"))]
+    _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, *clean, "--max-seq-len", str(seq),
          "--tokenizer", tokenizer, "--packing", packing, "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
     return out
+
+
+def written_tasks(work: str, names) -> list[str]:
+    """WORK/tasks/NAME for each built-in task, its splits written once."""
+    directories = []
+    for name in names:
+        directory = os.path.join(work, "tasks", name)
+        if not os.path.exists(os.path.join(directory, "test.jsonl")):
+            TASKS[name].write(directory)
+        directories.append(directory)
+    return directories
 
 
 def mean_pair_tokens(pairs: str) -> float:
@@ -215,10 +230,7 @@ def run(args: argparse.Namespace) -> int:
         baseline = ["--baseline", "none"]
         finetune = [a for i, a in enumerate(finetune) if not (a.startswith("--baseline") or
                                                               (i and finetune[i - 1].startswith("--baseline")))]
-    for name in names:
-        directory = os.path.join(work, "tasks", name)
-        if not os.path.exists(os.path.join(directory, "test.jsonl")):
-            TASKS[name].write(directory)
+    for name, directory in zip(names, written_tasks(work, names), strict=True):
         out = os.path.join(here, "finetune", name)
         if not os.path.exists(os.path.join(out, "results.json")):
             _cli("finetune", hf, "--task", TASKS[name].kind, *(f"--{s}={os.path.join(directory, s)}.jsonl" for s in

@@ -23,19 +23,20 @@ same scratch runs); bench/recipe.py does each run and keeps its files under WORK
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
-import math
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
+sys.path[0] = ROOT  # first: bench/tokenize.py would shadow the standard library's tokenize (dataclasses imports it)
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
 
 from bench import recipe  # noqa: E402
 from downstream.finetune.builtin import DEMO, HELD_OUT  # noqa: E402

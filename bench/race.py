@@ -64,8 +64,10 @@ CANDIDATES = (
 )
 """The candidates, in the order they run."""
 
-PROBE_STEPS = 60
-"""Steps of a candidate's probe: its rate is read from the logged windows after the first (start-up left out)."""
+PROBE_STEPS = 200
+"""Steps of a candidate's probe: its rate is the median of its 20-step windows after the first (start-up left
+out). 60 steps were too few: one candidate's probe ran 17% below its own run's rate, and that run trained 207 s of
+a 240 s budget."""
 
 
 def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
@@ -79,7 +81,7 @@ def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> fl
         recipe._cli("train", "--data", pairs, "--output", run, "--model", candidate.flag("--model", "tiny"), "--batch-size", "32",
                     "--lr", "3e-3", "--mask-prob", candidate.flag("--mask-prob", "0.3"), "--dropout", "0",
                     "--objective", candidate.flag("--objective", "mlm"), "--precision", precision, "--zero-stage", "0",
-                    "--max-steps", str(PROBE_STEPS), "--log-every", "10", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
+                    "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
     with open(os.path.join(run, "metrics.jsonl")) as f:
         windows = [json.loads(line) for line in f if line.strip()]
     rates = [r["tokens_per_s"] for r in windows if "tokens_per_s" in r][1:]
@@ -147,6 +149,7 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
             sets[label] = {"mean": round(mean, 2), "se": round(se, 2),
                            "per_seed": [round(sum(r["gain"] for r in rows) / len(rows), 2) for rows in per_seed],
                            "tasks": {t: [round(r["gain"], 2) for rows in per_seed for r in rows if r["task"] == t] for t in members}}
+        steps = summaries[0]["steps"]  # what the runs trained (a run made before is reused as it is)
         results.append({"name": candidate.name, "what": candidate.what, "flags": list(candidate.flags), "steps": steps,
                         "steps_per_s": round(rate, 3), "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
                         "valid_mlm_accuracy": [s.get("valid_mlm_accuracy") for s in summaries], **sets})

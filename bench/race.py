@@ -64,6 +64,9 @@ CANDIDATES = (
 )
 """The candidates, in the order they run."""
 
+TOLERANCE = 0.05
+"""How far a first run's steps may be from what the budget buys at its own rate before it is trained again."""
+
 PROBE_STEPS = 200
 """Steps of a candidate's probe: its rate is the median of its 20-step windows after the first (start-up left
 out). 60 steps were too few: one candidate's probe ran 17% below its own run's rate, and that run trained 207 s of
@@ -82,10 +85,21 @@ def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> fl
                     "--lr", "3e-3", "--mask-prob", candidate.flag("--mask-prob", "0.3"), "--dropout", "0",
                     "--objective", candidate.flag("--objective", "mlm"), "--precision", precision, "--zero-stage", "0",
                     "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
+    return _run_rate(run, pairs)
+
+
+def _run_rate(run: str, pairs: str) -> float:
+    """Steps a second of a finished run: the median of its logged windows after the first."""
     with open(os.path.join(run, "metrics.jsonl")) as f:
         windows = [json.loads(line) for line in f if line.strip()]
     rates = [r["tokens_per_s"] for r in windows if "tokens_per_s" in r][1:]
     return statistics.median(rates) / (32 * recipe.mean_pair_tokens(pairs))
+
+
+def _read_steps(here: str) -> int:
+    """The steps of WORK/NAME's run, from its last checkpoint's record of the flags."""
+    with open(os.path.join(here, "run", "train_config.json")) as f:
+        return json.load(f)["max_steps"]
 
 
 def combined(per_seed: list[list[dict]]) -> tuple[float, float]:
@@ -133,6 +147,23 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
         steps = max(10, int(round(args.budget * rate / 10)) * 10)
         print(f"== {candidate.name}: {rate:.2f} steps/s here, {steps} steps in {args.budget:g} s", flush=True)
         shape = candidate.flag("--model", "tiny")
+        # the first seed's own run is the better measure (its whole length, not a probe's): off by more than
+        # TOLERANCE, that run is trained again with the steps its rate gives, and the other seeds train those
+        first = os.path.join(work, f"{candidate.name}-s{args.seeds[0]}")
+        base = [f"{candidate.name}-s{args.seeds[0]}", "--work", work, "--seed", str(args.seeds[0]), "--precision", args.precision]
+        recipe.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
+        trained = _read_steps(first)
+        pairs = os.path.join(recipe.prepared(work, 64, float(candidate.flag("--corpus-mb", str(recipe.CORPUS_MB))), log), "pairs")
+        corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs) / 10)) * 10)
+        scored = os.path.exists(os.path.join(first, "recipe.json"))  # fine-tuned already: kept as it is, and said so
+        if scored and corrected != trained:
+            print(f"   {candidate.name}: kept as scored, at {trained / corrected:.2f}x the steps its own rate gives", flush=True)
+        elif abs(corrected - trained) > TOLERANCE * trained:
+            print(f"   {candidate.name}: its run trained {corrected / trained:.2f}x the steps it should: again with {corrected}", flush=True)
+            subprocess.run(["rm", "-rf", first], check=True)
+            recipe.main([*base, "--steps", str(corrected), "--tasks", "none", *candidate.flags])
+            trained = corrected
+        steps = trained
         summaries = []
         for seed in args.seeds:
             name = f"{candidate.name}-s{seed}"
@@ -151,7 +182,7 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
                            "tasks": {t: [round(r["gain"], 2) for rows in per_seed for r in rows if r["task"] == t] for t in members}}
         steps = summaries[0]["steps"]  # what the runs trained (a run made before is reused as it is)
         results.append({"name": candidate.name, "what": candidate.what, "flags": list(candidate.flags), "steps": steps,
-                        "steps_per_s": round(rate, 3), "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
+                        "steps_per_s": round(rate, 3), "budget_steps": corrected, "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
                         "valid_mlm_accuracy": [s.get("valid_mlm_accuracy") for s in summaries], **sets})
         print(table(results), end="", flush=True)
     winner = max(results, key=lambda r: r["selection"]["mean"])

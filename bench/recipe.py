@@ -190,7 +190,8 @@ def recipe_parser() -> argparse.ArgumentParser:
     ap.add_argument("--scratch-from", default=None, metavar="RECIPE",
                     help="reuse that recipe's scratch arm (same model, length, seeds and fine-tuning flags): fine-tune "
                          "only the export here, and pair it with those scratch runs")
-    ap.add_argument("--tasks", default="demo", choices=("demo", "held-out", "all"))
+    ap.add_argument("--tasks", default="demo", choices=("demo", "held-out", "all", "none"),
+                    help="the built-in tasks to fine-tune on (none: train and export only)")
     ap.add_argument("--finetune", nargs=argparse.REMAINDER, default=DEMO_FINETUNE,
                     help="fine-tuning flags, last (default: the demo's)")
     return ap
@@ -217,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         with open(timing, "w") as f:
             json.dump({"train_seconds": round(seconds, 1)}, f)
         _cli("export", run, "--output", hf, log=log)
+    if args.tasks == "none":
+        return 0
     tokens = (args.steps - args.phase2_steps) * args.batch_size * mean_pair_tokens(os.path.join(prep, "pairs"))
     if args.phase2_steps:
         tokens += args.phase2_steps * args.batch_size * mean_pair_tokens(os.path.join(work, "prep-128", "pairs"))

@@ -48,8 +48,9 @@ class Candidate:
     what: str
     flags: tuple[str, ...] = ()
 
-    def flag(self, name: str, default: str) -> str:
-        return self.flags[self.flags.index(name) + 1] if name in self.flags else default
+    def recipe(self) -> argparse.Namespace:
+        """The row as bench/recipe.py reads it: its flags over recipe.py's defaults (the demo's recipe)."""
+        return recipe.recipe_parser().parse_args([self.name, *self.flags])
 
 
 CANDIDATES = (
@@ -75,25 +76,25 @@ a 240 s budget."""
 
 def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
     """Steps a second of the candidate's training on this machine: a short run of the same command."""
-    corpus_mb = float(candidate.flag("--corpus-mb", str(recipe.CORPUS_MB)))
-    prep = recipe.prepared(work, 64, corpus_mb, log)
+    r = candidate.recipe()
+    prep = recipe.prepared(work, r.seq, r.corpus_mb, log)
     pairs = os.path.join(prep, "pairs")
     run = os.path.join(work, "probes", candidate.name)
     if not os.path.exists(os.path.join(run, "metrics.jsonl")):
         subprocess.run(["rm", "-rf", run], check=True)
-        recipe._cli("train", "--data", pairs, "--output", run, "--model", candidate.flag("--model", "tiny"), "--batch-size", "32",
-                    "--lr", "3e-3", "--mask-prob", candidate.flag("--mask-prob", "0.3"), "--dropout", "0",
-                    "--objective", candidate.flag("--objective", "mlm"), "--precision", precision, "--zero-stage", "0",
+        recipe._cli("train", "--data", pairs, "--output", run, "--model", r.model, "--batch-size", str(r.batch_size),
+                    "--lr", r.lr, "--mask-prob", r.mask_prob, "--dropout", r.dropout,
+                    "--objective", r.objective, "--precision", precision, "--zero-stage", "0",
                     "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
-    return _run_rate(run, pairs)
+    return _run_rate(run, pairs, r.batch_size)
 
 
-def _run_rate(run: str, pairs: str) -> float:
+def _run_rate(run: str, pairs: str, batch_size: int) -> float:
     """Steps a second of a finished run: the median of its logged windows after the first."""
     with open(os.path.join(run, "metrics.jsonl")) as f:
         windows = [json.loads(line) for line in f if line.strip()]
     rates = [r["tokens_per_s"] for r in windows if "tokens_per_s" in r][1:]
-    return statistics.median(rates) / (32 * recipe.mean_pair_tokens(pairs))
+    return statistics.median(rates) / (batch_size * recipe.mean_pair_tokens(pairs))
 
 
 def _read_steps(here: str) -> int:
@@ -146,15 +147,16 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
         rate = _train_rate(candidate, work, args.precision, log)
         steps = max(10, int(round(args.budget * rate / 10)) * 10)
         print(f"== {candidate.name}: {rate:.2f} steps/s here, {steps} steps in {args.budget:g} s", flush=True)
-        shape = candidate.flag("--model", "tiny")
+        r = candidate.recipe()
+        shape = r.model
         # the first seed's own run is the better measure (its whole length, not a probe's): off by more than
         # TOLERANCE, that run is trained again with the steps its rate gives, and the other seeds train those
         first = os.path.join(work, f"{candidate.name}-s{args.seeds[0]}")
         base = [f"{candidate.name}-s{args.seeds[0]}", "--work", work, "--seed", str(args.seeds[0]), "--precision", args.precision]
         recipe.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
         trained = _read_steps(first)
-        pairs = os.path.join(recipe.prepared(work, 64, float(candidate.flag("--corpus-mb", str(recipe.CORPUS_MB))), log), "pairs")
-        corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs) / 10)) * 10)
+        pairs = os.path.join(recipe.prepared(work, r.seq, r.corpus_mb, log), "pairs")
+        corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs, r.batch_size) / 10)) * 10)
         scored = os.path.exists(os.path.join(first, "recipe.json"))  # fine-tuned already: kept as it is, and said so
         if scored and corrected != trained:
             print(f"   {candidate.name}: kept as scored, at {trained / corrected:.2f}x the steps its own rate gives", flush=True)

@@ -15,10 +15,11 @@ Out: WORK/race.json, and the same as the last line: per candidate the steps its 
      the larger of the spread between the pretraining seeds' means (sd / sqrt(seeds)) and the fine-tuning seeds'
      paired SE carried through the mean. The winner is the candidate with the highest selection mean.
 
-Every recipe is the demo's (tiny, 64-token rows, batch 32, lr 3e-3, dropout 0, 4,096 WordPiece pieces learnt once
-from the demo's corpus) but for its row's flags, and fine-tunes with the demo's protocol (demo/flows.py
-DEMO_FINETUNE). Candidates of one model shape share one scratch arm (the same architecture, seeds and grid give the
-same scratch runs); bench/recipe.py does each run and keeps its files under WORK/NAME-sSEED.
+Every recipe is the demo's before the race (tiny, 64-token rows, batch 32, lr 3e-3, dropout 0, 4,096 WordPiece pieces
+learnt once from 6 MB of docstrings; a row with another corpus kind learns its own) but for its row's flags, and fine-tunes with the demo's protocol (demo/flows.py
+DEMO_FINETUNE: both arms on the same grid). Candidates of one model shape and corpus kind share one scratch arm (the
+same architecture, vocabulary, seeds and grid give the same scratch runs); bench/recipe.py does each run and keeps
+its files under WORK/NAME-sSEED.
 """
 
 from __future__ import annotations
@@ -54,12 +55,15 @@ class Candidate:
 
 
 CANDIDATES = (
-    Candidate("bert-nsp", "the demo's recipe before the race: NSP pairs, 30% masked"),
+    Candidate("bert-nsp", "the demo's recipe before the race: NSP pairs, 30% masked, 6 MB of docstrings"),
     Candidate("mask-40", "40% masked (Wettig et al. 2023)", ("--mask-prob", "0.4")),
     Candidate("electra", "ELECTRA (Clark et al. 2020): generator 1/4 of the width, 15% masked, discriminator weight 50",
               ("--objective", "electra", "--mask-prob", "0.15")),
     Candidate("corpus-24mb", "4x the distinct text: 24 MB of docstrings, not the demo's 6 MB, decontaminated against every task",
               ("--corpus-mb", "24")),
+    Candidate("documentation", "the machine's documentation, 15 MB: 6 MB of docstrings, 6 MB of man pages, the GNU manuals' "
+              "3 MB, decontaminated against every task; its own vocabulary (and scratch arm)",
+              ("--corpus", "documentation", "--corpus-mb", "15")),
     Candidate("mini", "a wider, deeper model (mini: 4 layers, 256 wide) for the same seconds: fewer steps",
               ("--model", "mini")),
 )
@@ -77,7 +81,7 @@ a 240 s budget."""
 def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
     """Steps a second of the candidate's training on this machine: a short run of the same command."""
     r = candidate.recipe()
-    prep = recipe.prepared(work, r.seq, r.corpus_mb, log)
+    prep = recipe.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus)
     pairs = os.path.join(prep, "pairs")
     run = os.path.join(work, "probes", candidate.name)
     if not os.path.exists(os.path.join(run, "metrics.jsonl")):
@@ -141,21 +145,21 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "log.txt")
-    scratch: dict[str, str] = {}  # model shape -> the run whose scratch arm the others share
+    scratch: dict[tuple[str, str], str] = {}  # (model shape, corpus kind) -> the run whose scratch arm the others share
     results = []
     for candidate in chosen:
         rate = _train_rate(candidate, work, args.precision, log)
         steps = max(10, int(round(args.budget * rate / 10)) * 10)
         print(f"== {candidate.name}: {rate:.2f} steps/s here, {steps} steps in {args.budget:g} s", flush=True)
         r = candidate.recipe()
-        shape = r.model
+        shape = (r.model, r.corpus)  # a corpus kind learns its own vocabulary: its scratch arm is its own
         # the first seed's own run is the better measure (its whole length, not a probe's): off by more than
         # TOLERANCE, that run is trained again with the steps its rate gives, and the other seeds train those
         first = os.path.join(work, f"{candidate.name}-s{args.seeds[0]}")
         base = [f"{candidate.name}-s{args.seeds[0]}", "--work", work, "--seed", str(args.seeds[0]), "--precision", args.precision]
         recipe.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
         trained = _read_steps(first)
-        pairs = os.path.join(recipe.prepared(work, r.seq, r.corpus_mb, log), "pairs")
+        pairs = os.path.join(recipe.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus), "pairs")
         corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs, r.batch_size) / 10)) * 10)
         scored = os.path.exists(os.path.join(first, "recipe.json"))  # fine-tuned already: kept as it is, and said so
         if scored and corrected != trained:

@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
 
+from demo import corpus as demo_corpus  # noqa: E402
 from demo.flows import DEMO_FINETUNE  # noqa: E402  (the demo's fine-tuning recipe, both arms' grids)
 from downstream.finetune.builtin import (  # noqa: E402
     DEMO,
@@ -58,29 +59,33 @@ CORPUS_MB = 6.0
 """The demo's corpus size (demo --corpus-mb's default)."""
 
 
-def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "wordpiece", packing: str = "nsp") -> str:
+def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "wordpiece", packing: str = "nsp",
+             corpus_kind: str = "docstrings") -> str:
     """WORK/prep-SEQ (NSP pairs of at most SEQ tokens, WordPiece), or WORK/prep-SEQ-TOKENIZER-PACKING, made once; every
-    prep of a tokenizer after its first reuses that first one's vocabulary."""
+    prep of a tokenizer after its first reuses that first one's vocabulary, but for another corpus kind (demo/corpus.py),
+    which learns its own as the demo would on it."""
     kind = "" if (tokenizer, packing) == ("wordpiece", "nsp") else f"-{tokenizer}-{packing}"
     size = "" if corpus_mb == CORPUS_MB else f"-{corpus_mb:g}mb"  # another corpus size: its own corpus and prep
+    size += "" if corpus_kind == "docstrings" else f"-{corpus_kind}"
     out = os.path.join(work, f"prep-{seq}{kind}{size}")
     if os.path.exists(os.path.join(out, "pairs", "manifest.json")):
         return out
     corpus = os.path.join(work, f"corpus{size}")
     if not os.path.isdir(corpus):
-        from pipelines.documents.builtin_corpus import write_builtin_corpus
-
-        write_builtin_corpus(corpus, int(corpus_mb * 1e6))
+        demo_corpus.write(corpus, int(corpus_mb * 1e6), corpus_kind)
     # every prep of a tokenizer takes the vocabulary of its first (64 tokens, the demo's corpus size)
     first = os.path.join(work, "prep-64" if tokenizer == "wordpiece" else f"prep-64-{tokenizer}-full-sentences")
+    if corpus_kind != "docstrings":
+        first = os.path.join(work, f"prep-64{size}")
     if out != first and not os.path.exists(os.path.join(first, "pairs", "manifest.json")):
-        prepared(work, 64, CORPUS_MB, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences")
+        prepared(work, 64, corpus_mb if corpus_kind != "docstrings" else CORPUS_MB, log, tokenizer,
+                 "nsp" if tokenizer == "wordpiece" else "full-sentences", corpus_kind)
     vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
     clean = []
     if size:  # text beyond the demo's: documents sharing a 13-word n-gram with any task's evaluation text dropped
         tasks = written_tasks(work, (*DEMO, *HELD_OUT))
         clean = [f for task in tasks for split in ("validation", "test") for f in ("--decontaminate", os.path.join(task, f"{split}.jsonl"))]
-    _cli("prep", "--input", f"docstrings={corpus}/*.jsonl", "--output", out, *vocab, *clean, "--max-seq-len", str(seq),
+    _cli("prep", *demo_corpus.inputs(corpus, corpus_kind), "--output", out, *vocab, *clean, "--max-seq-len", str(seq),
          "--tokenizer", tokenizer, "--packing", packing, "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
     return out
 
@@ -184,6 +189,8 @@ def recipe_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mask-prob", default="0.3")
     ap.add_argument("--dropout", default="0")
     ap.add_argument("--corpus-mb", type=float, default=CORPUS_MB, help="built-in corpus size (its own prep, the same vocabulary)")
+    ap.add_argument("--corpus", default="docstrings", choices=sorted(demo_corpus.KINDS),
+                    help="the built-in corpus's kind (demo/corpus.py); another than docstrings learns its own vocabulary")
     ap.add_argument("--objective", default="mlm", choices=("mlm", "electra"), help="train --objective")
     ap.add_argument("--precision", default="auto", help="train --precision (fp32: the arithmetic of a CPU without bf16)")
     ap.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm")
@@ -202,11 +209,11 @@ def run(args: argparse.Namespace) -> int:
     here = os.path.join(work, args.name)
     os.makedirs(here, exist_ok=True)
     log = os.path.join(here, "log.txt")
-    prep = prepared(work, args.seq, args.corpus_mb, log, args.tokenizer, args.packing)
+    prep = prepared(work, args.seq, args.corpus_mb, log, args.tokenizer, args.packing, args.corpus)
     run, hf = os.path.join(here, "run"), os.path.join(here, "hf")
     phase2 = []
     if args.phase2_steps:
-        phase2 = ["--phase2-data", os.path.join(prepared(work, 128, args.corpus_mb, log), "pairs"),
+        phase2 = ["--phase2-data", os.path.join(prepared(work, 128, args.corpus_mb, log, corpus_kind=args.corpus), "pairs"),
                   "--phase2-start", str(args.steps - args.phase2_steps)]
     timing = os.path.join(here, "train_seconds.json")
     if not os.path.exists(os.path.join(hf, "config.json")):

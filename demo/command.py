@@ -13,19 +13,22 @@ import signal
 import sys
 
 from demo import flows
+from demo.corpus import KINDS
 from demo.supervisor import Interrupted
 
 DEMO_DOC = """`clozeforge demo`: the whole flow on a built-in corpus, with no download and no flags.
 
-In:  nothing (optional: --workdir, --corpus GLOB to use your own text, --steps, --nproc, --ranks-check-steps,
-     --finetune-seeds).
-Out: WORKDIR/corpus (docstrings of the installed Python modules, read with `ast`), WORKDIR/prep (clean/,
-     vocab/, pairs/, report.json), WORKDIR/run (checkpoints, metrics.jsonl, curves.png), WORKDIR/hf (a
-     HuggingFace directory), WORKDIR/run-2-ranks (the same job on 2 DeepSpeed ranks, a few steps), a
-     fill-mask example on stdout, and WORKDIR/finetune/TASK: the export fine-tuned on each built-in downstream
-     task (WORKDIR/tasks/TASK, made from the machine's man pages, GNU manuals and licence texts, none of them in
-     the pretraining corpus; downstream/finetune/builtin/) beside the same model trained from scratch,
-     as mean ± SE over seeds, and WORKDIR/finetune/gains.md: the gain per task and their mean.
+In:  nothing (optional: --workdir, --corpus GLOB to use your own text, --builtin-corpus, --steps, --seed,
+     --precision, --nproc, --ranks-check-steps, --finetune-seeds).
+Out: WORKDIR/corpus (this machine's documentation: docstrings of the installed Python modules read with `ast`, the
+     English man pages and the GNU info manuals; demo/corpus.py), WORKDIR/tasks/TASK (every built-in downstream task,
+     made from the same man pages and manuals, licence texts and the standard library's source;
+     downstream/finetune/builtin/), WORKDIR/prep (clean/, vocab/, pairs/, report.json; every document sharing a
+     13-word n-gram with a task's validation or test file dropped as contaminated), WORKDIR/run (checkpoints,
+     metrics.jsonl, curves.png), WORKDIR/hf (a HuggingFace directory), WORKDIR/run-2-ranks (the same job on 2
+     DeepSpeed ranks, a few steps), a fill-mask example on stdout, and WORKDIR/finetune/TASK: the export fine-tuned
+     on each of the demo's tasks beside the same model trained from scratch, as mean ± SE over seeds, and
+     WORKDIR/finetune/gains.md: the gain per task and their mean.
 
 Each stage runs as its own process, exactly the command a user would type, so prep never shares an
 interpreter with torch and train never with Beam. The defaults suit a small corpus on a small machine: a
@@ -45,11 +48,18 @@ def demo_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge demo", description=DEMO_DOC.split("\n\n")[0])
     ap.add_argument("--workdir", default="clozeforge-demo", help="where everything goes (default: %(default)s)")
     ap.add_argument("--corpus", default=None, help="your own files (URL glob) instead of the built-in corpus")
-    ap.add_argument("--corpus-mb", type=float, default=6.0, help="size of the built-in corpus (default: %(default)s)")
+    ap.add_argument("--builtin-corpus", default="documentation", choices=sorted(KINDS),
+                    help="the built-in corpus: documentation (Python docstrings, man pages, GNU manuals) or docstrings "
+                         "alone (default: %(default)s; bench/README.md \"race\" compares them)")
+    ap.add_argument("--corpus-mb", type=float, default=None,
+                    help="size of the built-in corpus (default: the kind's, 15 for documentation, 6 for docstrings)")
     ap.add_argument("--steps", type=int, default=3000, help="training steps of 32 pairs (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=42,
                     help="the pretraining seed (its data order, masks and initial weights); a new seed wants a new "
                          "--workdir, since a run resumes only with its own seed (default: %(default)s, train's)")
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                    help="train --precision: auto takes bf16 where the CPU computes it natively; fp32 trains as a CPU "
+                         "without bf16 does (default: %(default)s)")
     ap.add_argument("--nproc", type=int, default=1, help="training ranks; one rank uses every core (default: %(default)s)")
     ap.add_argument("--ranks-check-steps", type=int, default=20,
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")
@@ -68,7 +78,7 @@ def demo(argv: list[str] | None = None) -> int:
     corpus is rewritten to the same bytes, a finished prep of the same corpus and flags is reused, and train resumes
     from its checkpoint)."""
     args = demo_parser().parse_args(argv)
-    for ok, flag in ((args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
+    for ok, flag in ((args.corpus_mb is None or args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
                      (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0"),
                      (args.finetune_seeds >= 0, "--finetune-seeds must be >= 0")):
         if not ok:

@@ -7,10 +7,12 @@ transformers` fail and importlib.util.find_spec return None), as on a machine th
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
+from downstream.finetune.builtin import DEMO
 from tests.helpers import HANG_S, run_cli
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
@@ -30,6 +32,15 @@ def test_demo_runs_end_to_end_without_dev_packages(tmp_path):
     for path in ("prep/report.json", "prep/pairs/manifest.json", "run/metrics.jsonl", "run/curves.png", "run-2-ranks/metrics.jsonl",
                  "hf/config.json", "hf/model.safetensors", "hf/tokenizer.json"):
         assert os.path.exists(work / path), path
+    with open(work / "prep" / "report.json") as f:
+        report = json.load(f)
+    # every built-in task is written before prep, and its validation and test text kept out of pretraining
+    tasks = sorted(p.name for p in (work / "tasks").iterdir())
+    assert set(DEMO) <= set(tasks) or not os.path.isdir("/usr/share/man/man1")
+    assert sorted(report["config"]["decontaminate"]) == sorted(str(work / "tasks" / t / f"{s}.jsonl") for t in tasks
+                                                               for s in ("test", "validation"))
+    sources = {os.path.basename(path).split("-")[0] for path in report["files"]}  # the documentation, counted per source
+    assert {"docstrings", "man", "info"} == sources or not os.path.isdir("/usr/share/man/man1")
 
 
 def test_a_rerun_reuses_an_identical_prep_and_redoes_a_changed_one(tmp_path, capfd):

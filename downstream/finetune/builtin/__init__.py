@@ -1,5 +1,6 @@
-"""Built-in downstream tasks, made from text already on the machine that the demo's pretraining corpus (Python
-docstrings) does not hold; each writes train/validation/test JSONL for `clozeforge finetune`.
+"""Built-in downstream tasks, made from text already on the machine; each writes train/validation/test JSONL for
+`clozeforge finetune`. The demo pretrains on the same machine's documentation (demo/corpus.py: docstrings, man pages,
+GNU manuals) with every task's validation and test text left out (`prep --decontaminate`).
 
     man-sections     classify  which section (1 2 3 5 7 8) a man-page paragraph comes from    /usr/share/man
     info-pairs       pair      does paragraph B follow A in the same GNU manual, or not         /usr/share/info

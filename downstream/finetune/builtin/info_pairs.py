@@ -8,7 +8,8 @@ Out: rows {"text": the end of paragraph A, "text_pair": the start of paragraph B
      "other" paragraph of a row is drawn from nodes of the same split, so no paragraph is seen in two splits.
 
 Licence appendices, indexes, menus and tables (lines starting with "*" or holding runs of dots or spaces) are left out; what
-remains is the manuals' prose. None of it is in the demo's pretraining corpus (Python docstrings).
+remains is the manuals' prose. The demo pretrains on these manuals (demo/corpus.py, `write_nodes`) less every node that
+shares a 13-word n-gram with this task's validation or test split.
 """
 
 from __future__ import annotations
@@ -62,6 +63,25 @@ def node_paragraphs(text: str, min_words: int) -> list[list[str]]:
         if found:
             nodes.append(found)
     return nodes
+
+
+def write_nodes(path: str, max_bytes: int, root: str = "/usr/share/info") -> int:
+    """A pretraining corpus of GNU manuals (the demo's built-in corpus, demo/corpus.py): one JSON line {"id": manual/node,
+    "text": its prose paragraphs, one a line} per node, manuals in name order, up to `max_bytes`; returns the bytes
+    written. A node is one document so that prep's --decontaminate drops only the nodes the info-pairs task scores
+    on (a whole manual shares a 13-word n-gram with nearly every task split)."""
+    import json
+
+    written = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for manual, texts in manuals(root).items():
+            for k, paragraphs in enumerate(p for text in texts for p in node_paragraphs(text, min_words=6)):
+                if written >= max_bytes:
+                    return written
+                line = json.dumps({"id": f"{manual}/{k}", "text": "\n".join(paragraphs)}, ensure_ascii=False) + "\n"
+                out.write(line)
+                written += len(line.encode())
+    return written
 
 
 SIDE_WORDS = 24

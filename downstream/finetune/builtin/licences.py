@@ -7,8 +7,8 @@ Out: rows {"text": a paragraph, "label": family}; one copyright file is one grou
      or Artistic" is neither).
 
 The families share much of their wording (the LGPL is written from the GPL, the BSD clauses are a few sentences
-reworded in every copy), which is what makes this more than a keyword match. None of it is in the demo's
-pretraining corpus (Python docstrings).
+reworded in every copy), which is what makes this more than a keyword match. The demo's pretraining corpus
+(demo/corpus.py) reads no copyright file.
 """
 
 from __future__ import annotations

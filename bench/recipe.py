@@ -65,24 +65,23 @@ def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "
     prep of a tokenizer after its first reuses that first one's vocabulary, but for another corpus kind (demo/corpus.py),
     which learns its own as the demo would on it."""
     kind = "" if (tokenizer, packing) == ("wordpiece", "nsp") else f"-{tokenizer}-{packing}"
-    size = "" if corpus_mb == CORPUS_MB else f"-{corpus_mb:g}mb"  # another corpus size: its own corpus and prep
-    size += "" if corpus_kind == "docstrings" else f"-{corpus_kind}"
-    out = os.path.join(work, f"prep-{seq}{kind}{size}")
+    variant = "" if corpus_mb == CORPUS_MB else f"-{corpus_mb:g}mb"  # another corpus size or kind: its own corpus and prep
+    variant += "" if corpus_kind == "docstrings" else f"-{corpus_kind}"
+    out = os.path.join(work, f"prep-{seq}{kind}{variant}")
     if os.path.exists(os.path.join(out, "pairs", "manifest.json")):
         return out
-    corpus = os.path.join(work, f"corpus{size}")
+    corpus = os.path.join(work, f"corpus{variant}")
     if not os.path.isdir(corpus):
         demo_corpus.write(corpus, int(corpus_mb * 1e6), corpus_kind)
-    # every prep of a tokenizer takes the vocabulary of its first (64 tokens, the demo's corpus size)
-    first = os.path.join(work, "prep-64" if tokenizer == "wordpiece" else f"prep-64-{tokenizer}-full-sentences")
-    if corpus_kind != "docstrings":
-        first = os.path.join(work, f"prep-64{size}")
+    # every prep of a tokenizer takes the vocabulary of its first (64 tokens; docstrings of any size: the demo's 6 MB)
+    own = corpus_kind != "docstrings"
+    first = os.path.join(work, "prep-64" + ("" if tokenizer == "wordpiece" else f"-{tokenizer}-full-sentences") + (variant if own else ""))
     if out != first and not os.path.exists(os.path.join(first, "pairs", "manifest.json")):
-        prepared(work, 64, corpus_mb if corpus_kind != "docstrings" else CORPUS_MB, log, tokenizer,
-                 "nsp" if tokenizer == "wordpiece" else "full-sentences", corpus_kind)
+        prepared(work, 64, corpus_mb if own else CORPUS_MB, log, tokenizer, "nsp" if tokenizer == "wordpiece" else "full-sentences",
+                 corpus_kind)
     vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
     clean = []
-    if size:  # text beyond the demo's: documents sharing a 13-word n-gram with any task's evaluation text dropped
+    if variant:  # text beyond the demo's: documents sharing a 13-word n-gram with any task's evaluation text dropped
         tasks = written_tasks(work, (*DEMO, *HELD_OUT))
         clean = [f for task in tasks for split in ("validation", "test") for f in ("--decontaminate", os.path.join(task, f"{split}.jsonl"))]
     _cli("prep", *demo_corpus.inputs(corpus, corpus_kind), "--output", out, *vocab, *clean, "--max-seq-len", str(seq),

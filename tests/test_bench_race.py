@@ -41,3 +41,28 @@ def test_every_candidate_is_a_recipe_and_the_names_are_distinct():
 def test_an_unknown_candidate_is_one_line():
     with pytest.raises(SystemExit, match="unknown candidate nope; candidates: bert-nsp"):
         race.main(argv=["--only", "nope", "--work", os.devnull + "-race"])
+
+
+@pytest.mark.parametrize("tokenizer, packing", [("wordpiece", "nsp"), ("bpe", "full-sentences")])
+def test_a_corpus_kind_learns_its_own_vocabulary_and_docstrings_share_the_first(tmp_path, monkeypatch, tokenizer, packing):
+    """recipe.prepared: docstrings of any size take the 6 MB prep's vocabulary; another corpus kind (its own text, as
+    the demo would read it) learns its own at 64 tokens and shares it with its longer preps; none prepares forever."""
+    preps = []
+
+    def prep(*args, log):
+        out = args[args.index("--output") + 1]
+        preps.append((os.path.basename(out), args[args.index("--vocab") + 1] if "--vocab" in args else None))
+        os.makedirs(os.path.join(out, "pairs"))
+        open(os.path.join(out, "pairs", "manifest.json"), "w").close()
+        return 0.0
+
+    monkeypatch.setattr(recipe, "_cli", prep)
+    monkeypatch.setattr(recipe.demo_corpus, "write", lambda directory, size, kind: os.makedirs(directory))
+    monkeypatch.setattr(recipe, "written_tasks", lambda work, names: [])
+    work, log = str(tmp_path), os.devnull
+    kind = "" if tokenizer == "wordpiece" else f"-{tokenizer}-full-sentences"
+    recipe.prepared(work, 128, 24, log, tokenizer, packing)
+    recipe.prepared(work, 128, 15, log, tokenizer, packing, "documentation")
+    first, own = f"prep-64{kind}", f"prep-64{kind}-15mb-documentation"
+    assert preps == [(first, None), (f"prep-128{kind}-24mb", os.path.join(work, first, "vocab")),
+                     (own, None), (f"prep-128{kind}-15mb-documentation", os.path.join(work, own, "vocab"))]

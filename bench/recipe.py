@@ -82,8 +82,7 @@ def prepared(work: str, seq: int, corpus_mb: float, log: str, tokenizer: str = "
     vocab = ["--vocab", os.path.join(first, "vocab")] if out != first else ["--vocab-size", "4096"]
     clean = []
     if variant:  # text beyond the demo's: documents sharing a 13-word n-gram with any task's evaluation text dropped
-        tasks = written_tasks(work, (*DEMO, *HELD_OUT))
-        clean = [f for task in tasks for split in ("validation", "test") for f in ("--decontaminate", os.path.join(task, f"{split}.jsonl"))]
+        clean = demo_corpus.decontaminate_flags(written_tasks(work, (*DEMO, *HELD_OUT)))
     _cli("prep", *demo_corpus.inputs(corpus, corpus_kind), "--output", out, *vocab, *clean, "--max-seq-len", str(seq),
          "--tokenizer", tokenizer, "--packing", packing, "--validation-fraction", "0.05", "--rows-per-shard", "50000", log=log)
     return out

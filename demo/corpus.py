@@ -81,3 +81,10 @@ def inputs(directory: str, kind: str = "docstrings") -> list[str]:
     """prep's --input flags for the corpus in `directory` (the sources that wrote something)."""
     return [flag for s in KINDS[kind].sources if glob.glob(os.path.join(directory, f"{s.name}-*.jsonl"))
             for flag in ("--input", f"{s.name}={os.path.join(directory, s.name)}-*.jsonl")]
+
+
+def decontaminate_flags(task_directories) -> list[str]:
+    """prep's --decontaminate flags for built-in tasks written under these directories: each one's validation and test
+    file (their text is what the tasks score; the train split may be pretrained on)."""
+    return [flag for directory in task_directories for split in ("validation", "test")
+            for flag in ("--decontaminate", os.path.join(directory, f"{split}.jsonl"))]

@@ -18,6 +18,9 @@ import os
 import sys
 import time
 
+from demo import (
+    corpus as builtin,  # standard library only (its writers import their readers when they run)
+)
 from demo.prep_cache import prep
 from demo.supervisor import run_stage, stage_command, training_kept
 
@@ -52,8 +55,6 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     started = time.time()
     corpus, inputs = args.corpus, ["--input", f"text={args.corpus}"]  # --corpus: your own files
     if corpus is None:
-        from demo import corpus as builtin  # no Beam import
-
         kind = builtin.KINDS[args.builtin_corpus]
         megabytes = args.corpus_mb or kind.megabytes
         print(f"== corpus: {kind.says} ({megabytes:g} MB)", flush=True)
@@ -63,8 +64,7 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
         print("   " + ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in written.items()) + f" under {os.path.dirname(corpus)}")
     # every built-in task's validation and test text is kept out of pretraining (the tasks are written first)
     tasks = write_tasks(work)
-    evaluation = [flag for directory, _ in tasks.values() for split in ("validation", "test")
-                  for flag in ("--decontaminate", os.path.join(directory, f"{split}.jsonl"))]
+    evaluation = builtin.decontaminate_flags(directory for directory, _ in tasks.values())
     prep_dir, run, hf = (os.path.join(work, name) for name in ("prep", "run", "hf"))
     prep(work, corpus, [*inputs, "--output", prep_dir, "--vocab-size", "4096", "--max-seq-len", "64", *evaluation,
                         "--validation-fraction", "0.05", "--rows-per-shard", "50000",

@@ -79,6 +79,9 @@ class FinetuneConfig(Config):
     patience: int = 3
     """Stop a run after this many epochs without a better validation score and keep its best epoch; 0 trains
     all --epochs and keeps the last, as BERT's recipe does."""
+    min_epochs: int | None = flag(default=None, metavar="N")
+    """Epochs every run trains before --patience may end it (default: half of its arm's --epochs or
+    --baseline-epochs): a small validation split often sits on a plateau before it climbs."""
     batch_size: int = 32
     """Examples per step."""
     group_by_length: bool = False
@@ -134,6 +137,7 @@ class FinetuneConfig(Config):
         checks = [(self.seeds >= 1, f"--seeds must be >= 1, got {self.seeds}"),
                   (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
                   (self.patience >= 0, f"--patience must be >= 0, got {self.patience}"),
+                  (self.min_epochs is None or self.min_epochs >= 0, f"--min-epochs must be >= 0, got {self.min_epochs}"),
                   (self.lr_extend is None or self.lr_extend >= 0, f"--lr-extend must be >= 0, got {self.lr_extend}"),
                   (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
                   (0 <= self.warmup < 1, f"--warmup must be in [0, 1), got {self.warmup}"),
@@ -176,4 +180,4 @@ class FinetuneConfig(Config):
     def recipe(self) -> Recipe:
         return Recipe(epochs=self.epochs, batch_size=self.batch_size, warmup=self.warmup,
                       weight_decay=self.weight_decay, strategy=self.strategy, unfreeze_layers=self.unfreeze_layers,
-                      patience=self.patience, group_by_length=self.group_by_length)
+                      patience=self.patience, min_epochs=self.min_epochs, group_by_length=self.group_by_length)

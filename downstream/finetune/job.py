@@ -113,6 +113,10 @@ class Job:
                 per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
         return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
+    def min_epochs(self, arm: Arm) -> int | None:
+        """The epochs each run of `arm` trains before --patience may end it (None: no patience, every epoch)."""
+        return dataclasses.replace(self.config.recipe, epochs=arm.epochs).first_stop if self.config.patience else None
+
     def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: Progress,
                 place: Place = Place()) -> dict:
         """One run → its record (JSON: what results.json keeps, its validation score, its predictions on the
@@ -154,7 +158,8 @@ class Job:
         record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
                   "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
                              for k, (m, s) in table.items()},
-                  "grid": {"lrs": rates, "from": arm.grid, "epochs": arm.epochs, "search": search.record()},
+                  "grid": {"lrs": rates, "from": arm.grid, "epochs": arm.epochs, "min_epochs": self.min_epochs(arm),
+                           "search": search.record()},
                   "best_seed": best["seed"]}
         kept = self.kept.get((a, lr))
         return ArmResult(arm, record, scores, [r["predictions"] for r in per_lr[lr]],

@@ -10,9 +10,12 @@ picked on validation from a grid that grows while its best rate sits at an edge 
 trains every weight; `probe` freezes the encoder (embeddings, layers, pooler) and trains the new head only, the
 cleanest measure of what pretraining put in the vectors; `last-n` trains the top `unfreeze_layers` layers, the
 pooler and the head. With `patience` > 0 (the command's default) a run stops after that many epochs without a
-better validation score (the schedule still spans `epochs`), and keeps the best epoch: "fine-tune until validation
-stops improving", so that an arm which converges later (a model from random weights) is not cut short by an epoch
-count chosen for the other (BERT's 3 epochs assume a pretrained model).
+better validation score (the schedule still spans `epochs`), once it has trained `min_epochs` (default half of
+`epochs`), and keeps the best epoch: "fine-tune until validation stops improving", so that an arm which converges
+later (a model from random weights) is not cut short by an epoch count chosen for the other (BERT's 3 epochs assume
+a pretrained model). The floor is Keras' `EarlyStopping(start_from_epoch=)` and Lightning's `min_epochs`: on a small
+validation split a run often sits on a plateau for its first epochs before it climbs, and patience alone ended
+such runs there (bench/README.md "Issue 46, part 0").
 
 Where it runs: a `Place` (`join_ranks` builds it from --device, --precision, --nproc-per-node, --data-parallel and a
 launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, as torchrun sets them) puts the model and each batch on a
@@ -67,8 +70,15 @@ class Recipe:
     strategy: str = "full"
     unfreeze_layers: int = 2
     patience: int = 0
+    min_epochs: int | None = None
+    """With `patience`: the epochs a run trains before patience may end it; None: half of `epochs` (`first_stop`)."""
     group_by_length: bool = False
     """Batches of rows of similar length (`epoch_batches`), which pad less: faster on mixed lengths, other batches."""
+
+    @property
+    def first_stop(self) -> int:
+        """The first epoch after which patience may end a run."""
+        return self.epochs // 2 if self.min_epochs is None else self.min_epochs
 
 
 # -- where a run computes: its Place, and the processes of a job --------------------------------------------------
@@ -350,7 +360,7 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
             stale = 0
         else:
             stale += 1
-        stop = recipe.patience > 0 and stale >= recipe.patience
+        stop = recipe.patience > 0 and stale >= recipe.patience and epoch >= recipe.first_stop
         progress.epoch(label, epoch, recipe.epochs, mean_loss, metrics, best.metrics["score"],
                        time.time() - started, skipped=recipe.epochs - epoch if stop else 0)
         if stop:

@@ -290,6 +290,7 @@ def test_sequence_length_defaults_to_the_trained_length(assets, tmp_path, capsys
     (("--metric", "pearson"), "--metric pearson: not a metric of --task classify"),
     (("--baseline", "/nonexistent/model"), "/nonexistent/model: neither an export"),
     (("--baseline-lr", "1e-3"), "--baseline-lr and --baseline-epochs need --baseline"),
+    (("--min-epochs", "-1"), "--min-epochs must be >= 0, got -1"),
     (("--max-seq-len", "16", "--task", "span"), "--stride 32 leaves no room for a question in windows of 16 pieces"),
 ])
 def test_new_flags_refuse_in_one_line(assets, tmp_path, capsys, args, message):

@@ -37,9 +37,10 @@ DEMO_FINETUNE = [*(f for lr in DEMO_GRID for f in ("--lr", lr)), "--epochs", "10
 best rates lie far above BERT-base's, bench/README.md "Issue 46, part 0"), both 10 epochs, all kept (--patience 0),
 at the export's trained length (finetune's default --max-seq-len), where a user's own run would be. Until issue 46's
 race the export had 1e-3 alone against scratch's two rates, which cost it 3-4 points over a set of tasks
-(bench/README.md "race"). finetune's default search (grids grown at their edges, up to 20 epochs with early stopping)
-searches wider, and took 1.4x this recipe's time on the demo's tasks for gains within 2 points on two of the three
-(bench/README.md "Issue 46, part 0")."""
+(bench/README.md "race"). finetune's default search (grids grown at their edges, up to 20 epochs, early stopping
+after the first 10) searches wider and takes 2.1x this recipe's time on the demo's tasks, for gains within 2 points
+of this recipe's at 3 seeds and the same mean gain over the five built-in tasks at 10 (bench/README.md "Issue 46,
+part 0")."""
 
 CLOZEFORGE = stage_command("clozeforge")
 

@@ -88,11 +88,12 @@ def test_same_seed_same_scores_and_a_scratch_baseline(assets, tmp_path):
     lo, hi = a["gain"]["bootstrap"]
     assert lo <= hi and a["gain"]["bootstrap_examples"] == len(ROWS["classify"]())
     search = a["baseline"]["grid"]["search"]  # a given grid: searched as given, one round that adds nothing
-    assert a["baseline"]["grid"] == {"lrs": [1e-3, 3e-3], "from": "--baseline-lr", "epochs": 2, "search": search}
+    assert a["baseline"]["grid"] == {"lrs": [1e-3, 3e-3], "from": "--baseline-lr", "epochs": 2, "min_epochs": 1,
+                                      "search": search}  # min_epochs: half of 2, the floor under --patience
     assert search["start"] == [1e-3, 3e-3] and [r["added"] for r in search["rounds"]] == [[]]
     means = [a["baseline"]["per_lr"][k]["validation_mean"] for k in ("0.001", "0.003")]
     assert search["at_edge"] == (None if means[0] == means[1] else "budget")  # two rates: the best is at an edge
-    assert a["pretrained"]["grid"] == {"lrs": [1e-3], "from": "--lr", "epochs": 2, "search": {
+    assert a["pretrained"]["grid"] == {"lrs": [1e-3], "from": "--lr", "epochs": 2, "min_epochs": 1, "search": {
         "start": [1e-3], "rounds": [{"lrs": [1e-3], "chosen": 1e-3, "added": []}], "at_edge": None}}  # one rate: no edge
     assert a["best_model"]["source"] == "pretrained" and a["best_model"]["lr"] == a["pretrained"]["lr"]
     # the two seeds are different runs: different batch orders give different losses

@@ -10,7 +10,7 @@ Out: `start` → the three rates an arm's default grid starts with; `Search.next
      `Search.record` → what results.json says of the search (each round's rates and choice, and whether the choice
      still sits at an edge);
      `select` → each lr's mean ± SE of the selection metric on validation over seeds, and the chosen lr (the
-     highest mean; the first in the given order on a tie, which job.py makes the lowest lr); `best_seed` → the run
+     highest mean; on a tie the rate furthest from the grid's ends, then the lowest); `best_seed` → the run
      model/ is saved from: the chosen lr's best seed by validation, never a run of another lr; `gain` → the gain
      of one arm over another:
        - the PAIRED per-seed difference: seed s of both arms shares its batch order (and, between two
@@ -28,8 +28,9 @@ of most published sweeps). A default grid is three rungs centred on the rung nea
 128-wide model starts at {1e-4, 3e-4, 1e-3}, BERT-base at {1e-5, 3e-5, 1e-4}. A model from random weights starts one
 rung higher (it wants larger steps), and both grids then grow by the same rule: while the best mean validation
 score sits at the lowest (highest) rate, strictly above every other, the next rung below (above) is tried, up to
-a budget of added rates per arm. A tie keeps the grid: a plateau gives no direction, and the lower rate of a tie
-is the one chosen (`select`). Before this rule the pretrained arm got BERT's grid capped at 1e-3 and scratch
+a budget of added rates per arm. A tie keeps the grid: a plateau gives no direction, and of the tied rates the one
+furthest inside the grid is chosen, then the lower (`select`): a rate at an edge is chosen only when it is strictly
+best, and then the grid grows past it or results.json says why not (`at_edge`). Before this rule the pretrained arm got BERT's grid capped at 1e-3 and scratch
 a wider one: a 4M-parameter model whose best rate lay above 3e-4 was judged at 3e-4 (issue 46: "gain" −45 points
 on a classification task where both arms, each at its own best rate, were within a few points).
 """
@@ -60,10 +61,15 @@ def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
 
 
 def select(per_lr: dict[float, Sequence[float]]) -> tuple[float, dict[float, tuple[float, float]]]:
-    """(chosen lr, {lr: (mean, SE)}) from each lr's validation scores over seeds."""
+    """(chosen lr, {lr: (mean, SE)}) from each lr's validation scores over seeds: the best mean; on a tie (equal
+    means, as small validation splits give), the rate furthest from the grid's ends, then the lowest: a tied edge
+    was never searched past, as `Search` grows a grid only past a strictly best edge."""
     table = {lr: mean_and_se(scores) for lr, scores in per_lr.items()}
-    chosen = max(table, key=lambda lr: (table[lr][0], -list(table).index(lr)))
-    return chosen, table
+    rates = sorted(table)
+    top = max(mean for mean, _ in table.values())
+    tied = [i for i, lr in enumerate(rates) if math.isclose(table[lr][0], top, rel_tol=1e-9, abs_tol=1e-12)]
+    inner = max(tied, key=lambda i: (min(i, len(rates) - 1 - i), -i))
+    return rates[inner], table
 
 
 def best_seed(validation_scores: Sequence[float]) -> int:

@@ -118,7 +118,8 @@ def test_a_tiny_model_whose_best_rate_lies_above_the_old_grid_gets_it(tmp_path):
     assert scratch["lr"] == 3e-3 and [r["added"] for r in scratch["grid"]["search"]["rounds"]] == [[]]  # inside
     old = run(tmp_path / "old", "--lr", "4.8e-4", "--lr", "7.2e-4", "--lr", "1e-3")["pretrained"]
     assert old["grid"]["lrs"] == [4.8e-4, 7.2e-4, 1e-3] and "search" in old["grid"]  # a given grid: searched as given
-    # a given grid is searched as given; this one is flat at chance, so no edge is better than the others
-    assert old["grid"]["search"]["rounds"] == [{"lrs": [4.8e-4, 7.2e-4, 1e-3], "chosen": 4.8e-4, "added": []}]
+    # a given grid is searched as given; this one is flat at chance, so no edge is better than the others, and
+    # the tie goes to the rate inside
+    assert old["grid"]["search"]["rounds"] == [{"lrs": [4.8e-4, 7.2e-4, 1e-3], "chosen": 7.2e-4, "added": []}]
     best_old = max(v["validation_mean"] for v in old["per_lr"].values())
     assert means[3e-3] >= best_old + 20  # the old protocol judged this model 20+ points below its best rate

@@ -34,6 +34,17 @@ def test_select_takes_the_best_mean_and_the_first_on_a_tie():
     assert protocol.best_seed([0.3, 0.7, 0.7]) == 1
 
 
+def test_a_tie_goes_to_the_rate_furthest_inside_the_grid():
+    """A tied edge was never searched past (Search grows only past a strictly best edge), so it is not chosen over
+    a rate inside; equal means from different seeds' scores count as a tie however the sums round."""
+    assert protocol.select({1e-4: [0.8, 0.7], 3e-4: [0.7, 0.8], 1e-3: [0.6, 0.6]})[0] == 3e-4  # was 1e-4, an edge
+    assert protocol.select({1e-3: [0.5], 1e-4: [0.5], 3e-4: [0.5]})[0] == 3e-4  # flat: the middle, in any order
+    assert protocol.select({3e-4: [0.5], 1e-4: [0.5]})[0] == 1e-4  # both at an edge: the lower
+    five = {1e-5: [0.9], 3e-5: [0.5], 1e-4: [0.9], 3e-4: [0.9], 1e-3: [0.2]}
+    assert protocol.select(five)[0] == 1e-4  # two steps from either end beats one
+    assert protocol.select({1e-4: [0.1, 0.2, 0.4], 3e-4: [0.3, 0.3, 0.1]})[0] == 1e-4  # 0.7/3 both ways: the lower
+
+
 def _accuracy_task():
     task = tasks.of("classify")
     task.target = Classes(LabelMap([0, 1]))

@@ -113,9 +113,9 @@ class Job:
                 per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
         return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
-    def min_epochs(self, arm: Arm) -> int | None:
-        """The epochs each run of `arm` trains before --patience may end it (None: no patience, every epoch)."""
-        return dataclasses.replace(self.config.recipe, epochs=arm.epochs).first_stop if self.config.patience else None
+    def recipe_of(self, arm: Arm) -> recipe.Recipe:
+        """The recipe each run of `arm` trains by: the command's, at the arm's own epoch budget."""
+        return dataclasses.replace(self.config.recipe, epochs=arm.epochs)
 
     def one_run(self, arms: list[Arm], spec: tuple[int, float, int], progress: Progress,
                 place: Place = Place()) -> dict:
@@ -127,7 +127,7 @@ class Job:
         features = self.features(arm.tokenizer)
         model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
         result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
-                              dataclasses.replace(c.recipe, epochs=arm.epochs), lr=lr, seed=seed, progress=progress,
+                              self.recipe_of(arm), lr=lr, seed=seed, progress=progress,
                               label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
         run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
                "history": [_points(h, keep=("epoch",)) for h in result.history]}
@@ -155,10 +155,11 @@ class Job:
         best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
         scores = [r[self.scored_on]["score"] for r in runs]
         mean, se = protocol.mean_and_se(scores)
+        floor = self.recipe_of(arm).first_stop if self.config.patience else None  # None: every epoch, the last kept
         record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
                   "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}
                              for k, (m, s) in table.items()},
-                  "grid": {"lrs": rates, "from": arm.grid, "epochs": arm.epochs, "min_epochs": self.min_epochs(arm),
+                  "grid": {"lrs": rates, "from": arm.grid, "epochs": arm.epochs, "min_epochs": floor,
                            "search": search.record()},
                   "best_seed": best["seed"]}
         kept = self.kept.get((a, lr))

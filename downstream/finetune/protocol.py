@@ -30,9 +30,10 @@ rung higher (it wants larger steps), and both grids then grow by the same rule: 
 score sits at the lowest (highest) rate, strictly above every other, the next rung below (above) is tried, up to
 a budget of added rates per arm. A tie keeps the grid: a plateau gives no direction, and of the tied rates the one
 furthest inside the grid is chosen, then the lower (`select`): a rate at an edge is chosen only when it is strictly
-best, and then the grid grows past it or results.json says why not (`at_edge`). Before this rule the pretrained arm got BERT's grid capped at 1e-3 and scratch
-a wider one: a 4M-parameter model whose best rate lay above 3e-4 was judged at 3e-4 (issue 46: "gain" −45 points
-on a classification task where both arms, each at its own best rate, were within a few points).
+best, and then the grid grows past it or results.json says why not (`at_edge`). Before this rule the pretrained
+arm got BERT's grid capped at 1e-3 and scratch a wider one: a 4M-parameter model whose best rate lay above 3e-4
+was judged at 3e-4 (issue 46: "gain" −45 points on a classification task where both arms, each at its own best
+rate, were within a few points).
 """
 
 from __future__ import annotations

@@ -25,10 +25,16 @@ python=${PYTHON:-python3}
 docker=${DOCKER:-docker}
 
 versions=$("$python" -c 'import sys, apache_beam; print(f"{sys.version_info.major}.{sys.version_info.minor}", apache_beam.__version__)') || {
-  echo "$0: $python cannot import apache_beam; install the submitting environment first: pip install -e '.[prep,gcs]'" >&2
+  echo "$0: $python cannot import apache_beam; install the submitting environment first: pip install -c constraints.txt -e '.[dataflow]'" >&2
   exit 2
 }
 read -r python_version beam_version <<<"$versions"
+# The image installs through the lock, so its Beam is the lock's: the submitting Python must have the same one.
+locked_beam=$(sed -n 's/^apache-beam==\([^ ;]*\).*/\1/p' "$repo_root/constraints.txt")
+if [[ $beam_version != "$locked_beam" ]]; then
+  echo "$0: $python has apache-beam $beam_version, the lock (constraints.txt) $locked_beam: install the submitting environment through the lock: pip install -c constraints.txt -e '.[dataflow]'" >&2
+  exit 2
+fi
 
 # BuildKit is what honours deploy/dataflow/Dockerfile.dockerignore.
 export DOCKER_BUILDKIT=1

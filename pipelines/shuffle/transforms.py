@@ -114,6 +114,12 @@ class _ReadRangeFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput("done", work)
 
 
+Work = tuple[str, int, int]
+"""A range of a stream's records: (stream, index, count)."""
+StreamTotal = tuple[str, tuple[int, int]]
+"""(stream, (rows, size)): what a stream's range count is computed from."""
+
+
 def _sum_pairs(pairs) -> tuple[int, int]:
     rows = size = 0
     for r, s in pairs:
@@ -144,7 +150,7 @@ class _SpilledRanges(beam.PTransform):
         spilled = records | "Spill" >> beam.ParDo(SpillFn(self.scratch.directory, self.scratch.spill_bytes, self.keyed))
         read = (
             spilled
-            | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size)))
+            | "RunTotals" >> beam.Map(lambda run: (run.stream, (run.rows, run.size))).with_output_types(StreamTotal)
             | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
             | "Ranges" >> beam.FlatMap(per_stream, *self.side_inputs)
             | "Spread" >> beam.Reshuffle()
@@ -202,7 +208,8 @@ def _groups(_work, records):
 
 
 class GroupByKeyViaFiles(beam.PTransform):
-    """(key, value) → (key, [values]); keys are str, bytes, int or tuples of them (pipelines/shuffle/payload.py)."""
+    """(key, value) → (key, [values]); keys are str, bytes, int or tuples of them (pipelines/shuffle/payload.py).
+    Through the runner's GroupByKey, the input's type must name the key's (its coder must be deterministic)."""
 
     def __init__(self, scratch: Scratch | None = None, *, rows_per_partition: int = ROWS_PER_PARTITION):
         super().__init__()
@@ -261,9 +268,10 @@ class _GroupedRanges(beam.PTransform):
         ranges, values_to = self.ranges, self.values_to
         counts = (
             records
-            | "Sizes" >> beam.Map(lambda r: (r[0], (1, r[3])))
+            | "Sizes" >> beam.Map(lambda r: (r[0], (1, r[3]))).with_output_types(StreamTotal)
             | "StreamTotals" >> beam.CombinePerKey(_sum_pairs)
             | "Counts" >> beam.Map(lambda kv, *sides: (kv[0], ranges(kv[0], *kv[1], *sides)), *self.side_inputs)
+            .with_output_types(tuple[str, int])
         )
 
         def place(record, counts):
@@ -275,8 +283,10 @@ class _GroupedRanges(beam.PTransform):
             work, placed = element
             return values_to(work, _in_order(pv for pv in placed if pv is not None), *sides)
 
-        placed = records | "Place" >> beam.Map(place, beam.pvalue.AsDict(counts)).with_output_types(typing.Any)
-        every_range = counts | "EveryRange" >> beam.FlatMap(lambda kv: [((kv[0], i, kv[1]), None) for i in range(kv[1])])
+        # the value (pos, value) stays Any: a pos runs up to 2**64, past Beam's int coder (the module docstring)
+        placed = records | "Place" >> beam.Map(place, beam.pvalue.AsDict(counts)).with_output_types(tuple[Work, typing.Any])
+        every_range = counts | "EveryRange" >> beam.FlatMap(
+            lambda kv: [((kv[0], i, kv[1]), None) for i in range(kv[1])]).with_output_types(tuple[Work, typing.Any])
         consumed = (
             (placed, every_range)
             | "WithEmpty" >> beam.Flatten()

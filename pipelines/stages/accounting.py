@@ -37,7 +37,22 @@ from pipelines.documents.records import Drop, Pair
 NAMESPACE = "clozeforge"
 """The Beam metrics namespace of every clozeforge counter."""
 
+TallyKey = tuple[str, ...]
+"""A tally's key: (path, key), (language, key), or ("file" | "direction", name, key)."""
 
+
+@beam.ptransform_fn
+def SumPerKey(tallies, key_type):  # noqa: N802  (a PTransform, named as Beam's are)
+    """(key, count) → one (key, sum) per key, typed first as (key_type, int): the runner's GroupByKey then codes the
+    key deterministically and Beam checks what reaches it (a tagged output arrives untyped)."""
+    return (
+        tallies
+        | "Typed" >> beam.Map(lambda kv: kv).with_output_types(tuple[key_type, int])
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
+
+
+@beam.typehints.with_output_types(tuple[TallyKey, int])
 class TallyFn(beam.DoFn):
     """Records → ((path, key), count) per distinct key of a bundle, at the bundle's end."""
 

@@ -19,6 +19,7 @@ from pipelines.documents.scripts import accent_warning, script_counts, scripts_r
 from pipelines.errors import PrepError
 
 
+@beam.typehints.with_output_types(tuple[tuple[str, str], int])  # ((script, "chars" | "marks_lost"), count)
 class CountScriptsFn(beam.DoFn):
     def start_bundle(self):
         self.counts: Counter = Counter()

@@ -32,6 +32,7 @@ from apache_beam.transforms.window import GlobalWindows
 from pipelines.documents.records import Doc
 from pipelines.shuffle import Scratch, runs
 from pipelines.shuffle.transforms import own_step
+from pipelines.stages.accounting import SumPerKey
 from pipelines.wordpiece.prune import word_bound
 
 _BYTES_PER_COUNTED_WORD = 128  # a Counter entry of a short str: key, int, hash slot (measured order of magnitude)
@@ -178,7 +179,7 @@ class CountWords(beam.PTransform):
         partial = counted.counts
         extra = {"chars": counted.chars | "SumChars" >> beam.CombineGlobally(_merge_histograms)} if self.characters else {}
         if self.scratch.via_runner:
-            totals = partial | "SumCounts" >> beam.CombinePerKey(sum)
+            totals = partial | "SumCounts" >> SumPerKey(str)  # (word, count)
             bound = (
                 totals
                 | "Counts" >> beam.Values()
@@ -211,4 +212,6 @@ class CountWords(beam.PTransform):
             | "Cleanup" >> beam.Map(lambda _, done, spilled: runs.remove(spilled), beam.pvalue.AsList(own_step(kept.done, "Done")),
                                     spilled_list)
         )
-        return {"counts": kept.counts, "bound": bound, **extra}
+        # typed in a step of its own: Beam types a multi-output step's main output as the union of all its outputs
+        counts = kept.counts | "Typed" >> beam.Map(lambda word_count: word_count).with_output_types(tuple[str, int])
+        return {"counts": counts, "bound": bound, **extra}

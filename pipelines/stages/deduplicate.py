@@ -13,6 +13,8 @@ output uncounted: prep counts every stage's drops in one place (stages/accountin
 
 from __future__ import annotations
 
+import typing
+
 import apache_beam as beam
 
 from pipelines.documents.minhash import (
@@ -70,7 +72,7 @@ class Deduplicate(beam.PTransform):
             return {"docs": docs, "drops": p | "NoDrops" >> beam.Create([])}
         exact = (
             docs
-            | "KeyByTextHash" >> beam.Map(lambda d: (exact_hash(d.text), d))
+            | "KeyByTextHash" >> beam.Map(lambda d: (exact_hash(d.text), d)).with_output_types(tuple[str, typing.Any])
             | "GroupByTextHash" >> GroupByKeyViaFiles(self.scratch.sub("exact"))
             | "KeepFirstExact" >> beam.FlatMap(_keep_smallest, "duplicate_exact").with_outputs("drops", main="docs")
         )
@@ -81,11 +83,12 @@ class Deduplicate(beam.PTransform):
         near_ids = (
             signed
             | "BandKeys" >> beam.FlatMap(lambda ds: [(k, (ds[0].doc_id, ds[1])) for k in lsh_band_keys(ds[1], config)])
+            .with_output_types(tuple[bytes, tuple[str, typing.Any]])  # (band key, (doc id, signature))
             | "GroupByBand" >> GroupByKeyViaFiles(self.scratch.sub("bands"))
             | "FindNear" >> beam.ParDo(_NearDuplicateIdsFn(threshold))
-            | "KeyNear" >> beam.Map(lambda doc_id: (doc_id, _NEAR))
+            | "KeyNear" >> beam.Map(lambda doc_id: (doc_id, _NEAR)).with_output_types(tuple[str, typing.Any])
         )
-        by_id = signed | "KeyById" >> beam.Map(lambda ds: (ds[0].doc_id, ds[0]))
+        by_id = signed | "KeyById" >> beam.Map(lambda ds: (ds[0].doc_id, ds[0])).with_output_types(tuple[str, typing.Any])
         near = (
             (by_id, near_ids)
             | "DocsAndNearIds" >> beam.Flatten()

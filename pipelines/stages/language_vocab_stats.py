@@ -29,6 +29,7 @@ from schemas import vocab as vocab_files
 from schemas.tokenizer_formats import FORMATS
 
 
+@beam.typehints.with_output_types(tuple[tuple[str, str], int])  # ((language, figure), count)
 class LanguageVocabStatsFn(beam.DoFn):
     def __init__(self, *, seed: int, fraction: float, min_docs: int):
         self.seed, self.fraction, self.min_docs = seed, fraction, min_docs

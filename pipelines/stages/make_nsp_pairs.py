@@ -33,7 +33,7 @@ from pipelines.documents import keys, nsp
 from pipelines.documents.records import TokenizedDoc
 from pipelines.outputs.shards import ids_dtype
 from pipelines.shuffle import GroupIntoRanges, Scratch
-from pipelines.stages.accounting import NAMESPACE
+from pipelines.stages.accounting import NAMESPACE, SumPerKey
 
 
 class _Partners(Sequence):
@@ -171,7 +171,7 @@ class MakeNspPairs(beam.PTransform):
                 self.scratch, lambda split, docs, _, __: max(1, math.ceil(docs / per_bucket)),
                 beam.pvalue.AsSingleton(self.vocab), consume=pairs, tags=("stats",))
         )
-        stats = made["stats"] | "SumPairStats" >> beam.CombinePerKey(sum)
+        stats = made["stats"] | "SumPairStats" >> SumPerKey(tuple[str, str])  # ((split, name), count)
         return {"pairs": made["main"], "stats": stats}
 
 

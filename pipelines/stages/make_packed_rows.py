@@ -44,7 +44,7 @@ from pipelines.documents.packing import pack
 from pipelines.errors import PrepError
 from pipelines.outputs.shards import ids_dtype
 from pipelines.shuffle import GroupIntoRanges, Scratch
-from pipelines.stages.accounting import NAMESPACE
+from pipelines.stages.accounting import NAMESPACE, SumPerKey
 from pipelines.stages.make_nsp_pairs import _typecode, split_of, validation_share
 from schemas.pairs import PACKED_ROWS, PACKINGS, TLM_PAIRS, Packing
 from schemas.vocab import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
@@ -162,5 +162,5 @@ class MakePackedRows(beam.PTransform):
                 self.scratch, lambda split, docs, _, __: max(1, math.ceil(docs / per_bucket)),
                 beam.pvalue.AsSingleton(self.vocab), consume=rows, tags=("stats",))
         )
-        stats = made["stats"] | "SumRowStats" >> beam.CombinePerKey(sum)
+        stats = made["stats"] | "SumRowStats" >> SumPerKey(tuple[str, str])  # ((split, name), count)
         return {"pairs": made["main"], "stats": stats}

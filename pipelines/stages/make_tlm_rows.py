@@ -34,7 +34,7 @@ from pipelines.documents.records import Pair
 from pipelines.documents.tlm import pair_unit, tlm_row
 from pipelines.errors import PrepError
 from pipelines.outputs.shards import ids_dtype
-from pipelines.stages.accounting import NAMESPACE
+from pipelines.stages.accounting import NAMESPACE, SumPerKey
 from pipelines.stages.make_nsp_pairs import _typecode, split_of, validation_share
 from pipelines.stages.tokenize import sum_token_counts
 from pipelines.tokenizer_kinds import KINDS
@@ -120,7 +120,8 @@ class MakeTlmRows(beam.PTransform):
         ).with_outputs("stats", "token_counts", "languages", main="pairs")
         return {
             "pairs": made.pairs,
-            "stats": made.stats | "SumTlmStats" >> beam.CombinePerKey(sum),
+            "stats": made.stats | "SumTlmStats" >> SumPerKey(tuple[str, str]),  # ((split, name), count)
             "token_counts": made.token_counts | "SumTlmTokenCounts" >> beam.CombineGlobally(sum_token_counts),
-            "languages": made.languages | "DistinctLanguages" >> beam.Distinct(),
+            "languages": made.languages | "Codes" >> beam.Map(lambda code: code).with_output_types(str)
+            | "DistinctLanguages" >> beam.Distinct(),
         }

@@ -16,7 +16,7 @@ matched file as a ('file', path) key, so that report.json lists it even when it 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 import fsspec
@@ -109,12 +109,12 @@ class PlanSplitsFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("ranges", (source, path, split))
 
 
-def _numbered(grouped):
+def _numbered(grouped: tuple[tuple[str, str], Iterable[tuple[splits.Split, int]]]) -> list[tuple[str, str, splits.Split]]:
     (source, path), counted = grouped
     return [(source, path, split) for split in splits.number_ranges(counted)]
 
 
-def _count_newlines(ranged: tuple, flags: dict[str, str]) -> tuple:
+def _count_newlines(ranged: tuple[str, str, splits.Split], flags: dict[str, str]) -> tuple[tuple[str, str], tuple[splits.Split, int]]:
     """(source, path, split) → ((source, path), (split, its newlines)); Beam passes the element first."""
     source, path, split = ranged
     try:

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import posixpath
 from collections.abc import Iterable, Iterator
+import typing
 
 import apache_beam as beam
 import pyarrow as pa
@@ -76,7 +77,7 @@ class WriteParallel(beam.PTransform):
         seed, per_shard = self.seed, self.pairs_per_shard
         deduped = (
             pairs
-            | "KeyByPair" >> beam.Map(lambda p: (hashlib.sha1(pair_key(p).encode()).hexdigest(), p))
+            | "KeyByPair" >> beam.Map(lambda p: (hashlib.sha1(pair_key(p).encode()).hexdigest(), p)).with_output_types(tuple[str, typing.Any])
             | "GroupByPair" >> GroupByKeyViaFiles(self.scratch.sub("dedup"))
             | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("drops", main="pairs")
         )

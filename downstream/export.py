@@ -236,7 +236,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     try:
         import transformers
     except ImportError:
-        raise ExportError("transformers is not installed (pip install 'transformers>=4.40')") from None
+        raise ExportError("transformers is not installed (pip install 'transformers>=4.56')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
     own = OWN_EXPORTS.get(model.config.goal.network)
     if own is not None:

@@ -90,8 +90,9 @@ def test_a_trainer_stopped_alone_is_not_done_and_the_demo_continues(shadowing_cw
     assert "== prep: reusing" in out and "$ " + sys.executable + " -P -m pipelines.prep" not in out  # not redone
     assert saved_step(work) == STEPS and "done in" in out and "[MASK] 1:" in out
     assert re.search(r"exported .* -> ", out) and os.path.exists(work / "hf" / "model.safetensors")
-    assert re.search(r"pretrained +test accuracy [0-9.]+ ± 0\.00 +\(lr 0\.001 of its grid [0-9./]+, [0-9]+ epochs, 1 seeds?\) +gain", out), out[-3000:]
+    # each arm's rate is whichever of the demo's grid (1e-3, 3e-3) validated best: a numerical outcome, not a constant
+    assert re.search(r"pretrained +test accuracy [0-9.]+ ± 0\.00 +\(lr 0\.00[13] of its grid 0\.001/0\.003, [0-9]+ epochs, 1 seeds?\) +gain", out), out[-3000:]
     for task in ("man-sections", "info-pairs", "licences"):  # the built-in tasks' gains, then their mean
-        assert re.search(rf"\| {task} \| accuracy \| [0-9.]+ ± 0\.0 \(lr 0\.001\) \| [0-9.]+ ± 0\.0 \(lr [0-9.e-]+\) \| [-+][0-9.]+ ± 0\.0 \|", out), out[-3000:]
+        assert re.search(rf"\| {task} \| accuracy \| [0-9.]+ ± 0\.0 \(lr 0\.00[13]\) \| [0-9.]+ ± 0\.0 \(lr 0\.00[13]\) \| [-+][0-9.]+ ± 0\.0 \|", out), out[-3000:]
     assert re.search(r"\| \*\*mean of 3\*\* \| \| \| \| \*\*[-+][0-9.]+ ± 0\.0\*\* \|", out)
     assert os.path.exists(work / "finetune" / "gains.md")

@@ -114,7 +114,12 @@ def _numbered(grouped: tuple[tuple[str, str], Iterable[tuple[splits.Split, int]]
     return [(source, path, split) for split in splits.number_ranges(counted)]
 
 
-def _count_newlines(ranged: tuple[str, str, splits.Split], flags: dict[str, str]) -> tuple[tuple[str, str], tuple[splits.Split, int]]:
+Counted = tuple[tuple[str, str], tuple[splits.Split, int]]
+"""((source, path), (split, its newlines)): what RangesPerFile groups. Declared on the step too, not only here: a Beam
+older than 2.78 reads this module's string annotations as Any."""
+
+
+def _count_newlines(ranged: tuple[str, str, splits.Split], flags: dict[str, str]) -> Counted:
     """(source, path, split) → ((source, path), (split, its newlines)); Beam passes the element first."""
     source, path, split = ranged
     try:
@@ -186,7 +191,7 @@ class ReadCorpus(beam.PTransform):
         numbered = (
             planned.ranges
             | "SpreadRanges" >> beam.Reshuffle()
-            | "CountNewlines" >> beam.Map(_count_newlines, self.flags)
+            | "CountNewlines" >> beam.Map(_count_newlines, self.flags).with_output_types(Counted)
             | "RangesPerFile" >> beam.GroupByKey()
             | "NumberRanges" >> beam.FlatMap(_numbered)
         )

@@ -19,7 +19,7 @@ from demo.supervisor import Interrupted
 DEMO_DOC = """`clozeforge demo`: the whole flow on a built-in corpus, with no download and no flags.
 
 In:  nothing (optional: --workdir, --corpus GLOB to use your own text, --builtin-corpus, --steps, --seed,
-     --precision, --nproc, --ranks-check-steps, --finetune-seeds).
+     --precision, --nproc, --ranks-check-steps, --finetune-seeds, --finetune-ranks).
 Out: WORKDIR/corpus (this machine's documentation: docstrings of the installed Python modules read with `ast`, the
      English man pages and the GNU info manuals; demo/corpus.py), WORKDIR/tasks/TASK (every built-in downstream task,
      made from the same man pages and manuals, licence texts and the standard library's source;
@@ -37,7 +37,10 @@ with every core and ZeRO stage 0 (on a 2-core box, faster than 2 ranks of one th
 where the CPU has it (`--precision auto`), and a recipe for a short run of a small model that underfits: 30% of
 tokens masked (validation still masks 15%), no dropout, a learning rate of 3e-3 with 6% warm-up and linear
 decay, the run bounded by steps (`python bench/run.py quality` measures what each of these buys). A short
-2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data.
+2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data. Fine-tuning spreads its runs (arms x rates
+x seeds) over one process per core (at most 4), each with the rest of the cores' threads: a tiny model's step has too
+little work to keep two threads busy, and the runs give the results one process gives (man-sections on 2 cores: 52 s
+against 73 s; bench/README.md "Issue 57").
 
 Ctrl-C (or SIGTERM) at any point: the running stage saves what it can and the demo exits 130 saying what was
 kept; the same command continues from there.
@@ -65,6 +68,9 @@ def demo_parser() -> argparse.ArgumentParser:
                     help="steps of the extra 2-rank DeepSpeed run that shows the distributed path; 0 skips it (default: %(default)s)")
     ap.add_argument("--finetune-seeds", type=int, default=3,
                     help="seeds of the closing fine-tuning stage, pretrained and from scratch; 0 skips it (default: %(default)s)")
+    ap.add_argument("--finetune-ranks", type=int, default=None,
+                    help="processes the fine-tuning runs are spread over (finetune --nproc-per-node; default: one per "
+                         "usable core, at most 4)")
     ap.add_argument("--adapt", action="store_true",
                     help="after a finished demo in --workdir: continue its export on man pages (train --init-from, "
                          "decontaminated against the man-sections task) and score the adapted model against it")
@@ -80,7 +86,8 @@ def demo(argv: list[str] | None = None) -> int:
     args = demo_parser().parse_args(argv)
     for ok, flag in ((args.corpus_mb is None or args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
                      (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0"),
-                     (args.finetune_seeds >= 0, "--finetune-seeds must be >= 0")):
+                     (args.finetune_seeds >= 0, "--finetune-seeds must be >= 0"),
+                     (args.finetune_ranks is None or args.finetune_ranks >= 1, "--finetune-ranks must be >= 1")):
         if not ok:
             demo_parser().error(flag)
     again = shlex.join(["clozeforge", "demo", *(sys.argv[2:] if argv is None else argv)])

@@ -23,6 +23,7 @@ from demo import (
 )
 from demo.prep_cache import prep
 from demo.supervisor import run_stage, stage_command, training_kept
+from trainer.cpu_sharing import usable_cores  # standard library only
 
 EXAMPLES = [
     "Return a new [MASK] with the same elements.",
@@ -93,7 +94,7 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     run_stage("fill-mask", [*CLOZEFORGE, "fill-mask", hf, *EXAMPLES])
     finetune = os.path.join(work, "finetune")
     if args.finetune_seeds and verify:  # fine-tuning runs on transformers' heads
-        finetune_tasks(hf, work, args.finetune_seeds, tasks)
+        finetune_tasks(hf, work, args.finetune_seeds, tasks, finetune_ranks(args))
     print(f"\n== done in {time.time() - started:.0f} s")
     for label, path in (("corpus", corpus), ("report", os.path.join(prep_dir, "report.json")), ("vocabulary", os.path.join(prep_dir, "vocab")),
                         ("pair shards", pairs), ("checkpoints", os.path.join(run, "checkpoints")),
@@ -122,7 +123,14 @@ def write_tasks(work: str) -> dict[str, tuple[str, list[str]]]:
     return written
 
 
-def finetune_tasks(hf: str, work: str, seeds: int, tasks: dict[str, tuple[str, list[str]]]) -> None:
+def finetune_ranks(args: argparse.Namespace) -> list[str]:
+    """finetune's --nproc-per-node for the demo's fine-tuning: --finetune-ranks, else one rank per usable core, at most 4
+    (command.py's DEMO_DOC says why); [] for one."""
+    ranks = args.finetune_ranks or min(usable_cores(), 4)
+    return ["--nproc-per-node", str(ranks)] if ranks > 1 else []
+
+
+def finetune_tasks(hf: str, work: str, seeds: int, tasks: dict[str, tuple[str, list[str]]], ranks: list[str] = ()) -> None:
     """Fine-tune the export and a scratch model on each of the demo's built-in tasks (written by write_tasks before
     prep), then print the gains."""
     from downstream.finetune.builtin import DEMO, TASKS, report  # standard library only
@@ -135,7 +143,7 @@ def finetune_tasks(hf: str, work: str, seeds: int, tasks: dict[str, tuple[str, l
         out = os.path.join(work, "finetune", name)
         run_stage(f"finetune {name}: the export and the same model from scratch",
                   [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(directory), "--output", out,
-                   "--baseline", "scratch", "--seeds", str(seeds), *DEMO_FINETUNE])
+                   "--baseline", "scratch", "--seeds", str(seeds), *DEMO_FINETUNE, *ranks])
         results[name] = os.path.join(out, "results.json")
     if results:
         text = report.table(report.gains(results))
@@ -186,6 +194,6 @@ def adapt(args: argparse.Namespace) -> int:
     run_stage("finetune man-sections: the adapted model against its source",
               [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(tasks), "--output", os.path.join(adapted, "finetune"),
                "--baseline", source, "--seeds", str(args.finetune_seeds or 3), "--lr", "1e-3", "--epochs", "10",
-               "--baseline-lr", "1e-3", "--baseline-epochs", "10", "--patience", "0"])
+               "--baseline-lr", "1e-3", "--baseline-epochs", "10", "--patience", "0", *finetune_ranks(args)])
     print(f"\n== adapt done in {time.time() - started:.0f} s: {os.path.join(adapted, 'finetune', 'results.json')}")
     return 0

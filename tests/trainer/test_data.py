@@ -161,6 +161,11 @@ class CountingFileSystem(LocalFileSystem):
     protocol = "counting"
     log = ""
 
+    @classmethod
+    def _strip_protocol(cls, path):
+        # LocalFileSystem strips only its own protocols before fsspec 2024 (then the path kept "counting://")
+        return super()._strip_protocol(path.removeprefix("counting://") if isinstance(path, str) else path)
+
     def _open(self, path, mode="rb", **kwargs):
         if path.endswith(".arrow") and self.log:
             with open(self.log, "a") as f:

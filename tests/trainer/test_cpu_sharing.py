@@ -81,11 +81,12 @@ def _faults(mode: str, **extra: str) -> tuple[str, int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_a_training_process_reuses_freed_blocks_instead_of_faulting_them_in_again():
-    # glibc's default: every 40 MB block is mapped fresh and faulted in again (here ~570 faults a block, the
-    # kernel mapping several pages per fault; 5 blocks after the first), kept: none after the first
-    assert _faults("default")[1] >= 5 * 100
+    # glibc's default: every 40 MB block is mapped fresh and faulted in again, 5 blocks after the first: at least 20
+    # faults a block even where numpy asks for 2 MiB pages (numpy 2.0: ~57 a block; 2.4: ~570, the kernel mapping
+    # several 4 KiB pages per fault); kept: none after the first
+    assert _faults("default")[1] >= 5 * 20
     setting, faults = _faults("keep")
     assert setting == "True" and faults < 50
     # a user's own glibc setting wins: nothing is changed
     setting, faults = _faults("keep", MALLOC_MMAP_THRESHOLD_="131072")
-    assert setting == "False" and faults >= 5 * 100
+    assert setting == "False" and faults >= 5 * 20

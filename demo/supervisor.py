@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from schemas import run_dir
+from trainer.run.launch import module_command  # standard library only
 
 
 class Interrupted(Exception):
@@ -29,12 +30,9 @@ class Interrupted(Exception):
 
 
 def stage_command(module: str) -> list[str]:
-    """`python -m MODULE` that imports this installation's packages whatever the working directory holds (a
-    folder named `clozeforge` or `trainer` there would otherwise shadow them): -P (3.11+) keeps the working
-    directory off sys.path; 3.10 drops it by hand. PYTHONPATH (see _child_env) names where ours are."""
-    if sys.version_info >= (3, 11):
-        return [sys.executable, "-P", "-m", module]
-    return [sys.executable, "-c", "import runpy, sys; del sys.path[0]; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)", module]
+    """`python -m MODULE` whatever the working directory holds (trainer/run/launch.py's module_command, as a stage's
+    own ranks start); PYTHONPATH (see _child_env) names where ours are."""
+    return module_command(module)
 
 
 def _child_env() -> dict[str, str]:

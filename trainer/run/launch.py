@@ -32,13 +32,22 @@ SETTLE_SECONDS = 10.0
 they are asked to stop."""
 
 
+def module_command(module: str) -> list[str]:
+    """`python -m MODULE` that imports this installation's packages whatever the working directory holds (a folder
+    named `clozeforge` or `trainer` there would otherwise shadow them): -P (3.11+) keeps the working directory off
+    sys.path; 3.10 drops it by hand."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module]
+    return [sys.executable, "-c", "import runpy, sys; del sys.path[0]; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)", module]
+
+
 def start_ranks(nproc: int, argv: list[str], module: str = "trainer.pretrain") -> list[subprocess.Popen]:
     port = str(free_port())
     ranks = []
     for rank in range(nproc):
         env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        ranks.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env, start_new_session=True))
+        ranks.append(subprocess.Popen([*module_command(module), *argv], env=env, start_new_session=True))
     return ranks
 
 

@@ -55,7 +55,7 @@ def version() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # the OpenMP defaults of every torch process this command is or starts (the demo's stages), before torch loads
-    from trainer import cpu_sharing
+    from process import cpu_sharing
 
     cpu_sharing.apply()
     if argv and argv[0] in ("-V", "--version"):
@@ -85,10 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def cli() -> None:
     """The console script (and `python -m clozeforge`): main(), then exit with its status, which a signal that
-    arrives while the process exits does not change (see schemas/exits.py)."""
-    from schemas.exits import (
-        exit_with,  # the standard library only: prep on a worker without torch uses it too
-    )
+    arrives while the process exits does not change (see process/exits.py)."""
+    from process.exits import exit_with  # the standard library only: prep on a worker without torch uses it too
 
     exit_with(main())
 

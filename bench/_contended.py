@@ -2,7 +2,7 @@
 of the same measurement alone, taken in the same run.
 
 In:  nothing (random token ids with BERT's pair lengths, as `train --quick` uses). Out: for each environment,
-     "clozeforge" (trainer/cpu_sharing.py's defaults, what every clozeforge process runs with) and
+     "clozeforge" (process/cpu_sharing.py's defaults, what every clozeforge process runs with) and
      "torch_defaults" (libgomp's own spin-then-sleep, GOMP_SPINCOUNT 300,000), the tokens/s of our tiny model
      (seq 128, batch 32, fp32, as many torch threads as usable cores and malloc keeping freed blocks, as a
      `clozeforge train` rank on CPU runs) alone, beside
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from trainer import cpu_sharing
+from process import cpu_sharing
 
 BUSY_LOOP = "while True:\n    pass\n"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -35,7 +35,7 @@ import warnings
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository root, not bench/
 
-from trainer import cpu_sharing  # noqa: E402
+from process import cpu_sharing  # noqa: E402
 
 cpu_sharing.apply()
 
@@ -48,7 +48,8 @@ SYNC_STEPS = (4, 8) if TINY else (10, 20)
 
 
 def _runtime():
-    from trainer.run.runtime import quiet_startup, start_runtime
+    from process.logs import quiet_startup
+    from trainer.run.runtime import start_runtime
 
     quiet_startup()
     return start_runtime("auto")

@@ -288,7 +288,8 @@ def main(quick: bool) -> dict:
     round) and each round's on `loop_ratio_rounds`; and the ops a step dispatches (`dispatched_ops`, tiny at
     batch 4; the trainer's, DeepSpeed's own stage 0's, a bare step's), which measure what the loop adds on the host
     without a clock."""
-    from trainer.run.runtime import quiet_startup, start_runtime
+    from process.logs import quiet_startup
+    from trainer.run.runtime import start_runtime
 
     quiet_startup()
     rt = start_runtime("auto")

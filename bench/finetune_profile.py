@@ -145,7 +145,7 @@ if __name__ == "__main__":
         import bench.finetune_vs_trainer  # noqa: F401
 
         sys.path.insert(0, os.path.abspath(args.code))
-    from trainer import cpu_sharing
+    from process import cpu_sharing
 
     cpu_sharing.apply()
     import json

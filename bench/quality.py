@@ -26,6 +26,7 @@ import tempfile
 
 import torch
 
+from process.precision import cpu_bf16_instructions
 from schemas import Manifest
 from trainer.builders import lr_lambda
 from trainer.config import TrainConfig
@@ -33,7 +34,6 @@ from trainer.data import ShardStream
 from trainer.masking import Masker, MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.optim import adamw
-from trainer.precision import cpu_bf16_instructions
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # standard library's `tokenize` (which inspect, and so torch, import), and `bench.*`, `pipelines.*` must import.
 sys.path[0] = os.path.dirname(HERE)
 
-from trainer import cpu_sharing  # noqa: E402 (needs the path above)
+from process import cpu_sharing  # noqa: E402 (needs the path above)
 
 cpu_sharing.apply()  # the OpenMP defaults clozeforge's own processes run with, set before a bench imports torch
 

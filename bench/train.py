@@ -25,7 +25,7 @@ a few steps, not a whole window. On a CPU with native bf16 (AVX512_BF16 or AMX_B
 looks for), both models are also trained in bf16 autocast (copies from the same weights, in the same rotation):
 `bf16_speedup` = ours in bf16 / ours in fp32 and `bf16_ratio` = ours / transformers, both in bf16. On Linux with
 glibc, a second shorter timing gives both sides the allocator setting a training rank runs with
-(`heap_allocator_*`: large freed blocks kept for reuse, trainer/cpu_sharing.py). With a GPU,
+(`heap_allocator_*`: large freed blocks kept for reuse, process/cpu_sharing.py). With a GPU,
 `base` is also trained in bf16 autocast and its model-FLOPs utilisation (MFU) reported, ours and transformers'
 (after their fp32 eval losses on the GPU agree), and a `model.compile()` trial of ours against eager.
 """
@@ -52,9 +52,9 @@ from bench._batches import (
     ours_loss,
 )
 from bench._corpus import read_texts
+from process.precision import cpu_bf16_instructions
 from trainer.model import IGNORE_INDEX, BertForPretraining, ModelConfig
 from trainer.optim import adamw, fused_available
-from trainer.precision import cpu_bf16_instructions
 
 PEAK_BF16_FLOPS = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks (no sparsity) from NVIDIA's data sheets; the first name in the device name wins."""
@@ -279,7 +279,7 @@ def main(corpus: str | None, quick: bool, contended: bool = False, loop: bool = 
     }
     # The trainer's allocator setting (trainer/cpu_sharing.keep_freed_memory, what a rank on CPU runs with), given
     # to both sides for a second, shorter timing: the figures above are glibc's defaults on both sides.
-    from trainer.cpu_sharing import keep_freed_memory
+    from process.cpu_sharing import keep_freed_memory
 
     if keep_freed_memory():
         pair = {name: models[name] for name in ("ours", "transformers")}

@@ -18,12 +18,10 @@ import os
 import sys
 import time
 
-from demo import (
-    corpus as builtin,  # standard library only (its writers import their readers when they run)
-)
+from demo import corpus as builtin  # standard library only (its writers import their readers when they run)
 from demo.prep_cache import prep
 from demo.supervisor import run_stage, stage_command, training_kept
-from trainer.cpu_sharing import usable_cores  # standard library only
+from process.cpu_sharing import usable_cores  # standard library only
 
 EXAMPLES = [
     "Return a new [MASK] with the same elements.",

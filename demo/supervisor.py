@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from process.launch import module_command  # standard library only
 from schemas import run_dir
-from trainer.run.launch import module_command  # standard library only
 
 
 class Interrupted(Exception):
@@ -30,7 +30,7 @@ class Interrupted(Exception):
 
 
 def stage_command(module: str) -> list[str]:
-    """`python -m MODULE` whatever the working directory holds (trainer/run/launch.py's module_command, as a stage's
+    """`python -m MODULE` whatever the working directory holds (process/launch.py's module_command, as a stage's
     own ranks start); PYTHONPATH (see _child_env) names where ours are."""
     return module_command(module)
 

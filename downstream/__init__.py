@@ -1,7 +1,7 @@
 """clozeforge downstream: from a run's checkpoints to models other code uses, and what they are worth.
 
     export.py     `clozeforge export`: any ZeRO stage consolidated → a HuggingFace directory (transformers loads it)
-    output_dir.py an output directory written whole: staged beside it, swapped in, one writer (export, finetune)
+    export_dir.py an export's files, how an export of ours is known, its directory written whole
     load.py       an exported directory → the project's model and tokenizer, without transformers
     fill_mask.py  `clozeforge fill-mask`: top-k predictions per [MASK]
     embed.py      `clozeforge embed`: contextual embeddings (CLS, mean, per token, or per word: contextual/)
@@ -16,4 +16,4 @@ pretraining alone.
 It reads the trainer's checkpoint store and model (downstream imports trainer, never the other way round).
 """
 
-import trainer  # noqa: F401  (its __init__ sets the OpenMP defaults before any module here loads torch)
+import process  # noqa: F401  (its __init__ sets the OpenMP defaults before any module here loads torch)

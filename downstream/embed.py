@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from downstream.contextual.vectors import WordVectors
-from downstream.fill_mask import _fail
 from downstream.load import batch, encode, load_exported
+from process.exits import fail
 from schemas import ContractError
 from schemas.config import add_flags, from_flags
 from schemas.tables import (
@@ -174,7 +174,7 @@ def embed_words(model_dir: str, texts: list[str], lines: list[int], config: Word
         if stats is not None:
             stats.save(beside(output))
     except OSError as e:
-        return _fail("embed", f"--output {output}: {e.strerror or e}")
+        return fail("embed", f"--output {output}: {e.strerror or e}")
     print(f"embedded {sum(len(w.words) for w in found)} words of {len(texts)} texts (layers {','.join(map(str, layers))}"
           f"{', ' + config.standardize if stats is not None else ''}) -> {output}"
           + (f" (statistics: {beside(output)})" if stats is not None else ""))
@@ -184,32 +184,32 @@ def embed_words(model_dir: str, texts: list[str], lines: list[int], config: Word
 def embed_main(argv: list[str] | None = None) -> int:
     args = embed_parser().parse_args(argv)
     if not args.output.endswith((".npy", ".arrow")):
-        return _fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
+        return fail("embed", f"--output must end in .npy or .arrow, got {args.output}")
     if args.pooling in ("tokens", "words") and args.output.endswith(".npy"):
-        return _fail("embed", f"per-{args.pooling.removesuffix('s')} embeddings have ragged lengths: use an .arrow --output")
+        return fail("embed", f"per-{args.pooling.removesuffix('s')} embeddings have ragged lengths: use an .arrow --output")
     if args.batch_size < 1:
-        return _fail("embed", f"--batch-size must be >= 1, got {args.batch_size}")
+        return fail("embed", f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         codecs.lookup(args.encoding)
     except LookupError:
-        return _fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
+        return fail("embed", f"--encoding: unknown encoding {args.encoding!r}")
     try:
         reading, words = from_flags(TableReading, args), from_flags(WordVectors, args)
         if args.pooling != "words" and words != WordVectors():
-            return _fail("embed", "--layers, --standardize, --reference and --stats go with --pooling words")
+            return fail("embed", "--layers, --standardize, --reference and --stats go with --pooling words")
         texts, lines, account = read_texts(args.input, args.encoding, args.text_column, reading)
         if not texts:
-            return _fail("embed", f"{args.input}: no text (read {account.read}, dropped {dict(account.dropped)})")
+            return fail("embed", f"{args.input}: no text (read {account.read}, dropped {dict(account.dropped)})")
         if args.pooling == "words":
             return embed_words(args.model, texts, lines, words, args.output, args.batch_size,
                                read=f"{args.input}: {_accounted(account, len(texts))}")
         model, tokenizer = load_exported(args.model)
     except Undecodable as e:
-        return _fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")
+        return fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")
     except (ValueError, ContractError) as e:
-        return _fail("embed", str(e))
+        return fail("embed", str(e))
     except OSError as e:
-        return _fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
+        return fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
     print(f"clozeforge embed: {args.input}: {_accounted(account, len(texts))}", file=sys.stderr)
     note = cut_note(model, tokenizer, texts, lines)
     if note:
@@ -221,6 +221,6 @@ def embed_main(argv: list[str] | None = None) -> int:
     try:
         write_embeddings(vectors, args.output, columns)
     except OSError as e:
-        return _fail("embed", f"--output {args.output}: {e.strerror or e}")
+        return fail("embed", f"--output {args.output}: {e.strerror or e}")
     print(f"embedded {len(texts)} texts ({args.pooling}) -> {args.output}")
     return 0

@@ -34,12 +34,10 @@ from typing import Any
 import torch
 
 from downstream import export_electra
-from downstream.output_dir import (
-    CARD_TAGS,
-    OutputDirError,
-    check_destination,
-    replace_directory,
-)
+from downstream.export_dir import CARD_TAGS, check_destination, replace_directory
+from process.exits import fail
+from process.logs import quiet_startup
+from process.outputs import OutputDirError
 from schemas import ContractError, Manifest, hf_tokenizers
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
@@ -55,7 +53,6 @@ from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
     exported_keys,
     to_transformers,
 )
-from trainer.run.runtime import quiet_startup
 
 
 class ExportError(ValueError):
@@ -315,20 +312,20 @@ def export_main(argv: list[str] | None = None) -> int:
     quiet_startup(args.verbose)
     output, run = os.path.realpath(args.output), os.path.realpath(args.run)
     if output == run or run.startswith(output + os.sep) or output.startswith(run + os.sep):
-        return _fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
+        return fail("export", f"--output {args.output}: the run directory {args.run} or inside it; export elsewhere")
     try:
         check_destination(args.output, overwrite=args.overwrite)  # before the checkpoint is read
         model, client, tag = export_checkpoint(args.run, args.tag, args.output, overwrite=args.overwrite)
     except (FileNotFoundError, ContractError, ExportError, OutputDirError) as e:
-        return _fail("export", str(e))
+        return fail("export", str(e))
     except OSError as e:  # the destination: no permission, a full disk
-        return _fail("export", f"--output {args.output}: {e.strerror or e} ({e.filename or args.output})")
+        return fail("export", f"--output {args.output}: {e.strerror or e} ({e.filename or args.output})")
     print(f"exported {args.run} ({tag}, step {client.get('step')}) -> {args.output}")
     if args.verify:
         try:
             diffs = verify_export(args.output, model, validation_batch(client["train_config"]))
         except (FileNotFoundError, ContractError, ExportError) as e:
-            return _fail("export", f"--verify: {e}")
+            return fail("export", f"--verify: {e}")
         print("verify: max |ours - transformers|  " + "  ".join(f"{k.split('_')[0]} {v:.2e}" for k, v in diffs.items()))
         if max(diffs.values()) > 1e-4:
             print("verify: FAILED (tolerance 1e-4)", file=sys.stderr)
@@ -413,8 +410,5 @@ def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
 
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"clozeforge {command}: error: {message}", file=sys.stderr)
-    return 2
 
 

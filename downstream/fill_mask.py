@@ -14,6 +14,7 @@ import sys
 import torch
 
 from downstream.load import load_exported, roles
+from process.exits import fail
 from schemas import ContractError
 from trainer.model import BertForPretraining
 
@@ -71,9 +72,6 @@ def fill_mask(model: BertForPretraining, tokenizer, text: str, top_k: int = 5, w
     return out
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"clozeforge {command}: error: {message}", file=sys.stderr)
-    return 2
 
 
 def fill_mask_parser() -> argparse.ArgumentParser:
@@ -87,19 +85,19 @@ def fill_mask_parser() -> argparse.ArgumentParser:
 def fill_mask_main(argv: list[str] | None = None) -> int:
     args = fill_mask_parser().parse_args(argv)
     if args.top_k < 1:
-        return _fail("fill-mask", f"--top-k must be >= 1, got {args.top_k}")
+        return fail("fill-mask", f"--top-k must be >= 1, got {args.top_k}")
     try:
         model, tokenizer = load_exported(args.model)
     except (FileNotFoundError, ContractError) as e:
-        return _fail("fill-mask", str(e))
+        return fail("fill-mask", str(e))
     if args.top_k > model.config.vocab_size:
-        return _fail("fill-mask", f"--top-k {args.top_k} is more than the model's {model.config.vocab_size} tokens")
+        return fail("fill-mask", f"--top-k {args.top_k} is more than the model's {model.config.vocab_size} tokens")
     for text in args.text:
         try:
             predictions = fill_mask(model, tokenizer, text, top_k=args.top_k,
                                     warn=lambda line: print(f"clozeforge fill-mask: note: {line}", file=sys.stderr))
         except ValueError as e:
-            return _fail("fill-mask", str(e))
+            return fail("fill-mask", str(e))
         print(text if len(text) <= EXCERPT_CHARS else excerpt(text))
         for i, options in enumerate(predictions):
             shown = "  ".join(f"{tok} ({p:.3f})" for tok, p in options)

@@ -44,6 +44,7 @@ from pipelines.graph import build
 from pipelines.outputs import ownership, progress
 from pipelines.stages.learn_vocabulary import check_vocab
 from pipelines.stages.read_corpus import expand_inputs, matched_files
+from process.exits import fail
 from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
 
 
@@ -268,8 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             report = run(argv)
         except PrepError as e:
-            print(f"clozeforge prep: error: {e}", file=sys.stderr)
-            return 2
+            return fail("prep", str(e))
         except BaseException:
             if not received:
                 raise
@@ -287,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         why = "no document survived reading and cleaning" if not kept else f"the {kept} kept documents made no pair (too short?)"
         if report.get("packing", {}).get("row_format") == TLM_PAIRS.kind:
             why = "no translation pair made a row"
-        print(f"clozeforge prep: error: {why}; nothing to train on (see {posixpath.join(output, 'report.json')})", file=sys.stderr)
-        return 1
+        return fail("prep", f"{why}; nothing to train on (see {posixpath.join(output, 'report.json')})", status=1)
     return 0
 
 

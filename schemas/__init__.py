@@ -3,8 +3,7 @@
 Prep (Beam) writes these; the trainer (torch) reads them. Both import the schemas and the manifest from
 here and nowhere else, so a field name is declared exactly once. Only pyarrow and the standard library
 are imported, so either half can depend on this package without pulling in the other's stack. Beside the
-contracts, the plain pieces every command shares live here for the same reason: exits.py (how a command
-exits), lock.py (one writer per output directory), ports.py (a free port), jsonl.py (a user's JSON lines),
+contracts, the plain pieces every command reads live here for the same reason: jsonl.py (a user's JSON lines),
 tables.py (a user's tables, every record counted: finetune's and embed's reader), config.py (flags from configs).
 
 Change log

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from process import cpu_sharing
 from tests.helpers import run_cli
-from trainer import cpu_sharing
 
 # This process and every run it starts (CLI runs, 2-rank DeepSpeed jobs) get clozeforge's OpenMP defaults; here,
-# before a test module imports torch (trainer/cpu_sharing.py).
+# before a test module imports torch (process/cpu_sharing.py).
 cpu_sharing.apply()
 
 # The slowest files (multi-rank trainings, the demo's stages) first. The suite runs on every core with whole files

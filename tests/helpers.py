@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from schemas.ports import free_port  # noqa: F401 (the tests use the trainer's own)
+from process.ports import free_port  # noqa: F401 (the tests use the trainer's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,6 +1,7 @@
 """The tree's layers and its import graph, read from the source with `ast` (nothing is imported or run).
 
-The flow of the house, lowest layer first: schemas/ (the contracts) ← pipelines/ and trainer/ (the two halves) ←
+The flow of the house, lowest layer first: schemas/ (the contracts) ← process/ (the plumbing every job's processes
+share: launch, signals, precision, threads, locks, outputs, exits) ← pipelines/ and trainer/ (the two halves) ←
 downstream/ (what uses a checkpoint) ← demo/ ← clozeforge.py (the command table) ← bench/. A module may import its
 own layer and those below it, never one above; pipelines/ and trainer/ do not import each other (prep never imports
 torch, train never imports apache_beam). And no import loop between modules, lazy imports inside functions included:
@@ -15,8 +16,8 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("schemas", "pipelines", "trainer", "downstream", "demo", "bench")
-LAYER = {"schemas": 0, "pipelines": 1, "trainer": 1, "downstream": 2, "demo": 3, "clozeforge": 4, "bench": 5}
+PACKAGES = ("schemas", "process", "pipelines", "trainer", "downstream", "demo", "bench")
+LAYER = {"schemas": 0, "process": 1, "pipelines": 2, "trainer": 2, "downstream": 3, "demo": 4, "clozeforge": 5, "bench": 6}
 """Each top-level part's layer: an import goes to the same layer or a lower one."""
 SIBLINGS_APART = {("pipelines", "trainer"), ("trainer", "pipelines")}
 """Parts of one layer that never import each other."""
@@ -80,6 +81,7 @@ def test_the_tree_is_read_whole():
     assert {part(m) for m in edges} == set(LAYER)
     assert edges["downstream.finetune.job"] >= {"downstream.finetune.recipe", "downstream.finetune.protocol"}
     assert "schemas.run_dir" in edges["trainer.checkpoint.store"]
+    assert "process.launch" in edges["trainer.pretrain"]
 
 
 @pytest.mark.parametrize("lower", sorted(LAYER, key=LAYER.get))
@@ -88,6 +90,27 @@ def test_no_import_runs_up_a_layer(lower):
     downstream/, and so on; pipelines/ and trainer/ not each other."""
     wrong = sorted(f"{m} -> {t}" for m, targets in graph().items() if part(m) == lower for t in targets
                    if LAYER[part(t)] > LAYER[lower] or (lower, part(t)) in SIBLINGS_APART)
+    assert wrong == []
+
+
+DOWNSTREAM_READS_OF_TRAINER = {
+    "trainer": "the package itself, when a module below is imported",
+    "trainer.model": "the network it exports, fills masks with, embeds with",
+    "trainer.checkpoint": "a run's checkpoints, read to export them",
+    "trainer.config": "a run's settings (train_config.json), read beside its checkpoints",
+    "trainer.metrics": "a run's metrics.jsonl, whose figures an export's card reports",
+    "trainer.data.collate": "the row kinds a run trained on, whose lengths an export's card reports",
+    "trainer.optim": "AdamW as both trainings build it (BERT's weight-decay groups, the fused kernel)",
+}
+"""What downstream/ may read of trainer/: the model and what a run wrote; never process plumbing (process/'s)."""
+
+
+def test_downstream_reads_the_model_and_the_run_not_the_plumbing():
+    """Fine-tuning and export take launching, signals, precision, threads, locks and exits from process/, as the
+    trainer does; from trainer/ only the model and the run they read."""
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph().items() if part(m) == "downstream" for t in targets
+                   if part(t) == "trainer" and not any(t == a or t.startswith(a + ".") for a in DOWNSTREAM_READS_OF_TRAINER
+                                                       if a != "trainer") and t != "trainer")
     assert wrong == []
 
 

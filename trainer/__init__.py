@@ -5,7 +5,6 @@ what uses its checkpoints is downstream/.
                  trainer.pretrain`, `torchrun -m trainer.pretrain`; with --nproc-per-node N it starts N ranks
     config.py    TrainConfig, every setting of a run (its flags are generated from it), TrainError, and
                  RESUME_RULES, the one table of what a resumed run may change
-    cpu_sharing.py  threading defaults (OpenMP wait policy) set on import, before torch loads; threads per rank
     loop.py      the training loop: steps, logging, evaluation, checkpoints, phases, stopping
     start/       the run's start-up, in order (where it starts: resume, --init-from or random; what trains;
                  what it reads), --init-from's sources and continued pretraining's defaults
@@ -14,14 +13,11 @@ what uses its checkpoints is downstream/.
     masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
     evaluate.py  validation losses and accuracies, over all ranks
     metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
-    precision.py --precision resolved for the device, and its DeepSpeed sections
-    run/         the job's processes: launching ranks, the runtime, stopping, the run lock
+    run/         this rank's runtime (rank, device, precision, process group) and the run lock; launching,
+                 stopping and precision are process/'s, shared with fine-tuning
     checkpoint/  save and verify, safe loading, resume (refusals by RESUME_RULES), elastic world sizes
     data/        shards → masked batches: layout, reader, collate, streams, mixtures
     model/       the BERT (transformers' parameter names) and its config
 """
 
-from trainer import cpu_sharing
-
-# Before any trainer module imports torch (and so loads its OpenMP runtime): see trainer/cpu_sharing.py.
-cpu_sharing.apply()
+import process  # noqa: F401  (its __init__ sets the OpenMP defaults before any trainer module loads torch)

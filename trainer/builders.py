@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from process.precision import Precision
 from schemas import Manifest
 from schemas.jsonl import file_object
 from schemas.pairs import NSP_PAIRS
@@ -27,7 +28,6 @@ from trainer.masking import Masker
 from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.optim import adamw, parameter_groups
-from trainer.precision import Precision
 from trainer.run.runtime import Runtime
 
 
@@ -167,7 +167,7 @@ def _lighter_stage_zero(engine, data_parallel: int) -> None:
 
 def deepspeed_config(config: TrainConfig, precision: str | Precision) -> dict[str, Any]:
     """The DeepSpeed JSON for this run (the optimizer and scheduler are built in build_engine and handed in).
-    `precision` is the resolved one (trainer/precision.py); a bare name means DeepSpeed's own mode for it."""
+    `precision` is the resolved one (process/precision.py); a bare name means DeepSpeed's own mode for it."""
     if isinstance(precision, str):
         precision = Precision(precision, False, "")
     stage = config.zero_stage_for(_world_size())

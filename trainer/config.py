@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from process.precision import PRECISIONS
 from schemas.config import Config, check_choices, flag, from_dict
 from schemas.families import FAMILIES
 from schemas.objectives import OBJECTIVES
 from trainer.masking import MaskingConfig
 from trainer.model import PRESET_NAMES, ModelConfig
-from trainer.precision import PRECISIONS
 
 OPTIMIZERS = ("adamw", "lamb")
 BATCH_FORMS = ("padded", "unpadded", "static")

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from process.stopping import StopFlag
 from trainer.checkpoint import store
 from trainer.config import TrainConfig
 from trainer.data import default_workers
@@ -26,7 +27,6 @@ from trainer.evaluate import describe, evaluate, unmoved
 from trainer.metrics import ExecutedFlops, MetricsLog, peak_flops
 from trainer.run import lock as run_lock
 from trainer.run.runtime import Runtime, mean_losses
-from trainer.run.stopping import StopFlag
 from trainer.start import steps
 
 
@@ -65,7 +65,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                 device_batches(phase.train, workers, rt.device) as batches:
             # NOTE: nothing in a step waits for the device (no .item(), no bool() of a device tensor): the host
             # queues step s+1 while the device runs step s. The losses are read at logged steps only, the stop
-            # flag one step after its collective started (trainer/run/stopping.py), tokens come from the host batch.
+            # flag one step after its collective started (process/stopping.py), tokens come from the host batch.
             while step < end and not stop.agreed():
                 if step == run.next_at:
                     phase = run.next_phase

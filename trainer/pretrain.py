@@ -7,12 +7,12 @@ Out: RUN/train_config.json (and RUN/mixture.json with --mix), RUN/vocab/ (a copy
      RUN/checkpoints/ (resumable DeepSpeed checkpoints), RUN/metrics.jsonl, RUN/curves.png, and RUN/run.lock
      while it runs (one trainer per RUN: trainer/run/lock.py). A rerun with the same RUN resumes from its newest
      intact checkpoint: model, optimizer, scheduler, data position; dropout is re-seeded per step. SIGTERM/SIGINT
-     to any rank stops every rank at one step with a checkpoint (trainer/run/stopping.py) and exits 0, as a
+     to any rank stops every rank at one step with a checkpoint (process/stopping.py) and exits 0, as a
      complete run does: `RUN/checkpoints/latest` short of --max-steps tells them apart (the demo reads it).
      Errors are one line: status 2 for a user error or bad input, 1 for an I/O error outside checkpoints.
 
 Without a launcher and with --nproc-per-node 1 it trains in this process (world size 1). With --nproc-per-node N
-it becomes the launcher of N ranks of itself (trainer/run/launch.py). Under `deepspeed` or `torchrun` (RANK is
+it becomes the launcher of N ranks of itself (process/launch.py). Under `deepspeed` or `torchrun` (RANK is
 set) it is one rank and picks up RANK/WORLD_SIZE/LOCAL_RANK from the environment. Never imports apache_beam.
 """
 
@@ -22,17 +22,18 @@ import argparse
 import os
 import sys
 
+from process.exits import exit_with, fail, one_line
+from process.launch import launch
+from process.logs import quiet_startup
+from process.stopping import follow_launcher
 from schemas import ContractError
 from schemas.config import add_flags, from_flags
-from schemas.exits import exit_with
 from schemas.objectives import OBJECTIVES
 from trainer.builders import read_user_deepspeed_config
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.loop import train
-from trainer.run.launch import launch
-from trainer.run.runtime import quiet_startup, shutdown_runtime, start_runtime
-from trainer.run.stopping import follow_launcher
+from trainer.run.runtime import shutdown_runtime, start_runtime
 from trainer.start.preflight import problem
 from trainer.start.steps import family_of, settle
 
@@ -48,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
     add_flags(ap, TrainConfig)
     ap.add_argument("--nproc-per-node", type=_positive, default=1, metavar="N",
                     help="Training processes (ranks) to start on this machine, each `python -m trainer.pretrain` "
-                         "(trainer/run/launch.py); one per GPU, or a few on a CPU box. Under deepspeed or torchrun, "
+                         "(process/launch.py); one per GPU, or a few on a CPU box. Under deepspeed or torchrun, "
                          "which start the ranks themselves, it is ignored (default: 1)")
     ap.add_argument("--verbose", action="store_true", help="also show third-party start-up messages (DeepSpeed's accelerator detection)")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
@@ -155,27 +156,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutdown_runtime()
     except (TrainError, ContractError) as e:
-        if not getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
-            print(f"clozeforge train: error: {one_line(e)}", file=sys.stderr)
-        return 2
+        if getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
+            return 2
+        return fail("train", one_line(e))
     except OSError as e:  # a write outside checkpoints (metrics, run config) on a full or read-only disk
-        print(f"clozeforge train: error: {e.filename or 'I/O'}: {e.strerror or one_line(e)}", file=sys.stderr)
-        return 1
+        return fail("train", f"{e.filename or 'I/O'}: {e.strerror or one_line(e)}", status=1)
     except KeyboardInterrupt:
         print("clozeforge train: interrupted; resume from the last complete checkpoint", file=sys.stderr)
         return 130
     return 0
-
-
-def one_line(error: Exception) -> str:
-    """The message of an error, also when a DataLoader worker raised it: torch re-raises a worker's exception
-    in the main process with the worker's whole traceback in the message, whose last line is the error."""
-    text = str(error).strip()
-    if "Original Traceback" not in text:
-        return text
-    last = text.splitlines()[-1]
-    name = f"{type(error).__module__}.{type(error).__qualname__}: "
-    return last[len(name):] if last.startswith(name) else last.split(": ", 1)[-1]
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import zlib
 
 import numpy as np
 
+from downstream import stats
 from schemas import ContractError
 from schemas.parallel import PARALLEL_FORMAT_VERSION, parallel_pair_schema
 
@@ -172,8 +173,8 @@ def paired_difference(hits: str, other: str) -> dict:
     standard error of the mean of the per-pair differences (paired: the pairs both find or both miss cancel)."""
     if len(hits) != len(other) or len(hits) < 2:
         raise ValueError(f"a paired difference needs two hit strings of one length >= 2, got {len(hits)} and {len(other)}")
-    d = np.array([int(a) - int(b) for a, b in zip(hits, other)], dtype=np.float64)
-    return {"points": round(100 * float(d.mean()), 4), "se": round(100 * float(d.std(ddof=1) / np.sqrt(len(d))), 4)}
+    mean, se = stats.paired_difference([int(a) for a in hits], [int(b) for b in other])
+    return {"points": round(100 * mean, 4), "se": round(100 * se, 4)}
 
 
 def direction_score(hits: np.ndarray) -> dict:

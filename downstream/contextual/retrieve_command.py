@@ -36,6 +36,7 @@ import numpy as np
 
 from downstream.contextual import retrieval
 from downstream.contextual.retrieval import PairsError
+from process.exits import fail
 from schemas import ContractError
 from schemas.config import Config, add_flags, flag, from_flags
 
@@ -286,8 +287,6 @@ def retrieve_main(argv: list[str] | None = None) -> int:
             raise PairsError(f"{config.model}: no such model directory")
         return run(config)
     except (PairsError, ContractError, FileNotFoundError) as e:
-        print(f"{OWNER}: error: {e}", file=sys.stderr)
-        return 2
+        return fail("retrieve", str(e))
     except (ValueError, OSError) as e:
-        print(f"{OWNER}: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+        return fail("retrieve", str(e).splitlines()[0])

@@ -22,6 +22,8 @@ import dataclasses
 
 import numpy as np
 
+from downstream.stats import mean_and_se
+
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
@@ -105,22 +107,11 @@ class Score:
                 if k not in ("scored", "hits")}
 
 
-def paired(hits: list[float], others: list[float]) -> tuple[float, float]:
-    """The mean per-instance difference of two models' hits on the same instances, and its standard error."""
-    return _mean_se(np.array(hits) - np.array(others))
-
-
-def _mean_se(values: np.ndarray) -> tuple[float, float]:
-    if len(values) < 2:
-        return float(values.mean()) if len(values) else float("nan"), float("nan")
-    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
-
-
 def _score(nn: list[float], mfs: list[float], chance: list[float], not_scored: dict[str, int], scored: list[int]) -> Score:
     nn_a, mfs_a, p = np.array(nn), np.array(mfs), np.array(chance)
-    accuracy, accuracy_se = _mean_se(nn_a)
-    mfs_mean, mfs_se = _mean_se(mfs_a)
-    gain, gain_se = _mean_se(nn_a - mfs_a)
+    accuracy, accuracy_se = mean_and_se(nn_a)
+    mfs_mean, mfs_se = mean_and_se(mfs_a)
+    gain, gain_se = mean_and_se(nn_a - mfs_a)
     n = len(p)
     random_se = float(np.sqrt((p * (1 - p)).sum()) / n) if n else float("nan")
     return Score(n, accuracy, accuracy_se, mfs_mean, mfs_se, float(p.mean()) if n else float("nan"), random_se,

@@ -31,7 +31,9 @@ from downstream.contextual.encoder import Encoder
 from downstream.contextual.plots import plot_sweep, short
 from downstream.contextual.standardize import Stats, StatsError, fit_or_load
 from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
-from downstream.output_dir import OutputDirError, check_destination, staged_directory
+from downstream.stats import paired_difference
+from process.exits import fail
+from process.outputs import OutputDirError, check_destination, staged_directory, written_by
 from schemas import ContractError
 from schemas.config import Config, add_flags, flag, from_flags
 from schemas.tables import QUOTINGS, TableError, TableReading
@@ -93,15 +95,8 @@ class EvaluateConfig(FitConfig):
     """results.json of `clozeforge finetune RUN --checkpoints ...`: its gain per step drawn beside (repeat)."""
 
 
-def _foreign(path: str) -> str | None:
-    for name in ("results.json", "senses.json"):
-        try:
-            with open(os.path.join(path, name), encoding="utf-8") as f:
-                if json.load(f).get("written_by") == OWNER:
-                    return None
-        except (OSError, ValueError, AttributeError):
-            continue
-    return f"not empty and not written by {OWNER}"
+_foreign = written_by(OWNER, "results.json", "senses.json")
+"""A directory is ours when its results.json or senses.json says so."""
 
 
 def _note(line: str) -> None:
@@ -227,7 +222,7 @@ def evaluate(config: EvaluateConfig) -> int:
     if config.baseline == "scratch":
         for arm, arm_hits in zip(arms[:-1], hits):
             common = sorted(set(arm_hits) & set(hits[-1]))
-            mean, se = senses.paired([arm_hits[k] for k in common], [hits[-1][k] for k in common])
+            mean, se = paired_difference([arm_hits[k] for k in common], [hits[-1][k] for k in common])
             arm["score"].update(gain_over_scratch=round(mean, 6), gain_over_scratch_se=round(se, 6), paired_instances=len(common))
     results = {"written_by": OWNER, "format_version": FORMAT_VERSION, "model": os.path.abspath(config.model),
                "protocol": "held-out --test" if config.test else "leave-one-out over --train",
@@ -330,14 +325,10 @@ def senses_main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(from_flags(cls, args), **{field: getattr(args, field)})
         return run(config)
     except (TableError, ContractError, OutputDirError, StatsError, LayersError, FileNotFoundError) as e:
-        return _fail(str(e))
+        return fail("senses", str(e))
     except ValueError as e:  # a config's own checks, export's refusals
-        return _fail(str(e).splitlines()[0])
+        return fail("senses", str(e).splitlines()[0])
     except KeyboardInterrupt:
         print("clozeforge senses: interrupted; --output is as it was", file=sys.stderr)
         return 130
 
-
-def _fail(message: str) -> int:
-    print(f"clozeforge senses: error: {message}", file=sys.stderr)
-    return 2

@@ -38,7 +38,8 @@ from downstream.contextual.vectors import (
     layer_indices,
 )
 from downstream.finetune.data import BadRow, DataError, Drop, read_split
-from downstream.output_dir import OutputDirError, check_destination, staged_directory
+from process.exits import fail
+from process.outputs import OutputDirError, check_destination, staged_directory, written_by
 from schemas import ContractError
 from schemas.config import Config, add_flags, flag, from_flags
 from schemas.tables import QUOTINGS, TableError, TableReading
@@ -250,14 +251,8 @@ def table(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _foreign(path: str) -> str | None:
-    try:
-        with open(os.path.join(path, "similarity.json"), encoding="utf-8") as f:
-            if json.load(f).get("written_by") == OWNER:
-                return None
-    except (OSError, ValueError, AttributeError):
-        pass
-    return f"not empty and not written by {OWNER}"
+_foreign = written_by(OWNER, "similarity.json")
+"""A directory is ours when its similarity.json says so."""
 
 
 def run(config: SimilarityConfig) -> int:
@@ -297,8 +292,6 @@ def similarity_main(argv: list[str] | None = None) -> int:
     try:
         return run(dataclasses.replace(from_flags(SimilarityConfig, args), model=args.model))
     except (TableError, ContractError, OutputDirError, StatsError, LayersError, FileNotFoundError) as e:
-        print(f"clozeforge similarity: error: {e}", file=sys.stderr)
-        return 2
+        return fail("similarity", str(e))
     except ValueError as e:
-        print(f"clozeforge similarity: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 2
+        return fail("similarity", str(e).splitlines()[0])

@@ -4,6 +4,6 @@
 import sys
 
 from downstream.finetune.command import finetune_main
-from schemas.exits import exit_with
+from process.exits import exit_with
 
 exit_with(finetune_main(sys.argv[1:]))

@@ -35,6 +35,7 @@ from downstream.finetune.builtin import run as builtin_run
 from downstream.finetune.config import BUILTIN, FinetuneConfig
 from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
+from process.exits import fail
 from schemas import ContractError
 from schemas.config import add_flags, field_docs, from_flags
 
@@ -106,6 +107,6 @@ def finetune_main(argv: list[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    if os.environ.get("RANK", "0") == "0":  # every rank reads the same inputs: rank 0 says what is wrong, once
-        print(f"clozeforge finetune: error: {message}", file=sys.stderr)
-    return 2
+    if os.environ.get("RANK", "0") != "0":  # every rank reads the same inputs: rank 0 says what is wrong, once
+        return 2
+    return fail("finetune", message)

@@ -8,9 +8,9 @@ from downstream.finetune.builtin import TASKS as BUILTIN
 from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import KINDS, Columns
+from process.precision import PRECISIONS
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
-from trainer.precision import PRECISIONS
 
 
 def _floats(values) -> tuple[float, ...]:

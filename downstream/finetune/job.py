@@ -33,6 +33,7 @@ from downstream.finetune.data import Split
 from downstream.finetune.models import Arm
 from downstream.finetune.recipe import Place
 from downstream.finetune.tasks import Features, Task
+from downstream.stats import mean_and_se
 from trainer.model.families import network_of_model_type
 
 
@@ -154,7 +155,7 @@ class Job:
         runs = [r["run"] for r in per_lr[lr]]
         best = runs[protocol.best_seed([r["validation"]["score"] for r in runs])]
         scores = [r[self.scored_on]["score"] for r in runs]
-        mean, se = protocol.mean_and_se(scores)
+        mean, se = mean_and_se(scores)
         floor = self.recipe_of(arm).first_stop if self.config.patience else None  # None: every epoch, the last kept
         record = {"lr": lr, "mean": round(mean, 4), "se": round(se, 4), "scores": scores, "runs": runs,
                   "per_lr": {f"{k:g}": {"validation_mean": round(m, 4), "validation_se": round(s, 4)}

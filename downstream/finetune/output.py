@@ -2,7 +2,7 @@
 
 In:  the --output path; a finished job (job.py): its arms' results, the chosen arm (whose best run the job saved as
      model/) and its test predictions; the arms' models (models.py), where it ran.
-Out: `staged_output`: export's staged directory (downstream/output_dir.py: one writer, a sibling
+Out: `staged_output`: export's staged directory (process/outputs.py: one writer, a sibling
      staging directory renamed over --output when everything is written, never a mix of two runs) with this
      command's own test of what it may replace: a non-empty --output without a results.json of ours is
      refused unless --overwrite. `write` fills it beside model/: predictions.jsonl,
@@ -19,26 +19,20 @@ import os
 import sys
 from collections.abc import Iterator
 
-from downstream.output_dir import OutputDirError, staged_directory
+from process.outputs import OutputDirError, staged_directory, written_by
 
 OWNER = "clozeforge finetune"
 OutputError = OutputDirError
 """--output cannot be written (held by another writer, or not ours to replace)."""
 
 
-def _foreign(path: str) -> str | None:
-    try:
-        with open(os.path.join(path, "results.json"), encoding="utf-8") as f:
-            if json.load(f).get("written_by") == OWNER:
-                return None
-    except (OSError, ValueError, AttributeError):
-        pass
-    return f"not empty and not written by {OWNER}"
+_foreign = written_by(OWNER, "results.json")
+"""A directory is ours when its results.json says so."""
 
 
 @contextlib.contextmanager
 def staged_output(path: str, overwrite: bool) -> Iterator[str]:
-    """Yield a staging directory; on success it replaces `path` whole (downstream/output_dir.py)."""
+    """Yield a staging directory; on success it replaces `path` whole (process/outputs.py)."""
     with staged_directory(path, overwrite=overwrite, foreign=_foreign) as staging:
         yield staging
 

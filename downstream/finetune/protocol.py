@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from downstream.finetune.tasks.base import draw_sums
+from downstream.stats import mean_and_se, paired_difference  # noqa: F401  (mean_and_se: protocol.mean_and_se)
 
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_CHUNK = 100
@@ -52,14 +53,6 @@ BOOTSTRAP_CHUNK = 100
 
 
 # -- which rate and which run an arm reports ------------------------------------------------------------------
-
-def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (sample standard deviation / sqrt(n); 0 for one value)."""
-    values = np.asarray(values, np.float64)
-    if len(values) < 2:
-        return (float(values.mean()) if len(values) else float("nan")), 0.0
-    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
-
 
 def select(per_lr: dict[float, Sequence[float]]) -> tuple[float, dict[float, tuple[float, float]]]:
     """(chosen lr, {lr: (mean, SE)}) from each lr's validation scores over seeds: the best mean; on a tie (equal
@@ -147,13 +140,6 @@ class Search:
 
 
 # -- what a gain is worth -----------------------------------------------------------------------------------------
-
-def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Mean and SE of a_s - b_s over seeds s (both arms ran the same seeds, in the same order)."""
-    if len(a) != len(b):
-        raise ValueError(f"paired difference needs the same seeds on both arms, got {len(a)} and {len(b)} runs")
-    return mean_and_se(np.asarray(a, np.float64) - np.asarray(b, np.float64))
-
 
 Resampled = Callable[[np.ndarray], np.ndarray]
 """(draws (b, n) example indices) → (b,) the arm's metric on each draw, averaged over its seeds."""

@@ -26,8 +26,8 @@ schedule are those of one process. The loss stays on the device until the epoch 
 step beyond fp16's inf check. The default Place (CPU, fp32, one process) runs the loop exactly as it ran before
 devices existed. One process per GPU (cuda:LOCAL_RANK, NCCL for DDP's gradients), or several on a CPU (gloo, the
 cores split between them as `train` splits them); `launch` starts N ranks of `python -m downstream.finetune ARGV`
-(`clozeforge train`'s launcher, trainer/run/launch.py). `--precision auto` is `train`'s choice on a GPU
-(trainer/precision.py: bf16 where the GPU supports it) and fp32 on a CPU, whatever its bf16 instructions.
+(`clozeforge train`'s launcher, process/launch.py). `--precision auto` is `train`'s choice on a GPU
+(process/precision.py: bf16 where the GPU supports it) and fp32 on a CPU, whatever its bf16 instructions.
 
 NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
 tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the
@@ -53,8 +53,8 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune.tasks import Evaluation, Features, Task
+from process.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 from trainer.optim import adamw
-from trainer.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 
 STRATEGIES = ("full", "probe", "last-n")
 DEVICES = ("auto", "cpu", "cuda")
@@ -154,12 +154,12 @@ def join_ranks(device: str, precision: str, data_parallel: bool) -> Place:
         if where.type == "cuda":
             torch.cuda.set_device(where)
         else:  # one rank per core group, not every rank on every core
-            from trainer.cpu_sharing import intra_op_threads
+            from process.cpu_sharing import intra_op_threads
 
             torch.set_num_threads(intra_op_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world))))
         if not dist.is_initialized():
             dist.init_process_group("cpu:gloo,cuda:nccl" if where.type == "cuda" else "gloo", rank=rank, world_size=world)
-        from trainer.run.stopping import follow_launcher
+        from process.stopping import follow_launcher
 
         follow_launcher()  # a launcher killed by -9 leaves no rank fine-tuning on as an orphan
     if rank == 0:
@@ -180,7 +180,7 @@ def leave_ranks() -> None:
 
 def launch(nproc: int, argv: list[str]) -> int:
     """Start `nproc` ranks of this job on this machine and supervise them to the end; their exit status."""
-    from trainer.run.launch import launch as start
+    from process.launch import launch as start
 
     return start(nproc, argv, module="downstream.finetune", prog="clozeforge finetune")
 

@@ -18,6 +18,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from process.exits import fail
 from schemas import ContractError, Manifest, validate_pairs_schema
 from schemas.pairs import NSP_PAIRS
 
@@ -77,13 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = Manifest.read(args.pairs)
     except ContractError as e:
-        print(f"clozeforge inspect: error: {e}", file=sys.stderr)
-        return 2
+        return fail("inspect", str(e))
     except Exception as e:  # noqa: BLE001  (a file where a directory should be, an object store's own errors)
         text = (str(e).strip().splitlines() or [""])[0][:200]
-        print(f"clozeforge inspect: error: {args.pairs}: cannot read a manifest there ({type(e).__name__}: {text})",
-              file=sys.stderr)
-        return 2
+        return fail("inspect", f"{args.pairs}: cannot read a manifest there ({type(e).__name__}: {text})")
     v = manifest.vocab
     print(f"manifest  {manifest.url} (format {manifest.format_version}, fingerprint {manifest.fingerprint[:16]})")
     print(f"vocab     {v['size']} {manifest.tokenizer} tokens, {'uncased' if v['lowercase'] else 'cased'}, sha256 {v['sha256'][:16]}")

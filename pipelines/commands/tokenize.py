@@ -13,7 +13,7 @@ text either way (the value of --text-field). User errors (no vocabulary, a glob 
 JSON line, bytes that are not UTF-8, a binary file) print one line on stderr and exit with status 2, and
 leave an existing --output as it was: the output is written to a temporary and renamed once whole. Ctrl-C
 and SIGTERM do the same (status 130 and 143), removing the temporary. One tokenize writes an --output at a
-time (a lock beside it, `.NAME.lock`, schemas/lock.py), and it removes the temporaries a dead run of it (kill
+time (a lock beside it, `.NAME.lock`, process/lock.py), and it removes the temporaries a dead run of it (kill
 -9) left there. An --input glob that matches --output, its lock or its temporaries leaves them out.
 """
 
@@ -34,7 +34,7 @@ import fsspec
 from pipelines.errors import PrepError
 from pipelines.outputs.atomic import open_atomically
 from pipelines.tokenizer_kinds import KINDS
-from schemas import lock
+from process import lock
 from schemas.jsonl import json_objects
 from schemas.tokenizer_formats import format_of
 

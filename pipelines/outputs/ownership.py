@@ -18,7 +18,7 @@ runs, state RUNNING) and, once the launcher sees it end, its final state. A run 
 RUNNING is refused in one line, whatever its settings and --overwrite, unless --ended-job names that job: a rerun
 would remove the job's temporaries, and the job's final sweep the rerun's outputs.
 
-The lock is schemas/lock.py's, the one the trainer's run directory uses: LOCK_FILE created exclusively,
+The lock is process/lock.py's, the one the trainer's run directory uses: LOCK_FILE created exclusively,
 naming its owner, kept fresh by a heartbeat, taken over once its owner is gone (kill -9 on this host) or its
 heartbeat is stale; on an object store it catches a second run started later, not two in the same instant.
 """
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 import fsspec
 
 from pipelines.errors import PrepError
-from schemas import lock
+from process import lock
 from schemas import vocab as vocab_files
 
 LOCK_FILE = ".clozeforge.lock"

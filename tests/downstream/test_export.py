@@ -17,7 +17,8 @@ tokenizers = pytest.importorskip("tokenizers")
 from safetensors import safe_open  # noqa: E402
 
 from downstream.export import ExportError, export_hf, exported_keys, verify_export  # noqa: E402
-from downstream.output_dir import EXPORT_FILES, OutputDirError  # noqa: E402
+from downstream.export_dir import EXPORT_FILES  # noqa: E402
+from process.outputs import OutputDirError  # noqa: E402
 from schemas.vocab import SPECIAL_TOKENS  # noqa: E402
 from tests.helpers import learned_vocab_dir  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
@@ -270,7 +271,7 @@ def test_export_replaces_an_earlier_export_whole_and_refuses_another_model(uncas
 
 KILLED_EXPORT = """
 import os, signal, sys
-from downstream import output_dir
+from downstream import export_dir as output_dir
 
 real_rename, renames = os.rename, int(sys.argv[2])
 

@@ -115,7 +115,7 @@ def _gloo_rank(rank: int, port: int, queue) -> None:
 def test_runs_spread_over_two_gloo_ranks_come_back_in_plan_order_and_weights_reach_rank_0():
     import torch.multiprocessing as mp
 
-    from schemas.ports import free_port
+    from process.ports import free_port
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -135,7 +135,7 @@ def test_runs_spread_over_two_gloo_ranks_come_back_in_plan_order_and_weights_rea
 def _one_process(argv: list[str]) -> int:
     """finetune_main in this process with the torch threads of one of 2 ranks: the float sums of a run depend on
     how many threads split them, and a different rounding can flip a prediction, so the lr or seed chosen."""
-    from trainer.cpu_sharing import intra_op_threads
+    from process.cpu_sharing import intra_op_threads
 
     threads = torch.get_num_threads()
     torch.set_num_threads(intra_op_threads(2))

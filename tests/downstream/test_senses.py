@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from downstream import stats
 from downstream.contextual import senses
 from downstream.contextual import wordnet as wordnet_db
 from downstream.contextual.senses_command import senses_main
@@ -52,7 +53,7 @@ def test_held_out_accuracy_mfs_and_random_by_hand():
     assert [p.sense for p in predictions] == ["A", "B", "C", "C", "D"]
     assert score.instances == 4 and score.not_scored == {"one_sense": 1}
     assert score.scored == [0, 1, 2, 3] and score.hits == [1, 1, 0, 1]  # what a paired comparison of two models reads
-    assert senses.paired([1, 1, 0, 1], [0, 1, 1, 1]) == pytest.approx((0.0, np.std([1, 0, -1, 0], ddof=1) / 2))
+    assert stats.paired_difference([1, 1, 0, 1], [0, 1, 1, 1]) == pytest.approx((0.0, np.std([1, 0, -1, 0], ddof=1) / 2))
     nn, mfs = np.array([1, 1, 0, 1]), np.array([0, 1, 0, 0])  # MFS is B (3 instances)
     assert score.accuracy == pytest.approx(0.75) and score.accuracy_se == pytest.approx(nn.std(ddof=1) / 2)
     assert score.mfs == pytest.approx(0.25) and score.mfs_se == pytest.approx(mfs.std(ddof=1) / 2)

@@ -190,7 +190,7 @@ def test_a_second_trainer_on_the_same_output_is_refused(pairs, tmp_path):
 def test_a_signal_while_the_process_exits_leaves_its_status_alone(entry, args, status, tmp_path):
     """A launcher or scheduler may signal a run just as it completes. Python disables its own handlers while the
     interpreter shuts down (before it clears the modules), so a plain sys.exit would die of the signal (status
-    143); the entry points exit through schemas.exits.exit_with. The signal is sent by an object that the
+    143); the entry points exit through process.exits.exit_with. The signal is sent by an object that the
     shutdown collects, in that window."""
     program = ("import os, runpy, signal, sys\n"
                "class Late:\n    def __del__(self): os.kill(os.getpid(), signal.SIGTERM)\n"

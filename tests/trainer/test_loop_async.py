@@ -118,7 +118,7 @@ def test_the_gpu_path_trains_one_graph_for_every_batch_shape(monkeypatch):
 COUNT_SYNCS = r"""
 import json, sys
 import torch
-from trainer import cpu_sharing
+from process import cpu_sharing
 cpu_sharing.apply()
 import trainer.data.device as device
 
@@ -203,7 +203,7 @@ def test_logged_losses_are_the_synchronous_loops(prepped, tmp_path):
 
 COUNT_OPS = r"""
 import json
-from trainer import cpu_sharing
+from process import cpu_sharing
 cpu_sharing.apply()
 from bench._loop import dispatched_ops
 from trainer.run.runtime import start_runtime, shutdown_runtime

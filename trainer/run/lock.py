@@ -1,4 +1,4 @@
-"""One trainer per run directory: RUN/run.lock, held while the run lives (schemas/lock.py, the lock prep uses too).
+"""One trainer per run directory: RUN/run.lock, held while the run lives (process/lock.py, the lock prep uses too).
 
 In:  the run directory (local or a filesystem every node mounts, NFS included) and this process's rank.
 Out: `held(...)`: rank 0 takes the lock; a second trainer is refused on every rank with a one-line RunLocked
@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from schemas import lock
+from process import lock
 from trainer.config import TrainError
 
 LOCK_NAME = "run.lock"
@@ -30,7 +30,7 @@ def _refusal(run_dir: str, e: lock.Locked) -> RunLocked:
 
 
 def acquire(run_dir: str, stale_seconds: float = lock.STALE_SECONDS, log=print) -> str:
-    """Take RUN/run.lock for this process (see schemas/lock.py); RunLocked when a live trainer holds it."""
+    """Take RUN/run.lock for this process (see process/lock.py); RunLocked when a live trainer holds it."""
     try:
         return lock.acquire(run_dir, LOCK_NAME, stale_seconds=stale_seconds, log=log)
     except lock.Locked as e:

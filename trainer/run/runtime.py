@@ -6,7 +6,7 @@ Out: a Runtime after torch.distributed is up (gloo on CPU, nccl on GPU, through 
 
 On CPU, ranks on one host split the cores this process may use between them (torch would otherwise start one
 thread per core in every rank and oversubscribe; the OpenMP wait policy is set before torch loads, by
-trainer/cpu_sharing.py), malloc keeps freed blocks for reuse (cpu_sharing.keep_freed_memory), and DeepSpeed's
+process/cpu_sharing.py), malloc keeps freed blocks for reuse (cpu_sharing.keep_freed_memory), and DeepSpeed's
 shared-memory comm op is turned off: it is JIT-compiled on first use (~2 min), and gloo moves our gradients fast
 enough on one box.
 """
@@ -14,15 +14,14 @@ enough on one box.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 
 import torch
 import torch.distributed as dist
 
-from schemas.ports import free_port
-from trainer.cpu_sharing import intra_op_threads, keep_freed_memory
-from trainer.precision import Precision, resolve_precision
+from process.cpu_sharing import intra_op_threads, keep_freed_memory
+from process.ports import free_port
+from process.precision import Precision, resolve_precision
 
 
 @dataclasses.dataclass
@@ -33,7 +32,7 @@ class Runtime:
     precision: str
     device_name: str
     autocast: bool = False
-    """bf16 as torch autocast over fp32 weights (trainer/precision.py), not DeepSpeed's bf16 weights."""
+    """bf16 as torch autocast over fp32 weights (process/precision.py), not DeepSpeed's bf16 weights."""
 
     @property
     def resolved_precision(self) -> Precision:
@@ -93,18 +92,6 @@ def start_runtime(precision: str) -> Runtime:
     rt = Runtime(rank, world, device, chosen.name, name, autocast=chosen.autocast)
     rt.log(chosen.describe())
     return rt
-
-
-def quiet_startup(verbose: bool = False) -> None:
-    """Keep DeepSpeed's accelerator detection ("Setting accelerator to CPU ...", a warning on every import on a
-    machine without a GPU, before any line of ours) out of the terminal unless --verbose. A filter on its
-    logger: set before the import, which configures the same logger object and keeps the filter."""
-    if not verbose:
-        logging.getLogger("DeepSpeed").addFilter(_not_accelerator_detection)
-
-
-def _not_accelerator_detection(record: logging.LogRecord) -> bool:
-    return os.path.basename(record.pathname) != "real_accelerator.py"
 
 
 def shutdown_runtime() -> None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
+
+from downstream.stats import paired_difference
 
 
 def gains(results: dict[str, str], scratch: dict[str, str] | None = None) -> list[dict]:
@@ -30,18 +31,13 @@ def gains(results: dict[str, str], scratch: dict[str, str] | None = None) -> lis
         if scratch:
             with open(scratch[task], encoding="utf-8") as f:
                 baseline = json.load(f)["baseline"]
-            mean, se = _paired(pretrained["scores"], baseline["scores"])
+            mean, se = paired_difference(pretrained["scores"], baseline["scores"])
             gain = {"mean": mean, "se": se}  # no bootstrap: the two arms' predictions are in different runs
         rows.append({"task": task, "metric": r["metric"], "pretrained": pretrained["mean"], "pretrained_se": pretrained["se"],
                      "pretrained_lr": pretrained.get("lr"), "scratch": baseline["mean"], "scratch_se": baseline["se"],
                      "scratch_lr": baseline.get("lr"), "gain": gain["mean"], "se": gain["se"],
                      "bootstrap": gain.get("bootstrap")})
     return rows
-
-
-def _paired(a: list[float], b: list[float]) -> tuple[float, float]:
-    d = [x - y for x, y in zip(a, b, strict=True)]
-    return sum(d) / len(d), (statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0)
 
 
 def mean_gain(rows: list[dict]) -> tuple[float, float]:

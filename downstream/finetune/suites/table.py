@@ -20,8 +20,8 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
-from downstream.finetune.protocol import mean_and_se
 from downstream.finetune.suites.base import SuiteTask
+from downstream.stats import mean_and_se
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

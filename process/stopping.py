@@ -21,11 +21,18 @@ import ctypes
 import os
 import signal
 import threading
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
 
-from trainer.run.runtime import Runtime
+
+class Place(Protocol):
+    """This process's place in its job, as the trainer's Runtime and fine-tuning's ranks both hold it."""
+
+    rank: int
+    world_size: int
+    device: torch.device
 
 PR_SET_PDEATHSIG = 1
 """prctl option (linux/prctl.h): the signal this process gets when the thread that started it exits."""
@@ -40,7 +47,7 @@ class StopFlag:
     agrees on; a second one (an impatient Ctrl-C) stops at once, leaving `latest` on the previous complete
     checkpoint."""
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Place):
         self.requested, self.rt = False, rt
         self.pending: tuple | None = None  # the reduction the last boundary started, read at the next one
         self.boundaries = 0

@@ -1,4 +1,4 @@
-"""trainer/cpu_sharing.py: the OpenMP defaults reach torch's OpenMP runtime in every process clozeforge starts,
+"""process/cpu_sharing.py: the OpenMP defaults reach torch's OpenMP runtime in every process clozeforge starts,
 and a user's own setting wins."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from process import cpu_sharing
 from tests.helpers import ROOT
-from trainer import cpu_sharing
 
 
 def test_apply_sets_only_what_the_user_left_unset():
@@ -60,7 +60,7 @@ def test_torch_loaded_through_the_trainer_package_sleeps_instead_of_spinning():
 _FAULTS = """
 import resource, sys
 import numpy as np
-from trainer import cpu_sharing
+from process import cpu_sharing
 print(cpu_sharing.keep_freed_memory() if sys.argv[1] == "keep" else "-")
 for i in range(6):
     if i == 1:

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
+from process.precision import cpu_bf16_instructions, resolve_precision
 from tests.helpers import run_cli
 from trainer.builders import deepspeed_config
 from trainer.config import TrainConfig
-from trainer.precision import cpu_bf16_instructions, resolve_precision
 
 
 @pytest.mark.parametrize("flag, on_gpu, gpu_bf16, cpu_bf16, expected", [

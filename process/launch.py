@@ -8,7 +8,7 @@ Out: N `python -m trainer.pretrain` ranks (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_
        step they agree on and exit 0; it waits GRACE_SECONDS for them, then kills what is left. A second
        signal is passed on too (the ranks then stop at once, without a checkpoint).
      - a rank that fails ends the others the same way, and the exit status is the first failure's.
-     - kill -9 of this process leaves no orphans: each rank gets SIGTERM from the kernel (trainer/run/stopping.py).
+     - kill -9 of this process leaves no orphans: each rank gets SIGTERM from the kernel (process/stopping.py).
      The ranks run in their own process group, so a terminal's Ctrl-C reaches them once, through here.
 Multi-node jobs use `deepspeed` or `torchrun` (deploy/).
 """
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from schemas.ports import free_port
+from process.ports import free_port
 
 GRACE_SECONDS = 120.0
 """How long the ranks have, after a forwarded signal or a failed rank, to checkpoint and exit before SIGKILL."""

@@ -1,10 +1,10 @@
-"""schemas/ports.py: a rendezvous port that no outgoing connection of this host can take."""
+"""process/ports.py: a rendezvous port that no outgoing connection of this host can take."""
 
 from __future__ import annotations
 
 import socket
 
-from schemas import ports
+from process import ports
 
 
 def test_the_port_is_free_and_below_the_ephemeral_range():

@@ -1,13 +1,13 @@
 """A directory output written whole: filled as a hidden sibling, then swapped in, so nothing of an earlier
 output (or of another model) survives beside the new files, and a failure leaves the old directory as it was.
 
-In:  the destination, whether a foreign directory may go, and how to tell one (`foreign`: export's files and
-     model card by default; finetune passes its own test).
+In:  the destination, whether a foreign directory may go, and how to tell one (`foreign`: each command's own test;
+     `written_by(owner, records)` for a command whose records name it, downstream/export_dir.py for an export).
 Out: `staged_directory` yields a staging directory and swaps it in when the block ends without an error;
      `replace_directory` does the same around a function that fills it. Modes follow the user's umask; one
-     writer at a time (schemas/lock.py, a lock file beside the destination); OutputDirError naming why not,
+     writer at a time (process/lock.py, a lock file beside the destination); OutputDirError naming why not,
      before any work is lost: a directory that is not ours is only replaced with --overwrite. Used by
-     `clozeforge export` and `clozeforge finetune`.
+     `clozeforge export`, `finetune`, `senses` and `similarity`.
 
 A run killed with -9 leaves its hidden staging directory (`.NAME.tmp-*`) beside the destination, and, killed
 between the two renames of the swap, the old directory set aside (`.NAME.tmp-*-replaced`) with none in its
@@ -18,46 +18,33 @@ removes the rest, saying so in one line.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 
-from schemas import lock
-from schemas.vocab import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, VOCAB_FILE
+from process import lock
 
 
 class OutputDirError(ValueError):
     """The destination cannot be replaced without the user's say (the message names it and the flag)."""
 
 
-EXPORT_FILES = frozenset({"config.json", "model.safetensors", VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
-                          "special_tokens_map.json", "README.md"})
-"""Every file a BERT export holds."""
-ANY_EXPORT_FILES = EXPORT_FILES | {"vocab.json", "merges.txt"}
-"""Every file an export of any family holds (RoBERTa's byte-level BPE adds vocab.json and merges.txt; a RoBERTa or
-XLM-R export has no vocab.txt): a directory of these and our model card is an earlier export, replaced freely."""
-CARD_TAGS = "tags: [{family}, fill-mask, clozeforge]"
-"""The model card's tags line (the family filled in); `foreign_contents` recognises our cards by it."""
-_OUR_CARD = re.compile(r"^tags: \[[a-z-]+, fill-mask, clozeforge\]$", re.M)
+def written_by(owner: str, *records: str) -> Callable[[str], str | None]:
+    """A `foreign` test for a command's own outputs: a directory is ours when one of its `records` (JSON files the
+    command writes, e.g. results.json) says `"written_by": owner`; otherwise the reason it is not."""
+    def foreign(path: str) -> str | None:
+        for name in records:
+            try:
+                with open(os.path.join(path, name), encoding="utf-8") as f:
+                    if json.load(f).get("written_by") == owner:
+                        return None
+            except (OSError, ValueError, AttributeError):  # missing, not JSON, not an object
+                continue
+        return f"not empty and not written by {owner}"
 
-
-def foreign_contents(directory: str) -> str | None:
-    """Why `directory` is not ours to replace without --overwrite (files of another model, no clozeforge model
-    card), or None: empty, or an earlier export."""
-    names = sorted(os.listdir(directory))
-    if not names:
-        return None
-    others = [n for n in names if n not in ANY_EXPORT_FILES]
-    if others:
-        return f"holds files that are not a clozeforge export ({', '.join(others[:3])}{' ...' if len(others) > 3 else ''})"
-    try:
-        with open(os.path.join(directory, "README.md"), encoding="utf-8") as f:
-            ours = _OUR_CARD.search(f.read(4096)) is not None
-    except (OSError, UnicodeDecodeError):
-        ours = False
-    return None if ours else "holds a model that clozeforge export did not write (no clozeforge model card)"
+    return foreign
 
 
 def _user_mode(directory: str) -> None:
@@ -91,8 +78,7 @@ def remove_leftovers(output_dir: str) -> list[str]:
     return done
 
 
-def check_destination(output_dir: str, *, overwrite: bool = False,
-                      foreign: Callable[[str], str | None] = foreign_contents) -> None:
+def check_destination(output_dir: str, *, foreign: Callable[[str], str | None], overwrite: bool = False) -> None:
     """OutputDirError when `output_dir` is a file, or a directory that is not ours (`foreign` says why) and
     `overwrite` is not given; call it before the work too, so a refusal costs nothing."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
@@ -103,8 +89,7 @@ def check_destination(output_dir: str, *, overwrite: bool = False,
 
 
 @contextlib.contextmanager
-def staged_directory(output_dir: str, *, overwrite: bool = False,
-                     foreign: Callable[[str], str | None] = foreign_contents) -> Iterator[str]:
+def staged_directory(output_dir: str, *, foreign: Callable[[str], str | None], overwrite: bool = False) -> Iterator[str]:
     """A new sibling directory to fill in the block, then swapped in for `output_dir`: a reader sees the old
     directory or the new one, never a mix, and an error (Ctrl-C included) leaves the old one as it was."""
     output_dir = os.path.abspath(output_dir)
@@ -138,7 +123,8 @@ def staged_directory(output_dir: str, *, overwrite: bool = False,
         shutil.rmtree(old, ignore_errors=True)
 
 
-def replace_directory(output_dir: str, write: Callable[[str], None], *, overwrite: bool = False) -> None:
+def replace_directory(output_dir: str, write: Callable[[str], None], *, foreign: Callable[[str], str | None],
+                      overwrite: bool = False) -> None:
     """`write(staging)` fills a new directory that replaces `output_dir` whole (see staged_directory)."""
-    with staged_directory(output_dir, overwrite=overwrite) as staging:
+    with staged_directory(output_dir, foreign=foreign, overwrite=overwrite) as staging:
         write(staging)

@@ -152,10 +152,10 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
 
     generator, own = None, OWN_EXPORTS.get(model_config.goal.network)
     if own is not None:  # ELECTRA's: the discriminator here, the generator in its own directory
-        (tensors, generator), dropped = own.tensors(state_dict, model_config), 0
+        (tensors, generator), dropped = own.tensors(state_dict, model_config), {}
     else:
         tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
-        dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
+        dropped = {p: sum(v.numel() for k, v in state_dict.items() if k.startswith(p)) for p in PROJECT_ONLY_PREFIXES}
     max_length = trained_seq_len or model_config.max_position_embeddings
     if not 0 < max_length <= model_config.max_position_embeddings:
         raise ExportError(f"trained sequence length {max_length} is outside the model's {model_config.max_position_embeddings} positions")

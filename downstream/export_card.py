@@ -14,11 +14,12 @@ from typing import Any
 
 from downstream.output_dir import CARD_TAGS
 from schemas.tokenizer_formats import FORMATS
-from trainer.heads import HEADS, OWN_MODULES
+from trainer.heads import HEADS
 
 
-def model_card(model_config, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int, own=None) -> str:
-    """README.md of an export: `n_exported` parameters written, `n_dropped` project-only ones left out, the entries of
+def model_card(model_config, n_exported: int, dropped: dict[str, int], card: dict[str, Any], max_length: int, own=None) -> str:
+    """README.md of an export: `n_exported` parameters written, `dropped` the project-only ones left out (by their
+    state-dict prefix: trainer/heads.py's heads not exported, and the heads' own modules), the entries of
     `card` as sections, `max_length` the trained length; `own` the module of an objective whose export is its own
     (downstream/export_electra.py: its CARD_HEADS and CARD_LOSS lines)."""
     c, row = model_config, model_config.row
@@ -48,11 +49,12 @@ def model_card(model_config, n_exported: int, n_dropped: int, card: dict[str, An
          "Exported: the encoder and the masked-LM head (decoder tied to the word embeddings), under transformers' "
          f"`{row.hf_pretraining_class}` names."),
     ]
-    if n_dropped:
-        dropped = [h for h in HEADS.values() if not h.exported and (h.name != "sbo" or c.use_sbo)]
-        names = ", ".join(f"{h.name} ({h.words}, `{h.prefix or OWN_MODULES + h.name + '.'}*`)" for h in dropped)
-        lines.append(f"Dropped: the project-only heads used in training ({n_dropped:,} parameters): {names}; transformers "
-                     "has no class for them, and the exported weights do not need them.")
+    named = {h.prefix: f"the {h.name.upper()} head ({h.words})" for h in HEADS.values() if h.prefix}
+    parts = [f"{named.get(prefix, 'the heads with modules of their own')} ({n:,} parameters, `{prefix}*`)"
+             for prefix, n in dropped.items() if n]
+    if parts:
+        lines.append(f"Dropped: {'; '.join(parts)}, used in training; transformers has no class for them, and the exported "
+                     "weights do not need them.")
     lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if c.nsp_weight else "")
               + (own.CARD_LOSS.format(**dataclasses.asdict(c)) if own else "")
               + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]

@@ -213,7 +213,7 @@ class _Bert(nn.Module):
 
 
 class SoftmaxCrossEntropy(torch.autograd.Function):
-    """(summed cross-entropy, correct count, spent logits) of (N, C) float logits against (N,) labels, -100 rows
+    """(summed cross-entropy, correct count, spent logits) of (N, C) float logits against (N,) labels, IGNORE_INDEX rows
     left out.
 
     F.cross_entropy's value and gradient, in fewer passes over the logits and no (N, C) buffer of its own: forward
@@ -252,7 +252,7 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
 
 
 def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
-    """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals.
+    """Mean cross-entropy over labels != IGNORE_INDEX (0 when there are none, never NaN) and correct/count totals.
     Float32 logits are spent (overwritten, see SoftmaxCrossEntropy); other dtypes are copied to float32 first."""
     # 2-D logits go in as they are: a reshape would hand the loss a view, and overwriting a view in place makes
     # autograd route the base's gradient through a copy of it (CopySlices), the 20 MB this loss exists to save
@@ -337,7 +337,7 @@ class BertForPretraining(nn.Module):
         """Logits, losses and counts for one batch.
 
         input_ids, token_type_ids, attention_mask: (batch, seq).
-        mlm_positions, mlm_labels: (batch, P); padding entries have label -100 (their position may be anything
+        mlm_positions, mlm_labels: (batch, P); padding entries have label IGNORE_INDEX (their position may be anything
             in range, e.g. 0).
         A packed batch (`encode`: cu_seqlens, position_ids, no attention_mask) has every per-prediction input as (N,)
             real predictions, positions counted in the packed tokens; its logits are (N, vocab).

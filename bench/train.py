@@ -277,7 +277,7 @@ def main(corpus: str | None, quick: bool, contended: bool = False, loop: bool = 
         "eval_loss_transformers": round(losses["transformers"], 5),
         "cpu_bf16": " and ".join(bf16) or "none (the bf16 figures need avx512_bf16 or amx_bf16)",
     }
-    # The trainer's allocator setting (trainer/cpu_sharing.keep_freed_memory, what a rank on CPU runs with), given
+    # The trainer's allocator setting (process/cpu_sharing.keep_freed_memory, what a rank on CPU runs with), given
     # to both sides for a second, shorter timing: the figures above are glibc's defaults on both sides.
     from process.cpu_sharing import keep_freed_memory
 

@@ -1,31 +1,33 @@
-"""Export a trained clozeforge BERT as a HuggingFace directory that transformers loads with no project code.
+"""Export a trained clozeforge run as a HuggingFace directory that transformers loads with no project code, as the
+transformers class of its family (schemas/families.py) or of its objective (schemas/objectives.py: ELECTRA's).
 
-In: a consolidated fp32 state dict of `trainer.model.BertForPretraining` (what the lead's checkpoint code
-gathers from DeepSpeed), its `ModelConfig`, and the prep run's vocab directory (schemas/vocab.py; any fsspec
-URL). Out, in `output_dir`:
+In: a consolidated fp32 state dict of the run's network (trainer/model: BertForPretraining in every family,
+ElectraForPretraining for --objective electra), its `ModelConfig`, and the prep run's vocab directory
+(schemas/vocab.py; any fsspec URL). Out, in `output_dir`:
 
-    config.json              transformers BertConfig, architectures ["BertForPreTraining"]
+    config.json              the family's transformers config (BertConfig, RobertaConfig, XLMRobertaConfig, XLMConfig;
+                             ElectraConfig), architectures [its pretraining class: BertForPreTraining,
+                             RobertaForMaskedLM, XLMRobertaForMaskedLM, XLMWithLMHeadModel; ElectraForPreTraining]
     model.safetensors        fp32, transformers' names; the tied decoder entries are left out, as save_pretrained does
-    (the vocabulary file)    the prep vocabulary, unchanged
-    tokenizer.json           what prep writes for it (schemas.vocab.tokenizer_json), [CLS] A [SEP] B [SEP] template
-    tokenizer_config.json    BertTokenizer, do_lower_case / strip_accents from vocab_config.json, and
-                             model_max_length: the longest sequence the run trained on (its checkpoint's
-                             trained_seq_len), where transformers truncates by default
+    tokenizer files          as the vocabulary's kind writes them (TOKENIZER_FILES: WordPiece's vocab.txt,
+                             byte-level BPE's vocab.json + merges.txt, Unigram's tokenizer.json), the family's
+                             tokenizer class, and model_max_length: the longest sequence the run
+                             trained on (its checkpoint's trained_seq_len), where transformers truncates by default
     special_tokens_map.json
-    README.md                model card: shape (trained length beside max positions), objectives, training
-                             config, data fingerprint, final metrics
+    README.md                model card (downstream/export_card.py): shape (trained length beside max positions),
+                             objectives, training config, data fingerprint, final metrics
+    generator/               ELECTRA only: the generator as ElectraForMaskedLM (downstream/export_electra.py)
 
-Project-only weights (the SBO head `sbo.*`) are dropped and the card says so; a pre-LayerNorm model is refused
-(transformers' BERT is post-LN). The whole directory is written as a hidden sibling, then swapped in for
-`output_dir` (an earlier export is replaced whole; any other non-empty directory needs --overwrite), with
-the modes of the user's umask.
+Project-only weights (the heads trainer/heads.py does not export: SBO's `sbo.*`, a head's own module `heads.*`) are
+dropped and the card says so; a pre-LayerNorm model is refused (transformers' classes are post-LN). The whole
+directory is written as a hidden sibling, then swapped in for `output_dir` (an earlier export is replaced whole; any
+other non-empty directory needs --overwrite), with the modes of the user's umask.
 `verify_export` reloads the directory with transformers and measures how far its logits are from ours.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -34,14 +36,15 @@ from typing import Any
 import torch
 
 from downstream import export_electra
-from downstream.export_dir import CARD_TAGS, check_destination, replace_directory
+from downstream.export_card import model_card
+from downstream.export_dir import check_destination, replace_directory
 from process.exits import fail
 from process.logs import quiet_startup
 from process.outputs import OutputDirError
 from schemas import ContractError, Manifest, hf_tokenizers
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
-from schemas.tokenizer_formats import FORMATS, format_of
+from schemas.tokenizer_formats import format_of
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.model import electra as electra_names
@@ -61,7 +64,7 @@ class ExportError(ValueError):
 
 OWN_EXPORTS = {"electra": export_electra}
 """Networks (schemas/objectives.py's `network`) whose export is not their family's, by the module that writes it:
-its `tensors` (the main directory's and a generator's), `write_generator`, `verify`, and the card's HEADS and LOSS."""
+its `tensors` (the main directory's and a generator's), `write_generator`, `verify`, and the card's CARD_HEADS and CARD_LOSS."""
 
 
 def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig) -> dict[str, torch.Tensor]:
@@ -143,55 +146,6 @@ def _tokenizer_files(vocab_dir: str, model_config: ModelConfig, max_length: int)
     return files
 
 
-def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card: dict[str, Any], max_length: int) -> str:
-    c, row, own = model_config, model_config.row, OWN_EXPORTS.get(model_config.goal.network)
-    objectives = c.objectives_text()
-    lines = [
-        "---", "library_name: transformers", "pipeline_tag: fill-mask", CARD_TAGS.format(family=row.name), "---",
-        "",
-        f"# {card.get('name', f'clozeforge {row.name}')}", "",
-        card.get("description", f"A {row.name} encoder pretrained from scratch with clozeforge ({objectives})."),
-        "", "## Family", "",
-        f"{row.name}: exported as transformers' `{row.hf_pretraining_class}`, tokenizer `{row.hf_tokenizer_class}` "
-        f"({card.get('tokenizer', row.tokenizer)} vocabulary), trained on {card.get('packing', row.packings[0])} rows."
-        + (f" Languages (config.json's lang2id; pass `langs` to add their embeddings): {', '.join(c.languages)}."
-           if row.languages else ""),
-        "", "## Shape", "",
-        "| layers | hidden | heads | ffn | vocab | max positions | trained length (model_max_length) | parameters |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {c.num_layers} | {c.hidden_size} | {c.num_heads} | {c.intermediate_size} | {c.vocab_size} "
-        f"| {c.max_position_embeddings} | {max_length} | {n_exported:,} |", "",
-        f"Pretraining saw sequences of up to {max_length} tokens, so the tokenizer truncates there by default "
-        + (f"(positions {max_length}-{c.max_position_embeddings - 1} exist but were never trained)."
-           if max_length < c.max_position_embeddings else "(every position was trained)."), "",
-        "## Heads", "",
-        (own.HEADS.format(goal=c.goal) if own else
-         "Exported: the encoder, the pooler, the masked-LM head (decoder tied to the word embeddings) and the "
-         f"next-sentence head, under transformers' `{row.hf_pretraining_class}` names." if row.nsp else
-         "Exported: the encoder and the masked-LM head (decoder tied to the word embeddings), under transformers' "
-         f"`{row.hf_pretraining_class}` names."),
-    ]
-    if n_dropped:
-        lines.append(f"Dropped: the SpanBERT span-boundary (SBO) head used in training ({n_dropped:,} parameters, "
-                     "`sbo.*`); transformers has no class for it, and the exported weights do not need it.")
-    lines += ["", f"Losses: mlm x {c.mlm_weight}" + (f", nsp x {c.nsp_weight}" if c.nsp_weight else "")
-              + (own.LOSS.format(**dataclasses.asdict(c)) if own else "")
-              + (f", sbo x {c.sbo_weight}" if c.use_sbo else "") + "."]
-    for key, value in card.items():
-        if key in ("name", "description", "tokenizer", "packing"):
-            continue
-        lines += ["", f"## {key.replace('_', ' ').capitalize()}", ""]
-        if isinstance(value, dict):
-            lines += ["| key | value |", "|---|---|"]
-            lines += [f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in value.items()]
-        else:
-            lines.append(str(value))
-    lines += ["", "## Use", "", "```python", "from transformers import pipeline",
-              "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
-              f"print(fill('Paris is the {FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
-    return "\n".join(lines)
-
-
 def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vocab_dir: str, output_dir: str,
               *, card: dict[str, Any] | None = None, overwrite: bool = False, trained_seq_len: int | None = None) -> None:
     """Write the HuggingFace directory described in the module docstring as `output_dir` (a local path), whole:
@@ -200,16 +154,16 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
 
     generator, own = None, OWN_EXPORTS.get(model_config.goal.network)
     if own is not None:  # ELECTRA's: the discriminator here, the generator in its own directory
-        (tensors, generator), dropped = own.tensors(state_dict, model_config), 0
+        (tensors, generator), dropped = own.tensors(state_dict, model_config), {}
     else:
         tensors = hf_state_dict(state_dict, model_config)  # refuses pre-LN before anything is written
-        dropped = sum(v.numel() for k, v in state_dict.items() if k.startswith(PROJECT_ONLY_PREFIXES))
+        dropped = {p: sum(v.numel() for k, v in state_dict.items() if k.startswith(p)) for p in PROJECT_ONLY_PREFIXES}
     max_length = trained_seq_len or model_config.max_position_embeddings
     if not 0 < max_length <= model_config.max_position_embeddings:
         raise ExportError(f"trained sequence length {max_length} is outside the model's {model_config.max_position_embeddings} positions")
     texts = _tokenizer_files(vocab_dir, model_config, max_length)
     texts["config.json"] = json.dumps(model_config.to_hf_config(), indent=2) + "\n"
-    texts["README.md"] = _model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {}, max_length)
+    texts["README.md"] = model_card(model_config, sum(v.numel() for v in tensors.values()), dropped, card or {}, max_length, own)
 
     def write(staging: str) -> None:
         save_file(tensors, os.path.join(staging, "model.safetensors"), metadata={"format": "pt"})

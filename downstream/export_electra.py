@@ -14,10 +14,10 @@ import os
 
 import torch
 
-HEADS = ("Exported: the discriminator (encoder and replaced-token head) as transformers' `{goal.hf_pretraining_class}`; "
+CARD_HEADS = ("Exported: the discriminator (encoder and replaced-token head) as transformers' `{goal.hf_pretraining_class}`; "
          "the generator as `{goal.hf_generator_class}` in `{goal.generator_dir}/` (fill-mask), sharing the embeddings.")
 """The card's heads paragraph (str.format over the objective's row)."""
-LOSS = ", replaced-token detection x {discriminator_weight:g}"
+CARD_LOSS = ", replaced-token detection x {discriminator_weight:g}"
 """The card's losses line, after the generator's masked LM (str.format over the model config's fields)."""
 
 

@@ -53,6 +53,9 @@ class Objective:
     to the first of them where the device's usual form is not one."""
     nsp: bool = True
     """Whether it keeps the family's next-sentence head where the family has one (ELECTRA's discriminator has none)."""
+    variants: bool = True
+    """Whether its network takes the heads a masking strategy adds (SpanBERT's SBO: trainer/masking/strategies.py) and
+    a pre-LN encoder (--pre-layernorm); ELECTRA's is post-LN with neither, as transformers' is."""
     hf_embedding_size: bool = False
     """Whether config.json states `embedding_size` (ELECTRA's configs: its embeddings may be narrower than the
     encoder; ours are the encoder's width, so it equals hidden_size)."""
@@ -75,7 +78,7 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective(name="mlm", network="bert", families=None),
     Objective(name="electra", network="electra", families=("bert",), hf_model_type="electra",
               hf_pretraining_class="ElectraForPreTraining", hf_generator_class="ElectraForMaskedLM",
-              generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25, nsp=False,
+              generator_dir="generator", discriminator_weight=50.0, generator_fraction=0.25, nsp=False, variants=False,
               batch_forms=("padded",),
               hf_embedding_size=True, words="electra: generator {generator_fraction:g} of the width, mlm + "
                                             "{discriminator_weight:g} x replaced-token detection"),

@@ -81,7 +81,8 @@ def learned_vocab_dir(path, texts: list[str], **config) -> str:
 
 def masker_for(manifest):
     """The default BERT masker for a manifest's vocabulary."""
-    from trainer.masking import Masker, MaskingConfig
+    from tests.trainer.masking_helpers import Masker
+    from trainer.masking import MaskingConfig
 
     return Masker.for_vocabulary(MaskingConfig(), manifest.read_vocab_tokens(), manifest.special_tokens["[MASK]"])
 

@@ -10,14 +10,16 @@ what uses its checkpoints is downstream/.
                  what it reads), --init-from's sources and continued pretraining's defaults
     builders.py  the model, the masker, the engine (optimizer, schedule, the DeepSpeed JSON), each phase's streams
     optim.py     AdamW as every training here builds it: BERT's weight-decay groups, torch's fused kernel
-    masking.py   online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets
+    heads.py     the one table of pretraining outputs: each head's loss, labels and fill, weight; plotted,
+                 evaluated, exported
+    masking/     online masking: BERT 80/10/10, whole-word, SpanBERT spans + SBO targets, one strategy a row
     evaluate.py  validation losses and accuracies, over all ranks
     metrics.py   metrics.jsonl, the progress line, TensorBoard, curves.png
     run/         this rank's runtime (rank, device, precision, process group) and the run lock; launching,
                  stopping and precision are process/'s, shared with fine-tuning
     checkpoint/  save and verify, safe loading, resume (refusals by RESUME_RULES), elastic world sizes
     data/        shards → masked batches: layout, reader, collate, streams, mixtures
-    model/       the BERT (transformers' parameter names) and its config
+    model/       the networks (BERT-family under transformers' parameter names, ELECTRA) and their config
 """
 
 import process  # noqa: F401  (its __init__ sets the OpenMP defaults before any trainer module loads torch)

@@ -2,7 +2,8 @@
 the DeepSpeed engine, and each training phase's data streams.
 
 In:  a TrainConfig, the manifest of --data, the Runtime (rank, world size, device, precision).
-Out: BertForPretraining, a Masker, a DeepSpeed engine (ZeRO stage and precision in the JSON `deepspeed_config`
+Out: the network of the run's objective (trainer/model/__init__.py `build`: BertForPretraining for mlm in every family,
+     ElectraForPretraining for electra), a Masker, a DeepSpeed engine (ZeRO stage and precision in the JSON `deepspeed_config`
      generates, a user's --deepspeed-config merged over it key by key so it has the last word), and a Phase
      (manifest, train stream, validation stream, FLOPs per token).
 """
@@ -25,8 +26,9 @@ from trainer.data.batch_forms import FORMS, default_predictions
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
+from trainer.masking.strategies import heads_of
 from trainer.metrics import train_flops_per_token
-from trainer.model import BertForPretraining, ModelConfig, build
+from trainer.model import BertForPretraining, ElectraForPretraining, ModelConfig, build
 from trainer.optim import adamw, parameter_groups
 from trainer.run.runtime import Runtime
 
@@ -53,19 +55,18 @@ def batch_shape(config: TrainConfig, rt: Runtime, longest: Callable[[], int]) ->
 
 
 def build_model(config: TrainConfig, manifest: Manifest, *, source=None, architecture: dict | None = None,
-                log=print) -> BertForPretraining:
+                log=print) -> BertForPretraining | ElectraForPretraining:
     """The model: the --model preset's shape with random weights, or `architecture` (an --init-from source's, or what
     a resumed --init-from run recorded) with the weights of `source` (trainer/start/sources.py) where it has them
     and the parts it lacks (heads) initialised fresh from --seed; the run's family (settled from the data:
-    trainer/start/steps.py), dropout and loss weights either way."""
-    span = config.masking.strategy == "span"
+    trainer/start/steps.py), dropout and loss weights either way; the heads its masking strategy adds (span: SBO)."""
     # the family's NSP head and language embeddings as the start-up settled them (steps.family_of: --nsp-weight 0
     # unless the family, the objective and the rows have NSP; --languages for a family that embeds languages)
     nsp = manifest.row_format.kind == NSP_PAIRS.kind  # packed rows: no label
     training = {"family": config.family or "bert", "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
                 "objective": config.objective, "generator_fraction": config.generator_fraction,
                 "discriminator_weight": config.discriminator_weight,
-                "sbo_weight": config.sbo_weight, "use_sbo": span, "hidden_dropout": config.dropout,
+                "sbo_weight": config.sbo_weight, "use_sbo": "sbo" in heads_of(config.masking.strategy), "hidden_dropout": config.dropout,
                 "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1),
                 **({"languages": config.languages} if config.languages else {})}
@@ -115,7 +116,7 @@ def lr_lambda(config: TrainConfig):
     return factor
 
 
-def build_engine(model: BertForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
+def build_engine(model: BertForPretraining | ElectraForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
     import deepspeed
 
     factor, ds_config = lr_lambda(config), deepspeed_config(config, rt.resolved_precision)
@@ -245,7 +246,7 @@ class Phase:
     max_position_embeddings the architecture holds; a checkpoint records it, export writes it as model_max_length."""
 
 
-def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPretraining, vocab_sha256: str) -> Phase:
+def open_phase(number: int, config: TrainConfig, rt: Runtime, model: BertForPretraining | ElectraForPretraining, vocab_sha256: str) -> Phase:
     url = config.data if number == 1 else config.phase2_data
     manifest = Manifest.read(url)
     if manifest.vocab["sha256"] != vocab_sha256:

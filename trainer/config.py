@@ -18,6 +18,7 @@ from schemas.config import Config, check_choices, flag, from_dict
 from schemas.families import FAMILIES
 from schemas.objectives import OBJECTIVES
 from trainer.masking import MaskingConfig
+from trainer.masking.strategies import heads_of
 from trainer.model import PRESET_NAMES, ModelConfig
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -311,7 +312,7 @@ class ResumeRule:
 
 
 def _span(record: dict) -> bool:
-    return (record.get("masking") or {}).get("strategy") == "span"
+    return "sbo" in heads_of((record.get("masking") or {}).get("strategy"))  # the head span masking adds
 
 
 RESUME_RULES = (

@@ -1,7 +1,8 @@
 """Evaluation on the validation split: mean losses and accuracies of every head, summed over ranks.
 
 In:  the engine, the validation stream (fixed masks: the same batches every time), how many batches.
-Out: {"mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", ("sbo_loss", "sbo_acc")} over all ranks' batches, with
+Out: per evaluated head of trainer/heads.py whose outputs the network gives ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc";
+     SpanBERT's "sbo_*", ELECTRA's "rtd_*"), over all ranks' batches, with
      each accuracy's count (`nsp_n`: pairs, `mlm_n`: masked tokens) and binomial standard error
      (`nsp_acc_se` = sqrt(acc (1 - acc) / n)), so that an accuracy over 44 pairs reads as what it is. For MLM
      the masked tokens of one sequence are not independent draws, so its standard error is a lower bound.
@@ -15,10 +16,13 @@ import math
 import torch
 
 from trainer.data import ShardStream
+from trainer.heads import HEADS
 from trainer.run.runtime import Runtime
 
-HEADS = ("mlm", "nsp", "sbo", "rtd")
-"""The heads whose loss, correct and count a batch's output may carry (rtd: ELECTRA's replaced-token detection)."""
+
+def evaluated() -> list[str]:
+    """The heads whose loss, correct and count evaluation sums, in the table's order."""
+    return [h.name for h in HEADS.values() if h.evaluated]
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -34,7 +38,7 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
     sums: dict[str, float] = {}
     for _, batch in zip(range(batches), stream):
         out = engine(**to_device(batch, device))
-        for head in HEADS:
+        for head in evaluated():
             if f"{head}_count" in out:
                 n = out[f"{head}_count"].float()
                 for key, value in ((f"{head}_loss_sum", out[f"{head}_loss"] * n), (f"{head}_correct", out[f"{head}_correct"].float()), (f"{head}_count", n)):
@@ -46,7 +50,7 @@ def evaluate(engine, stream: ShardStream | None, batches: int, device: torch.dev
 def from_totals(totals: dict[str, float]) -> dict[str, float]:
     """Per head: mean loss, accuracy, its count and its binomial standard error, from summed losses and counts."""
     result = {}
-    for head in HEADS:
+    for head in evaluated():
         n = totals.get(f"{head}_count", 0.0)
         if n:
             acc = totals[f"{head}_correct"] / n
@@ -60,7 +64,7 @@ def from_totals(totals: dict[str, float]) -> dict[str, float]:
 def describe(result: dict[str, float]) -> str:
     """One console line: `mlm_loss 5.2800 mlm_acc 0.1450 ± 0.0030 (n 41,200) nsp_loss ...`."""
     parts = []
-    for head in HEADS:
+    for head in evaluated():
         if f"{head}_loss" in result:
             parts.append(f"{head}_loss {result[f'{head}_loss']:.4f}")
         if f"{head}_acc" in result:

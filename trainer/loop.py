@@ -24,6 +24,7 @@ from trainer.data import default_workers
 from trainer.data.audit import RowAudit
 from trainer.data.device import device_batches
 from trainer.evaluate import describe, evaluate, unmoved
+from trainer.heads import loss_keys
 from trainer.metrics import ExecutedFlops, MetricsLog, peak_flops
 from trainer.run import lock as run_lock
 from trainer.run.runtime import Runtime, mean_losses
@@ -44,6 +45,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
         dynamic = config.compile_backend(rt.on_gpu) is not None and config.batch_form_for(rt.on_gpu) != "static"
         executed = ExecutedFlops.of(model.config)  # what a batch's real rows, tokens and predictions cost
         window_tokens, window_flops, window_start, last = 0, 0, time.time(), {}
+        logged_losses = loss_keys()  # what a logged step records: `loss` and every head's (trainer/heads.py)
 
         def save() -> None:
             state = {"step": step, "phase": phase.number, "data": position, "train_config": config.to_dict(),
@@ -89,7 +91,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     window_tokens += sent.tokens
                     window_flops += executed.of_batch(sent.host)
                     if logged:
-                        losses.append({key: out[key].detach() for key in LOSSES if key in out})
+                        losses.append({key: out[key].detach() for key in logged_losses if key in out})
                     position = phase.train.state_dict(epoch, k + 1)
                 step += 1
                 if logged:
@@ -121,10 +123,6 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
             rt.log(f"stopping at step {step} of {config.max_steps}: checkpointing")
             save()
     return last
-
-
-LOSSES = ("loss", "mlm_loss", "nsp_loss", "sbo_loss", "rtd_loss")
-"""The model outputs a logged step records."""
 
 
 def mark_dynamic(batch: dict[str, torch.Tensor]) -> None:

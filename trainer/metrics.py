@@ -3,7 +3,8 @@
 In:  per-step and per-evaluation dicts from the training loop (rank 0 only).
 Out: one JSON object per logged step or evaluation in metrics.jsonl (`{"step", "loss", ...}` for training,
      `{"step", "split": "validation", ...}` for evaluations), a progress line
-     `step 120/1000 | loss 6.12 (mlm 5.43 nsp 0.69) | lr 9.9e-04 | 14,212 tok/s | eta 3m12s` (on a GPU whose peak
+     `step 120/1000 | loss 6.12 (mlm 5.43 nsp 0.69) | lr 9.9e-04 | 14,212 tok/s | eta 3m12s`, every head's loss of the
+     run in the parentheses (trainer/heads.py's order: ELECTRA's `mlm 5.43 rtd 0.41`) (on a GPU whose peak
      is known, `mfu 34.6% (executed 28.0%)` before the ETA: the old FLOPs count and ExecutedFlops'), TensorBoard
      scalars when the tensorboard package is installed, and a PNG of the training and validation curves.
 """
@@ -17,6 +18,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from trainer.heads import HEADS, IGNORE_INDEX
 
 # Peak dense bf16 throughput per GPU, for the MFU estimate (vendor datasheets, without sparsity).
 PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12}
@@ -79,7 +82,7 @@ class ExecutedFlops:
         """For a host batch in any form (trainer/data/batch_forms.py: padded, static or packed rows)."""
         lengths = np.diff(np.asarray(batch["cu_seqlens"]).astype(np.int64)) if "cu_seqlens" in batch \
             else np.asarray(batch["attention_mask"]).sum(axis=1).astype(np.int64)
-        predictions = int((np.asarray(batch["mlm_labels"]) != -100).sum()) if "mlm_labels" in batch else 0
+        predictions = int((np.asarray(batch["mlm_labels"]) != IGNORE_INDEX).sum()) if "mlm_labels" in batch else 0
         return self.count(len(lengths), int(lengths.sum()), int((lengths * lengths).sum()), predictions)
 
 
@@ -144,7 +147,7 @@ class MetricsLog:
         rate = (step - self.first_step) / elapsed if elapsed > 0 and step > self.first_step else 0.0
         eta = _duration((self.max_steps - step) / rate) if rate else "?"
         parts = [f"step {step}/{self.max_steps}", f"loss {record['loss']:.3f}"]
-        heads = " ".join(f"{k} {record[k + '_loss']:.3f}" for k in ("mlm", "nsp", "sbo") if k + "_loss" in record)
+        heads = " ".join(f"{h.name} {record[h.loss]:.3f}" for h in HEADS.values() if h.loss in record)
         parts[-1] += f" ({heads})"
         parts += [f"lr {record['lr']:.2e}", f"{record['tokens_per_s']:,.0f} tok/s"]
         if record.get("mfu") is not None:
@@ -191,8 +194,9 @@ def read_metrics(run_dir: str) -> list[dict[str, Any]]:
 
 
 def plot_curves(run_dir: str) -> str | None:
-    """Draw RUN/curves.png: losses (train and validation) and validation accuracies against steps; for an --init-from
-    run (evaluated at step 0) the source's MLM accuracy as a line, and what the run gained over it."""
+    """Draw RUN/curves.png: the losses (train and validation) and validation accuracies of the plotted heads
+    (trainer/heads.py) against steps; for an --init-from run (evaluated at step 0) the source's MLM accuracy as a
+    line, and what the run gained over it."""
     records = read_metrics(run_dir)
     train = [r for r in records if "split" not in r]
     valid = [r for r in records if r.get("split") == "validation"]
@@ -204,22 +208,22 @@ def plot_curves(run_dir: str) -> str | None:
     import matplotlib.pyplot as plt
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = [r["step"] for r in train]
-    for key, style in (("mlm_loss", "-"), ("nsp_loss", "-"), ("sbo_loss", "-")):
-        if any(key in r for r in train):
-            ax_loss.plot(steps, [r.get(key) for r in train], style, label=f"train {key.split('_')[0]}", alpha=0.8)
-    vsteps = [r["step"] for r in valid]
-    for key in ("mlm_loss", "nsp_loss", "sbo_loss"):
-        if any(key in r for r in valid):
-            ax_loss.plot(vsteps, [r.get(key) for r in valid], "o--", label=f"valid {key.split('_')[0]}")
+    steps, vsteps = [r["step"] for r in train], [r["step"] for r in valid]
+    plotted = [h for h in HEADS.values() if h.plotted]
+    for head in plotted:
+        if any(head.loss in r for r in train):
+            ax_loss.plot(steps, [r.get(head.loss) for r in train], "-", label=f"train {head.name}", alpha=0.8)
+    for head in plotted:
+        if any(head.loss in r for r in valid):
+            ax_loss.plot(vsteps, [r.get(head.loss) for r in valid], "o--", label=f"valid {head.name}")
     ax_loss.set_xlabel("step")
     ax_loss.set_ylabel("loss")
     ax_loss.set_title("Losses")
     ax_loss.legend()
     ax_loss.grid(alpha=0.3)
-    for key in ("mlm_acc", "nsp_acc", "sbo_acc"):
-        if any(key in r for r in valid):
-            ax_acc.plot(vsteps, [r.get(key) for r in valid], "o-", label=f"valid {key.split('_')[0]} accuracy")
+    for head in plotted:
+        if any(f"{head.name}_acc" in r for r in valid):
+            ax_acc.plot(vsteps, [r.get(f"{head.name}_acc") for r in valid], "o-", label=f"valid {head.name} accuracy")
     if valid and valid[0]["step"] == 0 and "mlm_acc" in valid[0]:  # an --init-from run: its source's score, and the gain
         source, end = valid[0]["mlm_acc"], valid[-1].get("mlm_acc", valid[0]["mlm_acc"])
         ax_acc.axhline(source, linestyle=":", color="gray", label=f"the source (step 0): mlm {source:.3f}, {end - source:+.3f} since")

@@ -15,7 +15,8 @@ from trainer.data import ShardStream, loader
 from trainer.data.audit import row_digests
 from trainer.data.batch_forms import FORMS, default_predictions, real_tokens
 from trainer.data.collate import collate_pairs
-from trainer.masking import Masker, MaskingConfig
+from tests.trainer.masking_helpers import Masker
+from trainer.masking import MaskingConfig
 from trainer.model import BertForPretraining, ModelConfig
 
 VOCAB = 500

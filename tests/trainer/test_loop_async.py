@@ -14,14 +14,15 @@ import torch
 
 from tests.helpers import HANG_S, ROOT
 from trainer.config import TrainConfig, TrainError
-from trainer.loop import LOSSES, mark_dynamic
+from trainer.heads import loss_keys
+from trainer.loop import mark_dynamic
 from trainer.run.runtime import mean_losses
 
 
 def test_mean_losses_are_the_sums_of_reading_each_micro_batch():
     """The old loop added `loss.item() / grad_accum` per micro batch and key; one read of them all must give
     the same floats, bit for bit, in fp32 and bf16."""
-    gen = torch.Generator().manual_seed(0)
+    gen, LOSSES = torch.Generator().manual_seed(0), loss_keys()
     for dtype in (torch.float32, torch.bfloat16):
         micro = [{key: (torch.rand((), generator=gen) * 10).to(dtype) for key in LOSSES[:3]} for _ in range(3)]
         old: dict[str, float] = {}

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from trainer.data.collate import collate_pairs
-from trainer.masking import IGNORE_INDEX, Masker, MaskingConfig, continuation_from_vocab
+from tests.trainer.masking_helpers import Masker, continuation_from_vocab
+from trainer.heads import IGNORE_INDEX
+from trainer.masking import MaskingConfig
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 SPECIALS = [PAD, UNK, CLS, SEP, MASK]

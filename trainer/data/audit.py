@@ -16,6 +16,8 @@ import os
 import numpy as np
 import torch
 
+from trainer.heads import IGNORE_INDEX
+
 
 def pair_digest(ids) -> str:
     """The digest of one pair's ids ([CLS] A [SEP] B [SEP]; any integer sequence or array)."""
@@ -31,7 +33,7 @@ def row_digests(batch: dict[str, torch.Tensor]) -> list[str]:
         cu = batch["cu_seqlens"].tolist()
         return [pair_digest(ids[a:b]) for a, b in zip(cu, cu[1:])]
     positions, labels = batch["mlm_positions"].numpy(), batch["mlm_labels"].numpy()
-    rows, cols = np.nonzero(labels != -100)
+    rows, cols = np.nonzero(labels != IGNORE_INDEX)
     ids[rows, positions[rows, cols]] = labels[rows, cols]
     lengths = batch["attention_mask"].numpy().sum(axis=1)
     return [pair_digest(ids[r, :n]) for r, n in enumerate(lengths)]

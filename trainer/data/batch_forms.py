@@ -1,8 +1,9 @@
 """The shape a masked micro batch reaches the model in: `train --batch-form`, one row a form (`FORMS`).
 
 In:  a masked micro batch as collate + masking + merge_chunks make it: (batch, seq) `input_ids`, `token_type_ids`,
-     `attention_mask` with each row's tokens first and seq its longest row; (batch, P) `mlm_positions`, `mlm_labels`
-     (-100 in unused slots; and SpanBERT's `sbo_*`), P the most predictions of a row; `next_sentence_label` (batch,).
+     `attention_mask` with each row's tokens first and seq its longest row; (batch, P) per-prediction tensors of the
+     heads (trainer/heads.py: MLM's `mlm_positions`, `mlm_labels`, and SpanBERT's `sbo_*`), each head's fill in unused
+     slots, P the most predictions of a row; `next_sentence_label` (batch,).
 Out: the same rows and masks in the form's shape:
 
     padded    as it comes: padded to its longest row (dynamic padding), P its most predictions
@@ -26,11 +27,9 @@ from collections.abc import Callable
 import numpy as np
 
 from trainer.config import BATCH_FORMS
+from trainer.heads import IGNORE_INDEX, prediction_targets
 
-IGNORE_INDEX = -100
-PREDICTION_KEYS = ("mlm_positions", "mlm_labels", "sbo_left", "sbo_right", "sbo_rel_pos", "sbo_labels")
 _SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
-_PREDICTION_FILL = {"mlm_labels": IGNORE_INDEX, "sbo_labels": IGNORE_INDEX}
 
 
 def default_predictions(mask_prob: float, max_seq_len: int) -> int:
@@ -45,13 +44,12 @@ def padded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: int 
 
 def static(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: int | None, pad_id: int) -> dict[str, np.ndarray]:
     """Every (batch, seq) array to max_seq_len and every (batch, P) array to `predictions` columns."""
-    out = {}
+    out, targets = {}, prediction_targets()
     for key, value in arrays.items():
         if value.ndim != 2:
             out[key] = value
             continue
-        width, fill = (predictions, _PREDICTION_FILL.get(key, 0)) if key in PREDICTION_KEYS else \
-            (max_seq_len, _SEQ_FILL.get(key, pad_id))
+        width, fill = (predictions, targets[key].fill) if key in targets else (max_seq_len, _SEQ_FILL.get(key, pad_id))
         if value.shape[1] > width:
             raise ValueError(f"a static batch holds {width} columns of {key}, this one has {value.shape[1]}")
         grown = np.full((value.shape[0], width), fill, dtype=value.dtype)
@@ -73,10 +71,10 @@ def unpadded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: in
     labelled = arrays["mlm_labels"][order] != IGNORE_INDEX  # (batch, P)
     rows, _ = np.nonzero(labelled)
     start = cu[:-1].astype(np.int64)[rows]  # (N,) where each prediction's row starts in the packed tokens
-    for key in PREDICTION_KEYS:
+    for key, target in prediction_targets().items():
         if key in arrays:
             values = arrays[key][order][labelled]
-            out[key] = start + values if key in ("mlm_positions", "sbo_left", "sbo_right") else values
+            out[key] = start + values if target.position else values
     for key, value in arrays.items():
         if key not in out and key != "attention_mask":
             out[key] = value[order]  # (batch,): the NSP labels

@@ -24,6 +24,8 @@ import dataclasses
 
 import numpy as np
 
+from trainer.heads import IGNORE_INDEX, prediction_targets
+
 DEFAULT_PARTITIONS = 64
 """At most this many partitions by default: any world size dividing the count can resume the run."""
 MIN_CHUNK = 16
@@ -31,8 +33,6 @@ MIN_CHUNK = 16
 chunk is collated and masked on its own, and a chunk of 1 pair makes the input path ~20x slower than one
 chunk per batch (`python bench/run.py elastic`); --partitions trades that for more possible world sizes."""
 
-# pad values of the keys of a masked batch (collate + masking), when chunks of another width are joined
-_FILL = {"mlm_labels": -100, "sbo_labels": -100}
 _SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask", "position_ids")  # position_ids: TLM rows
 
 
@@ -97,11 +97,11 @@ def merge_chunks(chunks: list[dict[str, np.ndarray]], lo: int, hi: int, pad_id: 
         return chunks[0]
     rows = [len(c["input_ids"]) for c in chunks]
     offsets = np.concatenate([[0], np.cumsum(rows)])
-    out = {}
+    out, targets = {}, prediction_targets()  # their fill pads a narrower chunk's prediction slots
     for key, first in chunks[0].items():
         if first.ndim == 2:
             width = max(c[key].shape[1] for c in chunks)
-            fill = pad_id if key == "input_ids" else _FILL.get(key, 0)
+            fill = pad_id if key == "input_ids" else targets[key].fill if key in targets else 0
             merged = np.full((offsets[-1], width), fill, dtype=first.dtype)
             for c, at in zip(chunks, offsets):
                 merged[at : at + len(c[key]), : c[key].shape[1]] = c[key]
@@ -110,7 +110,7 @@ def merge_chunks(chunks: list[dict[str, np.ndarray]], lo: int, hi: int, pad_id: 
         out[key] = merged[lo:hi]
     longest = int(out["attention_mask"].sum(axis=1).max())
     seq = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
-    predictions = max(int((out["mlm_labels"] != -100).sum(axis=1).max()), 1)
+    predictions = max(int((out["mlm_labels"] != IGNORE_INDEX).sum(axis=1).max()), 1)
     for key, value in out.items():
         if value.ndim == 2:
             out[key] = value[:, :seq] if key in _SEQ_KEYS else value[:, :predictions]

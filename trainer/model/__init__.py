@@ -2,8 +2,10 @@
 or ELECTRA's discriminator and generator under ElectraForPreTraining's and ElectraForMaskedLM's names.
 
     config.py    ModelConfig: the family, the objective, the shape (presets tiny .. large) and the loss weights
-    bert.py      BertForPretraining: encoder, MLM head (sparse: masked positions only), NSP head, SBO head; the
-                 family's differences (RoBERTa: no NSP head nor pooler, one token type, positions after padding_idx)
+    bert.py      BertForPretraining: encoder, losses, the heads weighted by trainer/heads.py's rows; the family's
+                 differences (RoBERTa: no NSP head nor pooler, one token type, positions after padding_idx)
+    heads.py     its heads' modules: MLM (sparse: masked positions only), NSP, SBO, and a head row's own module
+    init.py      BERT's initialisation, which every network takes
     electra.py   ElectraForPretraining: replaced-token detection, a small generator sharing the embeddings
     families/    each family's network as its transformers class names it (BERT's, RoBERTa's and XLM-R's)
     hf_names.py  the one table between our tensors and a transformers checkpoint's (export, --init-from)
@@ -11,8 +13,9 @@ or ELECTRA's discriminator and generator under ElectraForPreTraining's and Elect
 `build(config)` makes the network of a ModelConfig's objective (its row's `network`, schemas/objectives.py).
 """
 
+from trainer.heads import IGNORE_INDEX  # noqa: F401 (where the model's users find the label of no prediction)
 from trainer.model import electra, hf_names
-from trainer.model.bert import IGNORE_INDEX, BertForPretraining
+from trainer.model.bert import BertForPretraining
 from trainer.model.config import PRESET_NAMES, ModelConfig
 from trainer.model.electra import ElectraForPretraining
 

@@ -1,16 +1,17 @@
-"""BertForPretraining: a BERT-family encoder with MLM, NSP (BERT's) and (optionally) SpanBERT SBO heads.
+"""BertForPretraining: a BERT-family encoder with MLM, NSP (BERT's) and (optionally) SpanBERT SBO heads, and any head
+of trainer/heads.py that brings a module of its own (trainer/model/heads.py holds the heads' modules).
 
 In: a `ModelConfig` and padded batches of token ids, segment ids and an attention mask, plus the masker's
 targets (masked positions and their labels, next-sentence labels, span boundaries). Out: a dict of logits,
-losses and correct/total counts.
+losses and correct/total counts, each head's loss weighted in `loss` by its row's weight (trainer/heads.py).
 
 The family (ModelConfig.family, schemas/families.py) decides what the network has besides BERT's encoder: the
 pooler and NSP head (BERT), one token type and position ids from padding_idx + 1 (RoBERTa, XLM-R), languages for token
 types and an MLM head without its transform (XLM). Parameter names are
 those of transformers' `BertForPreTraining` state dict, one to one, in every family: this model's
 `state_dict()` has exactly the same keys (the tied `cls.predictions.decoder.weight` / `.decoder.bias` entries
-included, as transformers lists them), plus `bert.encoder.LayerNorm.*` when `pre_layernorm` and `sbo.*` when
-`use_sbo` (both project-only). Export drops those and the tied duplicates and spells the rest as the family's
+included, as transformers lists them), plus `bert.encoder.LayerNorm.*` when `pre_layernorm`, `sbo.*` when
+`use_sbo` and `heads.*` for a head row's own module (all project-only). Export drops those and the tied duplicates and spells the rest as the family's
 transformers class does (trainer/model/families/: RoBERTa's `roberta.` and `lm_head.`).
 
 MLM logits are computed at the masked positions only ("sparse prediction"): the hidden states are gathered to
@@ -38,11 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainer.heads import HEADS, IGNORE_INDEX, project_only_prefixes, weight_of
 from trainer.model.attention import Packed, Padded, layout_of
 from trainer.model.config import ModelConfig
-
-IGNORE_INDEX = -100
-"""Label of padding entries in mlm_positions/mlm_labels (transformers' convention)."""
+from trainer.model.heads import PreTrainingHeads, SpanBoundaryHead, gather, own_heads, own_losses
+from trainer.model.init import init_bert_weights
 
 _LANE_LEVELS = 1 << 16  # a dropout decision per 16-bit lane: p is rounded to a multiple of 1/65,536
 
@@ -210,69 +211,9 @@ class _Bert(nn.Module):
         self.pooler = _Pooler(cfg) if cfg.row.nsp else None  # what the NSP head reads; RoBERTa's masked LM has none
 
 
-class _Transform(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(F.gelu(self.dense(x)))
-
-
-class _LMPredictionHead(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.transform = _Transform(cfg) if cfg.row.lm_transform else nn.Identity()  # XLM's head: the decoder alone
-        self.decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size)
-        # One output bias, registered under both names as transformers does (decoder.bias is tied to it).
-        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
-        self.decoder.bias = self.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(x))  # (..., vocab)
-
-
-class _PreTrainingHeads(nn.Module):
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.predictions = _LMPredictionHead(cfg)
-        self.seq_relationship = nn.Linear(cfg.hidden_size, 2) if cfg.row.nsp else None
-
-
-class SpanBoundaryHead(nn.Module):
-    """SpanBERT's SBO: y = LN(GeLU(W2 · LN(GeLU(W1 · [h_left; h_right; p_rel])))), decoded by the tied decoder."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.max_rel = cfg.sbo_max_relative_positions
-        self.position_embeddings = nn.Embedding(cfg.sbo_max_relative_positions, cfg.hidden_size)
-        self.dense_1 = nn.Linear(3 * cfg.hidden_size, cfg.hidden_size)
-        self.LayerNorm_1 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-        self.dense_2 = nn.Linear(cfg.hidden_size, cfg.hidden_size)
-        self.LayerNorm_2 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
-
-    def forward(self, sequence_output: torch.Tensor, left: torch.Tensor, right: torch.Tensor,
-                rel_pos: torch.Tensor) -> torch.Tensor:
-        # NOTE: clamp rather than check: a check would sync the GPU every step, and a long word-piece span
-        # sharing the last position row is harmless.
-        rel = self.position_embeddings(rel_pos.long().clamp(0, self.max_rel - 1))  # (batch, P, hidden), or (N, hidden)
-        x = torch.cat([_gather(sequence_output, left), _gather(sequence_output, right), rel], dim=-1)
-        x = self.LayerNorm_1(F.gelu(self.dense_1(x)))
-        return self.LayerNorm_2(F.gelu(self.dense_2(x)))  # (batch, P, hidden), or (N, hidden) packed
-
-
-def _gather(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """(batch, seq, hidden) at (batch, P) positions -> (batch, P, hidden); packed (tokens, hidden) at (N,) token
-    positions -> (N, hidden)."""
-    if sequence_output.dim() == 2:
-        return sequence_output.index_select(0, positions.long())
-    index = positions.long().unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
-    return torch.gather(sequence_output, 1, index)
-
 
 class SoftmaxCrossEntropy(torch.autograd.Function):
-    """(summed cross-entropy, correct count, spent logits) of (N, C) float logits against (N,) labels, -100 rows
+    """(summed cross-entropy, correct count, spent logits) of (N, C) float logits against (N,) labels, IGNORE_INDEX rows
     left out.
 
     F.cross_entropy's value and gradient, in fewer passes over the logits and no (N, C) buffer of its own: forward
@@ -311,7 +252,7 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
 
 
 def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
-    """Mean cross-entropy over labels != -100 (0 when there are none, never NaN) and correct/count totals.
+    """Mean cross-entropy over labels != IGNORE_INDEX (0 when there are none, never NaN) and correct/count totals.
     Float32 logits are spent (overwritten, see SoftmaxCrossEntropy); other dtypes are copied to float32 first."""
     # 2-D logits go in as they are: a reshape would hand the loss a view, and overwriting a view in place makes
     # autograd route the base's gradient through a copy of it (CopySlices), the 20 MB this loss exists to save
@@ -328,25 +269,6 @@ def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> 
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 
-@torch.no_grad()
-def init_bert_weights(network: nn.Module, std: float, generator: torch.Generator) -> None:
-    """BERT's init of every module of `network`: Linear and Embedding weights ~ N(0, std), biases 0, LayerNorm 1/0,
-    an embedding's padding row 0; a weight shared by two modules (a tied decoder) drawn once, in module order."""
-    done: set[int] = set()
-    for module in network.modules():
-        if isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
-        elif isinstance(module, (nn.Linear, nn.Embedding)):
-            if id(module.weight) not in done:
-                done.add(id(module.weight))
-                module.weight.normal_(0.0, std, generator=generator)
-                if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-                    module.weight[module.padding_idx].zero_()
-            if getattr(module, "bias", None) is not None:
-                module.bias.zero_()
-
-
 class BertForPretraining(nn.Module):
     """BERT with MLM + NSP heads (and SBO when `config.use_sbo`), initialised from `seed`."""
 
@@ -354,8 +276,9 @@ class BertForPretraining(nn.Module):
         super().__init__()
         self.config = config
         self.bert = _Bert(config)
-        self.cls = _PreTrainingHeads(config)
+        self.cls = PreTrainingHeads(config)
         self.sbo = SpanBoundaryHead(config) if config.use_sbo else None
+        self.heads = own_heads(config)  # a head row's own module (trainer/heads.py); none of the shipped heads
         self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied, as in BERT
         self.init_weights(torch.Generator().manual_seed(seed))
 
@@ -370,8 +293,9 @@ class BertForPretraining(nn.Module):
 
     def num_parameters(self, *, exported_only: bool = False) -> int:
         """Distinct parameters (the tied decoder counted once); `exported_only` leaves out project-only heads."""
+        project_only = project_only_prefixes()
         seen = {id(p): p for name, p in self.named_parameters()
-                if not (exported_only and (name.startswith("sbo.") or name.startswith("bert.encoder.LayerNorm")))}
+                if not (exported_only and name.startswith((*project_only, "bert.encoder.LayerNorm")))}
         return sum(p.numel() for p in seen.values())
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
@@ -408,11 +332,12 @@ class BertForPretraining(nn.Module):
                 mlm_labels: torch.Tensor | None = None, next_sentence_label: torch.Tensor | None = None,
                 sbo_left: torch.Tensor | None = None, sbo_right: torch.Tensor | None = None,
                 sbo_rel_pos: torch.Tensor | None = None, sbo_labels: torch.Tensor | None = None,
-                cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                **targets: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """Logits, losses and counts for one batch.
 
         input_ids, token_type_ids, attention_mask: (batch, seq).
-        mlm_positions, mlm_labels: (batch, P); padding entries have label -100 (their position may be anything
+        mlm_positions, mlm_labels: (batch, P); padding entries have label IGNORE_INDEX (their position may be anything
             in range, e.g. 0).
         A packed batch (`encode`: cu_seqlens, position_ids, no attention_mask) has every per-prediction input as (N,)
             real predictions, positions counted in the packed tokens; its logits are (N, vocab).
@@ -420,6 +345,7 @@ class BertForPretraining(nn.Module):
         sbo_left, sbo_right: (batch, P) positions of the tokens just outside each target's span;
         sbo_rel_pos: (batch, P) 0-based offset of the target inside its span; sbo_labels: (batch, P), defaulting
             to mlm_labels (SpanBERT predicts every span token with both objectives).
+        targets: the targets of a head with its own module (`heads`), as its row names them.
 
         Returns "nsp_logits" (batch, 2) always in a family with NSP (none in RoBERTa's); "mlm_logits" (batch, P, vocab) with mlm_positions and no
         mlm_labels; "sbo_logits" (batch, P, vocab) with the SBO inputs, `use_sbo` and no labels (with labels
@@ -436,16 +362,16 @@ class BertForPretraining(nn.Module):
         weighted: list[torch.Tensor] = []
         if mlm_positions is not None:
             # 2-D logits (batch * P, vocab), the decoder's own output and no view of it, which the loss spends
-            hidden = _gather(sequence_output, mlm_positions)
+            hidden = gather(sequence_output, mlm_positions)
             logits = self.cls.predictions(hidden.reshape(-1, hidden.shape[-1]))
             if mlm_labels is None:
                 out["mlm_logits"] = logits.view(*mlm_positions.shape, -1)  # (batch, P, vocab)
             else:
                 out.update(_classification(logits, mlm_labels, "mlm"))
-                weighted.append(cfg.mlm_weight * out["mlm_loss"])
+                weighted.append(weight_of(HEADS["mlm"], cfg) * out["mlm_loss"])
         if next_sentence_label is not None and "nsp_logits" in out:
             out.update(_classification(out["nsp_logits"].clone(), next_sentence_label, "nsp"))
-            weighted.append(cfg.nsp_weight * out["nsp_loss"])
+            weighted.append(weight_of(HEADS["nsp"], cfg) * out["nsp_loss"])
         if self.sbo is not None and sbo_left is not None and sbo_right is not None and sbo_rel_pos is not None:
             span = self.sbo(sequence_output, sbo_left, sbo_right, sbo_rel_pos)  # (batch, P, hidden)
             logits = self.cls.predictions.decoder(span.reshape(-1, span.shape[-1]))  # (batch * P, vocab)
@@ -454,7 +380,13 @@ class BertForPretraining(nn.Module):
                 out["sbo_logits"] = logits.view(*sbo_left.shape, -1)
             else:
                 out.update(_classification(logits, labels, "sbo"))
-                weighted.append(cfg.sbo_weight * out["sbo_loss"])
+                weighted.append(weight_of(HEADS["sbo"], cfg) * out["sbo_loss"])
+        if len(self.heads):
+            batch = {"mlm_positions": mlm_positions, "mlm_labels": mlm_labels, "next_sentence_label": next_sentence_label,
+                     "cu_seqlens": cu_seqlens, **targets}
+            found, more = own_losses(self.heads, cfg, sequence_output, batch)
+            out.update(found)
+            weighted += more
         if weighted:
             out["loss"] = torch.stack(weighted).sum()
         return out

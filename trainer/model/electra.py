@@ -30,16 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainer.heads import HEADS, IGNORE_INDEX, weight_of
 from trainer.model.attention import Padded
-from trainer.model.bert import (
-    IGNORE_INDEX,
-    _classification,
-    _Embeddings,
-    _Encoder,
-    _gather,
-    init_bert_weights,
-)
+from trainer.model.bert import _classification, _Embeddings, _Encoder
 from trainer.model.config import ModelConfig
+from trainer.model.heads import gather
+from trainer.model.init import init_bert_weights
 
 
 class _Body(nn.Module):
@@ -156,7 +152,7 @@ class ElectraForPretraining(nn.Module):
         if mlm_positions is None or mlm_labels is None:
             raise ValueError("ElectraForPretraining needs mlm_positions and mlm_labels (a masked batch)")
         hidden = self.generator_hidden(input_ids, token_type_ids, attention_mask)
-        logits = self.generator_logits(_gather(hidden, mlm_positions).flatten(0, 1))  # (batch * P, vocab)
+        logits = self.generator_logits(gather(hidden, mlm_positions).flatten(0, 1))  # (batch * P, vocab)
         labels = mlm_labels.reshape(-1).long()
         valid = labels != IGNORE_INDEX
         with torch.no_grad():  # sampled before the loss spends the logits in place; no gradient through the sample
@@ -177,7 +173,7 @@ class ElectraForPretraining(nn.Module):
             out["rtd_correct"] = (((rtd > 0).float() == replaced) & real).sum()
         out["rtd_count"] = count
         out["rtd_replaced"] = (replaced.bool() & real).sum()  # how often the generator's sample was not the original
-        out["loss"] = cfg.mlm_weight * out["mlm_loss"] + cfg.discriminator_weight * out["rtd_loss"]
+        out["loss"] = weight_of(HEADS["mlm"], cfg) * out["mlm_loss"] + weight_of(HEADS["rtd"], cfg) * out["rtd_loss"]
         return out
 
 

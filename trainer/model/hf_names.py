@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from trainer.heads import OWN_MODULES, project_only_prefixes
 from trainer.model.bert import BertForPretraining
 from trainer.model.config import ModelConfig
 from trainer.model.families import NETWORKS, Network, network_of
@@ -28,6 +29,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "MLM head": ("cls.predictions.",),
     "NSP head": ("cls.seq_relationship.",),
     "SBO head": ("sbo.",),
+    "own heads": (OWN_MODULES,),
 }
 """Our tensors by part. A source holds a part whole or not at all; every part but the encoder may be absent
 (BertForMaskedLM has no pooler nor NSP head, BertModel no MLM or NSP head) and is then initialised fresh."""
@@ -36,8 +38,9 @@ TIED_KEYS = {
     "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
 """Entries transformers re-ties on load and save_pretrained leaves out of model.safetensors."""
-PROJECT_ONLY_PREFIXES = ("sbo.",)
-"""Weights of heads transformers has no class for; trained, then dropped at export, fresh at --init-from."""
+PROJECT_ONLY_PREFIXES = project_only_prefixes()
+"""Weights of heads transformers has no class for (trainer/heads.py's rows not exported, and the heads' own modules);
+trained, then dropped at export, fresh at --init-from."""
 LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
 """LayerNorm parameters as checkpoints converted from TensorFlow BERT name them (transformers renames them too)."""
 BUFFERS = ("bert.embeddings.position_ids", "bert.embeddings.token_type_ids")

@@ -29,6 +29,7 @@ from trainer.checkpoint.resume import recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec
+from trainer.masking.strategies import heads_of
 from trainer.run.runtime import Runtime
 from trainer.start import preflight, rate, recipe
 from trainer.start.sources import ARCHITECTURE, open_source
@@ -66,13 +67,13 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     if not goal.trains(row.name):
         raise TrainError(f"--objective {goal.name} trains the {' or '.join(goal.families)} family; this run's is {row.name}"
                          + ("" if config.family else " (from --data's vocabulary)"))
-    if goal.name != "mlm" and (config.masking.strategy == "span" or config.pre_layernorm):
+    if not goal.variants and (heads_of(config.masking.strategy) or config.pre_layernorm):
         raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
     changes = {"family": row.name, **({"mix": mix} if config.sample_languages else {})}
-    if not (row.nsp and packing == "nsp" and goal.name == "mlm"):
+    if not (row.nsp and packing == "nsp" and goal.nsp):
         if "nsp_weight" in given and config.nsp_weight:
             why = (f"--family {row.name} has no NSP head" if not row.nsp else f"--objective {goal.name} has no NSP head"
-                   if goal.name != "mlm" else f"--data's {packing} rows carry no next-sentence label")
+                   if not goal.nsp else f"--data's {packing} rows carry no next-sentence label")
             raise TrainError(f"--nsp-weight {config.nsp_weight:g}: {why}")
         changes["nsp_weight"] = 0.0
     if row.languages and not config.languages:

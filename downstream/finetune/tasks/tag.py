@@ -1,6 +1,6 @@
 """tag: one label per word (named entities), from the first word piece of each word.
 
-Words are split into pieces; the first piece of each word carries its tag, the others -100 (ignored by the
+Words are split into pieces; the first piece of each word carries its tag, the others IGNORE_INDEX (ignored by the
 loss), as in the BERT paper's NER recipe (AutoModelForTokenClassification). A word cut off by the length limit
 is predicted "O". Scored by metrics.entity_f1 (entities micro-averaged over sentences) in the task's tag scheme
 (IOB1, BIO or BIOES, read from the training split by metrics.tag_scheme unless a suite fixes it; both sides are
@@ -19,6 +19,7 @@ from downstream.finetune import metrics as metrics_mod
 from downstream.finetune.data import BadRow, DataError, Drop, LabelMap, Split
 from downstream.finetune.tasks.base import Features, Stats, Task, checked
 from schemas.config import Config, flag
+from trainer.heads import IGNORE_INDEX
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -86,7 +87,7 @@ class Tag(Task):
     def encode(self, examples: list[dict], tokenizer, *, max_len: int) -> Features:
         enc = tokenizer([e["tokens"] for e in examples], is_split_into_words=True, truncation=True, max_length=max_len,
                         padding="longest", return_tensors="pt")
-        target = torch.full(enc["input_ids"].shape, -100)
+        target = torch.full(enc["input_ids"].shape, IGNORE_INDEX)
         first_pieces = []
         for row, e in enumerate(examples):
             firsts, previous = {}, None

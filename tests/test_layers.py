@@ -96,6 +96,7 @@ def test_no_import_runs_up_a_layer(lower):
 DOWNSTREAM_READS_OF_TRAINER = {
     "trainer": "the package itself, when a module below is imported",
     "trainer.model": "the network it exports, fills masks with, embeds with",
+    "trainer.heads": "the network's heads (which an export drops) and the ignored label's value",
     "trainer.checkpoint": "a run's checkpoints, read to export them",
     "trainer.config": "a run's settings (train_config.json), read beside its checkpoints",
     "trainer.metrics": "a run's metrics.jsonl, whose figures an export's card reports",

@@ -26,7 +26,6 @@ from trainer.data.batch_forms import FORMS, default_predictions
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec, MixtureConfig
 from trainer.masking import Masker
-from trainer.masking.strategies import heads_of
 from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ElectraForPretraining, ModelConfig, build
 from trainer.optim import adamw, parameter_groups
@@ -66,7 +65,7 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
     training = {"family": config.family or "bert", "mlm_weight": config.mlm_weight, "nsp_weight": config.nsp_weight if nsp else 0.0,
                 "objective": config.objective, "generator_fraction": config.generator_fraction,
                 "discriminator_weight": config.discriminator_weight,
-                "sbo_weight": config.sbo_weight, "use_sbo": "sbo" in heads_of(config.masking.strategy), "hidden_dropout": config.dropout,
+                "sbo_weight": config.sbo_weight, "use_sbo": "sbo" in config.masking.heads, "hidden_dropout": config.dropout,
                 "attention_dropout": config.dropout if config.attention_dropout is None else config.attention_dropout,
                 "sbo_max_relative_positions": max(config.masking.sbo_max_positions_per_span, 1),
                 **({"languages": config.languages} if config.languages else {})}

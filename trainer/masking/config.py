@@ -39,6 +39,11 @@ class MaskingConfig(Config):
     """Span tokens deeper than this get no SBO target (SpanBERT's --max-pair-targets 15); `sbo_rel_pos`
     is always below it, so the model's relative-position table needs at least this many rows."""
 
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The heads beyond MLM whose targets this strategy adds (its row's `heads`: SBO for span masking)."""
+        return MASKING_STRATEGIES[self.strategy].heads
+
     def __post_init__(self) -> None:
         check_choices(self)
         for name in ("mask_prob", "mask_token_frac", "random_token_frac"):

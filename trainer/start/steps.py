@@ -29,7 +29,6 @@ from trainer.checkpoint.resume import recorded
 from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec
-from trainer.masking.strategies import heads_of
 from trainer.run.runtime import Runtime
 from trainer.start import preflight, rate, recipe
 from trainer.start.sources import ARCHITECTURE, open_source
@@ -67,7 +66,7 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     if not goal.trains(row.name):
         raise TrainError(f"--objective {goal.name} trains the {' or '.join(goal.families)} family; this run's is {row.name}"
                          + ("" if config.family else " (from --data's vocabulary)"))
-    if not goal.variants and (heads_of(config.masking.strategy) or config.pre_layernorm):
+    if not goal.variants and (config.masking.heads or config.pre_layernorm):
         raise TrainError(f"--objective {goal.name} has no SBO head (--masking span) nor a pre-LN network (--pre-layernorm)")
     changes = {"family": row.name, **({"mix": mix} if config.sample_languages else {})}
     if not (row.nsp and packing == "nsp" and goal.nsp):

@@ -1,9 +1,10 @@
 """The tree's layers and its import graph, read from the source with `ast` (nothing is imported or run).
 
 The flow of the house, lowest layer first: schemas/ (the contracts) ← pipelines/ and trainer/ (the two halves) ←
-downstream/ (what uses a checkpoint) ← demo/ ← clozeforge.py (the command table) ← bench/. A module may import its
-own layer and those below it, never one above; pipelines/ and trainer/ do not import each other (prep never imports
-torch, train never imports apache_beam). And no import loop between modules, lazy imports inside functions included:
+downstream/ (what uses a checkpoint) ← demo/ ← clozeforge.py (the command table) ← bench/ and experiments/ (the
+timings against peers, and the studies). A module may import its own layer and those below it, never one above;
+pipelines/ and trainer/ do not import each other (prep never imports torch, train never imports apache_beam), nor do
+bench/ and experiments/; nothing in the product imports either of them. And no import loop between modules, lazy imports inside functions included:
 a loop means two modules that cannot be read, tested or moved one without the other.
 """
 
@@ -15,11 +16,13 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("schemas", "pipelines", "trainer", "downstream", "demo", "bench")
-LAYER = {"schemas": 0, "pipelines": 1, "trainer": 1, "downstream": 2, "demo": 3, "clozeforge": 4, "bench": 5}
+PACKAGES = ("schemas", "pipelines", "trainer", "downstream", "demo", "bench", "experiments")
+LAYER = {"schemas": 0, "pipelines": 1, "trainer": 1, "downstream": 2, "demo": 3, "clozeforge": 4, "bench": 5, "experiments": 5}
 """Each top-level part's layer: an import goes to the same layer or a lower one."""
-SIBLINGS_APART = {("pipelines", "trainer"), ("trainer", "pipelines")}
+SIBLINGS_APART = {("pipelines", "trainer"), ("trainer", "pipelines"), ("bench", "experiments"), ("experiments", "bench")}
 """Parts of one layer that never import each other."""
+PRODUCT = ("schemas", "pipelines", "trainer", "downstream", "demo", "clozeforge")
+"""What a user installs: the parts below bench/ and experiments/."""
 KNOWN_LOOPS: list[list[str]] = []
 """Loops left on purpose, each with its way out (none: export_electra's lazy import of export's ExportError went with
 the pre-LN check it served, which ModelConfig already makes for ELECTRA)."""
@@ -80,6 +83,15 @@ def test_the_tree_is_read_whole():
     assert {part(m) for m in edges} == set(LAYER)
     assert edges["downstream.finetune.job"] >= {"downstream.finetune.recipe", "downstream.finetune.protocol"}
     assert "schemas.run_dir" in edges["trainer.checkpoint.store"]
+
+
+def test_the_product_never_imports_bench_or_experiments():
+    """A timing or a study may import the product; the product imports neither, not even lazily: what a study decides
+    becomes a default with a one-line reason and a link to experiments/README.md."""
+    assert set(PRODUCT) | {"bench", "experiments"} == set(LAYER)
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph().items() if part(m) in PRODUCT for t in targets
+                   if part(t) in ("bench", "experiments"))
+    assert wrong == []
 
 
 @pytest.mark.parametrize("lower", sorted(LAYER, key=LAYER.get))

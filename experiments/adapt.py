@@ -30,14 +30,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if __name__ == "__main__":  # run as a file: the repository root, so that the product's packages import
     sys.path[0] = ROOT
+
+from experiments._stages import clozeforge  # noqa: E402
 
 MIN_WORDS, HELD_OUT_MODULUS = 8, 10
 
@@ -104,17 +104,8 @@ def score(models: list[str], lines_file: str, max_lines: int = 1000, seed: int =
 
 
 def _cli(*args: str, log: str) -> str:
-    """Run `clozeforge ARGS` (its output appended to `log`); returns that output."""
-    command = [sys.executable, "-m", "clozeforge", *args]
-    started = time.time()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
-    if done.returncode:
-        raise SystemExit(f"experiments adapt: {args[0]} failed (exit {done.returncode}); see {log}")
-    print(f"   {args[0]}: {time.time() - started:.0f} s (wall)", flush=True)
-    return done.stdout
+    """Run `clozeforge ARGS` (experiments/_stages.py); what it printed."""
+    return clozeforge(*args, log=log, study="adapt")[1]
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -22,9 +22,7 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -38,21 +36,12 @@ from downstream.finetune.builtin import (  # noqa: E402
     TASKS,
     report,  # noqa: E402
 )
+from experiments._stages import clozeforge  # noqa: E402
 
 
 def _cli(*args: str, log: str) -> float:
-    command = [sys.executable, "-m", "clozeforge", *args]
-    started = time.time()
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n")
-        f.flush()
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode:
-        raise SystemExit(f"experiments recipe_trial: {args[0]} failed (exit {done.returncode}); see {log}")
-    elapsed = time.time() - started
-    print(f"   {args[0]}: {elapsed:.0f} s", flush=True)
-    return elapsed
+    """Run `clozeforge ARGS` (experiments/_stages.py); its wall seconds."""
+    return clozeforge(*args, log=log, study="recipe_trial")[0]
 
 
 CORPUS_MB = 6.0

@@ -30,10 +30,8 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
@@ -42,6 +40,7 @@ if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
 import pyarrow.parquet as pq  # noqa: E402
 
 from downstream.finetune.builtin.man_sections import paragraphs  # noqa: E402
+from experiments._stages import clozeforge  # noqa: E402
 
 LANGUAGES = ("de", "fr", "ja", "ru", "zh_CN")
 """The languages beside English: man page translations and catalogs both exist for each; ja and zh_CN are CJK."""
@@ -49,20 +48,8 @@ HELD_OUT_SHARE = 4
 """One text domain in HELD_OUT_SHARE is held out (by a hash of its name), the same in every language."""
 
 
-def _log_run(command: list[str], log: str) -> None:
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n")
-        f.flush()
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode:
-        raise SystemExit(f"experiments tlm: {command[3]} failed (exit {done.returncode}); see {log}")
-
-
 def _cli(*args: str, log: str) -> None:
-    started = time.time()
-    _log_run([sys.executable, "-m", "clozeforge", *args], log)
-    print(f"   {args[0]}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+    clozeforge(*args, log=log, study="tlm")
 
 
 def man_corpus(directory: str, pages: int, leave_out: str | None = None) -> dict[str, int]:

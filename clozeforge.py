@@ -6,6 +6,7 @@
     clozeforge train     pairs → DeepSpeed checkpoints                     (torch; never imports apache_beam)
     clozeforge export    a run's checkpoint → a HuggingFace directory
     clozeforge fill-mask / embed   use an exported model (embed --pooling words: a vector per whole word)
+    clozeforge score     held-out masked-LM accuracy and pseudo-perplexity of a model on a file of lines
     clozeforge senses    word sense disambiguation by the nearest sense embedding: fit, predict, evaluate
     clozeforge similarity  word similarity against human scores, and the anisotropy of the vectors, per layer
     clozeforge retrieve  translation retrieval (Tatoeba-style): held-out pairs found across languages, per pair
@@ -34,6 +35,7 @@ COMMANDS = {
     "export": ("downstream.export", "export_main"),
     "fill-mask": ("downstream.fill_mask", "fill_mask_main"),
     "embed": ("downstream.embed", "embed_main"),
+    "score": ("downstream.score", "score_main"),
     "finetune": ("downstream.finetune.command", "finetune_main"),
     "senses": ("downstream.contextual.senses_command", "senses_main"),
     "similarity": ("downstream.contextual.similarity", "similarity_main"),

@@ -243,7 +243,8 @@ def _stop_profile(rt, profile, started: float, steps: int) -> dict:
 def _profile_bare(rt, batch: int) -> dict:
     """The same profile of a bare compiled step (bench/_loop.BareLoop: forward, backward, clipping, fused AdamW
     under the trainer's precision) on random-id batches of the same shape, already on the device."""
-    from bench._loop import BareLoop, random_batches
+    from bench._loop import BareLoop
+    from tests.helpers import random_batches
     from trainer.config import TrainConfig
     from trainer.model import BertForPretraining, ModelConfig
 

@@ -204,84 +204,6 @@ def measure(*, preset: str = "tiny", batch: int = 32, steps: int = 40, warmup: i
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def random_batches(batch: int, seq: int, masked: int, vocab_size: int, *, count: int, device, seed: int = 0) -> list[dict]:
-    """`count` model inputs of random ids, unpadded, with `masked` MLM targets a row and NSP labels, on `device`."""
-    gen = torch.Generator().manual_seed(seed)
-    batches = [{"input_ids": torch.randint(5, vocab_size, (batch, seq), generator=gen),
-                "token_type_ids": torch.zeros(batch, seq, dtype=torch.long), "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-                "mlm_positions": torch.randint(1, seq, (batch, masked), generator=gen),
-                "mlm_labels": torch.randint(5, vocab_size, (batch, masked), generator=gen),
-                "next_sentence_label": torch.randint(0, 2, (batch,), generator=gen)} for _ in range(count)]
-    return [{k: v.to(device) for k, v in b.items()} for b in batches]
-
-
-def dispatched_ops(rt, *, preset: str = "tiny", batch: int = 4, seq: int = 16, steps: int = 5, vocab_size: int = 100,
-                   grad_clip: float = 0.05) -> dict:
-    """The aten ops one optimizer step dispatches, three ways, on three copies of one model: the trainer's engine
-    (trainer.builders.build_engine, ZeRO 0, fp32), that engine with DeepSpeed's own stage-0 clipping and one-rank
-    all-reduce put back, and a bare step (forward, backward, torch's clip_grad_norm_, AdamW). On a GPU each op
-    outside a compiled graph is host work and most are a kernel launch; the counts are the same on every device
-    and machine. Also how far apart the three copies' weights end (max abs, against DeepSpeed's own) after
-    `steps` + 1 clipped steps (`grad_clip` binds), and how far those moved from the start (so apart ~ 0 means
-    something). Needs the job's process group (trainer.run.runtime.start_runtime); counts in fp32 whatever `rt`'s
-    precision (the bare step has no autocast)."""
-    import copy
-    import dataclasses
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from trainer.builders import build_engine
-    from trainer.config import TrainConfig
-    from trainer.model import BertForPretraining, ModelConfig
-    from trainer.optim import adamw
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.count += 1
-            return func(*args, **(kwargs or {}))
-
-    rt = dataclasses.replace(rt, precision="fp32", autocast=False)
-    config = TrainConfig(data="d", output="o", batch_size=batch, grad_clip=grad_clip, lr=1e-3, warmup_steps=0,
-                         schedule="constant", zero_stage=0)
-    batches = random_batches(batch, seq, 3, vocab_size, count=steps + 1, device=rt.device)
-    model = BertForPretraining(ModelConfig.preset(preset, vocab_size=vocab_size), seed=0).to(rt.device)
-    models = {name: copy.deepcopy(model) for name in ("trainer", "deepspeed", "bare")}
-    engines = {"trainer": build_engine(models["trainer"], config, rt), "deepspeed": build_engine(models["deepspeed"], config, rt)}
-    engines["deepspeed"].__dict__.pop("clip_fp32_gradients", None)  # DeepSpeed's own stage-0 step, as it comes
-    engines["deepspeed"].enable_backward_allreduce = True
-    optimizer = adamw(models["bare"], lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
-
-    def engine_step(engine, batch):
-        engine.backward(engine(**batch)["loss"])
-        engine.step()
-
-    def bare_step(batch):
-        models["bare"](**batch)["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(models["bare"].parameters(), config.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    step_of = {"trainer": lambda b: engine_step(engines["trainer"], b), "deepspeed": lambda b: engine_step(engines["deepspeed"], b),
-               "bare": bare_step}
-    ops = {}
-    for name, step in step_of.items():
-        torch.manual_seed(0)
-        step(batches[0])  # the optimizer's state is made at its first step: not counted
-        counter = Ops()
-        with counter:
-            for batch_ in batches[1:]:
-                step(batch_)
-        ops[name] = counter.count / steps
-    state = {name: m.state_dict() for name, m in models.items()}
-    apart = {name: max((state[name][k] - state["deepspeed"][k]).abs().max().item() for k in state[name]) for name in state}
-    moved = max((state["deepspeed"][k] - model.state_dict()[k]).abs().max().item() for k in state["deepspeed"])
-    return {"ops_per_step": ops, "apart": apart, "moved": moved, "parameter_tensors": len(list(model.parameters()))}
-
-
 def main(quick: bool) -> dict:
     """`bench/run.py train --loop`: the tiny preset at batch 32, vocabulary 8,192 (bench/train.py's CPU setting),
     three rounds of `measure` (one with --quick), `loop_ratio` the median of every round's paired windows (five a
@@ -304,5 +226,7 @@ def main(quick: bool) -> dict:
         for key in ("trainer_tokens_per_s", "bare_tokens_per_s"):
             result[key] = float(np.median([r[key] for r in rounds]))
         result.pop("bare_tokens_per_s_before_after", None)
+    from tests.helpers import dispatched_ops  # the test suite counts the same ops (tests/trainer/test_loop_async.py)
+
     counted = dispatched_ops(rt)
     return {**result, **{f"{name}_ops_per_step": round(n, 1) for name, n in counted["ops_per_step"].items()}}

@@ -38,7 +38,7 @@ def _batches(pairs_dir: str, form: str, batch: int, count: int, seed: int) -> li
     from trainer.masking import Masker, MaskingConfig
 
     manifest = Manifest.read(pairs_dir)
-    masker = Masker.for_vocabulary(MaskingConfig(), manifest.read_vocab_tokens(), manifest.special_tokens["[MASK]"])
+    masker = Masker.for_manifest(MaskingConfig(), manifest)
     stream = ShardStream(manifest, split="train", batch_size=batch, masker=masker, seed=seed, epochs=1, batch_form=form,
                          verify_checksums=False)
     return [{k: v for k, v in b.items() if k != "position"} for _, b in zip(range(count), loader(stream, 0))]

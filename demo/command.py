@@ -36,11 +36,11 @@ interpreter with torch and train never with Beam. The defaults suit a small corp
 with every core and ZeRO stage 0 (on a 2-core box, faster than 2 ranks of one thread), bf16
 where the CPU has it (`--precision auto`), and a recipe for a short run of a small model that underfits: 30% of
 tokens masked (validation still masks 15%), no dropout, a learning rate of 3e-3 with 6% warm-up and linear
-decay, the run bounded by steps (`python bench/run.py quality` measures what each of these buys). A short
+decay, the run bounded by steps (experiments/README.md "quality" measures what each of these buys). A short
 2-rank DeepSpeed ZeRO-2 stage shows the distributed path on the same data. Fine-tuning spreads its runs (arms x rates
 x seeds) over one process per core (at most 4), each with the rest of the cores' threads: a tiny model's step has too
 little work to keep two threads busy, and the runs give the results one process gives (man-sections on 2 cores: 52 s
-against 73 s; bench/README.md "Issue 57").
+against 73 s; experiments/README.md "Issue 57").
 
 Ctrl-C (or SIGTERM) at any point: the running stage saves what it can and the demo exits 130 saying what was
 kept; the same command continues from there.
@@ -53,7 +53,7 @@ def demo_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", default=None, help="your own files (URL glob) instead of the built-in corpus")
     ap.add_argument("--builtin-corpus", default="documentation", choices=sorted(KINDS),
                     help="the built-in corpus: documentation (Python docstrings, man pages, GNU manuals) or docstrings "
-                         "alone (default: %(default)s; bench/README.md \"race\" compares them)")
+                         "alone (default: %(default)s; experiments/README.md \"race\" compares them)")
     ap.add_argument("--corpus-mb", type=float, default=None,
                     help="size of the built-in corpus (default: the kind's, 15 for documentation, 6 for docstrings)")
     ap.add_argument("--steps", type=int, default=3000, help="training steps of 32 pairs (default: %(default)s)")
@@ -73,7 +73,8 @@ def demo_parser() -> argparse.ArgumentParser:
                          "usable core, at most 4)")
     ap.add_argument("--adapt", action="store_true",
                     help="after a finished demo in --workdir: continue its export on man pages (train --init-from, "
-                         "decontaminated against the man-sections task) and score the adapted model against it")
+                         "decontaminated against the man-sections task) and score the adapted model against it: "
+                         "clozeforge score on the task's held-out text, then fine-tuning")
     ap.add_argument("--adapt-steps", type=int, default=3000, help="continued-pretraining steps of --adapt (default: %(default)s)")
     return ap
 

@@ -5,7 +5,8 @@
 short 2-rank DeepSpeed run on the same data) → export → fill-mask → fine-tuning of the export beside the same model
 from scratch on each of the demo's tasks, with the gains.
 `adapt`: after a finished demo, the continued-pretraining story on its export (man pages, decontaminated against the
-man-sections task's files, `train --init-from` the export, export, `finetune ADAPTED --baseline SOURCE`).
+man-sections task's files, `train --init-from` the export, export, `score` of both on the task's held-out test text,
+`finetune ADAPTED --baseline SOURCE`).
 
 The defaults suit a small corpus on a small machine (command.py's DEMO_DOC says why each).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -32,14 +34,11 @@ EXAMPLES = [
 DEMO_GRID = ("1e-3", "3e-3")
 DEMO_FINETUNE = [*(f for lr in DEMO_GRID for f in ("--lr", lr)), "--epochs", "10",
                  *(f for lr in DEMO_GRID for f in ("--baseline-lr", lr)), "--baseline-epochs", "10", "--patience", "0"]
-"""The demo's fine-tuning recipe: both arms search the same grid (each picks its rate on validation; a small model's
-best rates lie far above BERT-base's, bench/README.md "Issue 46, part 0"), both 10 epochs, all kept (--patience 0),
-at the export's trained length (finetune's default --max-seq-len), where a user's own run would be. Until issue 46's
-race the export had 1e-3 alone against scratch's two rates, which cost it 3-4 points over a set of tasks
-(bench/README.md "race"). finetune's default search (grids grown at their edges, up to 20 epochs, early stopping
-after the first 10) searches wider and takes 2.1x this recipe's time on the demo's tasks, for gains within 2 points
-of this recipe's at 3 seeds and the same mean gain over the five built-in tasks at 10 (bench/README.md "Issue 46,
-part 0")."""
+"""The demo's fine-tuning recipe: both arms search the same grid, 10 epochs, all kept (--patience 0), at the export's
+trained length (finetune's default --max-seq-len), where a user's own run would be. Why one grid for both: the export
+held to one rate lost 3-4 points a set of tasks to scratch's two (experiments/README.md "race"); why this grid and
+not finetune's wider default search: the same mean gain over the five built-in tasks in half the time
+(experiments/README.md "Issue 46, part 0")."""
 
 CLOZEFORGE = stage_command("clozeforge")
 
@@ -72,7 +71,7 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     pairs = os.path.join(prep_dir, "pairs")
     train = train_command(args, pairs)
     # One rank has nothing to partition: ZeRO stage 0 skips stage 2's gradient bucketing (14,200 against 11,700
-    # tokens/s on 2 cores, bench/README.md "demo"); more ranks keep the trainer's default, stage 2.
+    # tokens/s on 2 cores, experiments/README.md "demo"); more ranks keep the trainer's default, stage 2.
     zero = ["--zero-stage", "0"] if args.nproc == 1 else []
     run_stage("train", [*train, f"--nproc-per-node={args.nproc}", *zero, "--output", run, "--max-steps", str(args.steps),
                         "--log-every", str(max(1, args.steps // 20)), "--eval-every", str(max(1, args.steps // 4)),
@@ -189,9 +188,31 @@ def adapt(args: argparse.Namespace) -> int:
                "--eval-every", str(max(1, args.adapt_steps // 4)), "--save-every", str(args.adapt_steps)],
               saved=training_kept(run, args.adapt_steps))
     run_stage("export", [*CLOZEFORGE, "export", run, "--output", hf])
+    score_both(source, hf, tasks, adapted)
     run_stage("finetune man-sections: the adapted model against its source",
               [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(tasks), "--output", os.path.join(adapted, "finetune"),
                "--baseline", source, "--seeds", str(args.finetune_seeds or 3), "--lr", "1e-3", "--epochs", "10",
                "--baseline-lr", "1e-3", "--baseline-epochs", "10", "--patience", "0", *finetune_ranks(args)])
     print(f"\n== adapt done in {time.time() - started:.0f} s: {os.path.join(adapted, 'finetune', 'results.json')}")
     return 0
+
+
+def score_both(source: str, adapted_hf: str, task: str, adapted: str) -> None:
+    """`clozeforge score` of the export and of its adaptation on the man-sections task's test text (one line a row),
+    which --decontaminate kept out of the adaptation corpus: held-out text of the new domain, with the same masks for
+    both (one vocabulary, one seed)."""
+    heldout = os.path.join(adapted, "heldout.txt")
+    with open(os.path.join(task, "test.jsonl"), encoding="utf-8") as f, open(heldout, "w", encoding="utf-8") as out:
+        out.writelines(" ".join(json.loads(line)["text"].split()) + "\n" for line in f if line.strip())
+    reports = {}
+    for name, model in (("source", source), ("adapted", adapted_hf)):
+        reports[name] = os.path.join(adapted, f"score-{name}.json")
+        run_stage(f"score the {name} model on held-out man-page text", [*CLOZEFORGE, "score", model, "--input", heldout,
+                                                                        "--output", reports[name]])
+    figures = {}
+    for name, path in reports.items():
+        with open(path, encoding="utf-8") as f:
+            figures[name] = json.load(f)
+    before, after = figures["source"], figures["adapted"]
+    print(f"\n== held-out masked-LM accuracy {before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, pseudo-perplexity "
+          f"{before['pseudo_perplexity']:.1f} -> {after['pseudo_perplexity']:.1f} ({after['lines']['scored']} lines of {heldout})")

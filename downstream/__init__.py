@@ -4,6 +4,7 @@
     export_dir.py an export's files, how an export of ours is known, its directory written whole
     load.py       an exported directory → the project's model and tokenizer, without transformers
     fill_mask.py  `clozeforge fill-mask`: top-k predictions per [MASK]
+    score.py      `clozeforge score`: held-out masked-LM accuracy (the trainer's masks) and pseudo-perplexity of a text
     embed.py      `clozeforge embed`: contextual embeddings (CLS, mean, per token, or per word: contextual/)
     contextual/   `clozeforge senses` (1-NN word sense disambiguation) and `clozeforge similarity` (word similarity,
                   anisotropy): word vectors from any transformers encoder, standardised, scored beside baselines

@@ -128,3 +128,17 @@ def replace_directory(output_dir: str, write: Callable[[str], None], *, foreign:
     """`write(staging)` fills a new directory that replaces `output_dir` whole (see staged_directory)."""
     with staged_directory(output_dir, foreign=foreign, overwrite=overwrite) as staging:
         write(staging)
+
+
+def write_json(record: dict, path: str) -> None:
+    """`record` as the JSON file `path` (a local path), written beside it and renamed into place: a failure leaves an
+    earlier file whole, and a reader never sees half of one."""
+    partial = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(partial, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)

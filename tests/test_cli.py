@@ -9,7 +9,7 @@ import re
 import pytest
 
 from demo.command import demo_parser
-from downstream import embed, export, fill_mask
+from downstream import embed, export, fill_mask, score
 from downstream.contextual import retrieve_command, senses_command, similarity
 from downstream.finetune import command as finetune
 from pipelines import prep
@@ -17,6 +17,14 @@ from pipelines.commands import inspect, tokenize
 from tests.helpers import run_cli
 from trainer import pretrain
 from trainer.config import TrainConfig
+
+
+
+def action_parser(action: str) -> argparse.ArgumentParser:
+    """The parser of one `clozeforge senses` action (`clozeforge senses fit --help`)."""
+    parser = senses_command.senses_parser()
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[action]
+
 
 PARSERS = {
     "prep": prep.parser,
@@ -26,9 +34,10 @@ PARSERS = {
     "export": export.export_parser,
     "fill-mask": fill_mask.fill_mask_parser,
     "embed": embed.embed_parser,
+    "score": score.score_parser,
     "finetune": finetune.finetune_parser,
     "senses": senses_command.senses_parser,
-    **{f"senses {action}": (lambda action=action: senses_command.action_parser(action)) for action in senses_command.ACTIONS},
+    **{f"senses {action}": (lambda action=action: action_parser(action)) for action in senses_command.ACTIONS},
     "similarity": similarity.similarity_parser,
     "retrieve": retrieve_command.retrieve_parser,
     "demo": demo_parser,

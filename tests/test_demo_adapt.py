@@ -1,4 +1,4 @@
-"""`clozeforge demo --adapt`: its refusal without a finished demo, and the man-page corpus it continues on."""
+"""`clozeforge demo --adapt`: its refusal without a finished demo, the man-page corpus it continues on, and its scoring stage."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from downstream.finetune.builtin.man_sections import write_pages
 
@@ -48,3 +50,29 @@ def test_adapt_without_a_finished_demo_is_one_line(tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--adapt continues a finished demo's export" in lines[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.integration  # `clozeforge score` twice, as the demo runs it
+def test_adapt_scores_both_models_on_the_tasks_held_out_text(tmp_path, capsys):
+    """demo --adapt's scoring stage (flows.score_both): the man-sections task's test rows, one a line, scored by
+    `clozeforge score` for the source and the adapted model; the same model twice gives the same figures."""
+    pytest.importorskip("transformers")
+    from demo.flows import score_both
+    from downstream.export import export_hf
+    from tests.helpers import learned_vocab_dir
+    from trainer.model import BertForPretraining, ModelConfig
+
+    rows = [{"text": f"List information about the FILEs\nin a long listing, number {i}.", "label": "1 commands"} for i in range(6)]
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    vocab = learned_vocab_dir(tmp_path / "vocab", [r["text"] for r in rows], vocab_size=200)
+    shape = ModelConfig(vocab_size=200, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=48, max_position_embeddings=64)
+    export_hf(BertForPretraining(shape, seed=1).state_dict(), shape, vocab, str(tmp_path / "hf"))
+    adapted = tmp_path / "adapt"
+    adapted.mkdir()
+    score_both(str(tmp_path / "hf"), str(tmp_path / "hf"), str(task), str(adapted))
+    assert (adapted / "heldout.txt").read_text(encoding="utf-8").splitlines() == [" ".join(r["text"].split()) for r in rows]
+    source, again = (json.loads((adapted / f"score-{name}.json").read_text()) for name in ("source", "adapted"))
+    assert source["lines"]["scored"] == 6 and source["mlm_accuracy"] == again["mlm_accuracy"]
+    assert "held-out masked-LM accuracy" in capsys.readouterr().out

@@ -2,10 +2,11 @@
 
 The flow of the house, lowest layer first: schemas/ (the contracts) ← process/ (the plumbing every job's processes
 share: launch, signals, precision, threads, locks, outputs, exits) ← pipelines/ and trainer/ (the two halves) ←
-downstream/ (what uses a checkpoint) ← demo/ ← clozeforge.py (the command table) ← bench/. A module may import its
-own layer and those below it, never one above; pipelines/ and trainer/ do not import each other (prep never imports
-torch, train never imports apache_beam). And no import loop between modules, lazy imports inside functions included:
-a loop means two modules that cannot be read, tested or moved one without the other.
+downstream/ (what uses a checkpoint) ← demo/ ← clozeforge.py (the command table) ← bench/ and experiments/ (the
+timings against peers, and the studies). A module may import its own layer and those below it, never one above;
+pipelines/ and trainer/ do not import each other (prep never imports torch, train never imports apache_beam), nor do
+bench/ and experiments/; nothing in the product imports either of them. And no import loop between modules, lazy
+imports inside functions included: a loop means two modules that cannot be read, tested or moved one without the other.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("schemas", "process", "pipelines", "trainer", "downstream", "demo", "bench")
-LAYER = {"schemas": 0, "process": 1, "pipelines": 2, "trainer": 2, "downstream": 3, "demo": 4, "clozeforge": 5, "bench": 6}
+PACKAGES = ("schemas", "process", "pipelines", "trainer", "downstream", "demo", "bench", "experiments")
+LAYER = {"schemas": 0, "process": 1, "pipelines": 2, "trainer": 2, "downstream": 3, "demo": 4, "clozeforge": 5, "bench": 6,
+         "experiments": 6}
 """Each top-level part's layer: an import goes to the same layer or a lower one."""
-SIBLINGS_APART = {("pipelines", "trainer"), ("trainer", "pipelines")}
+SIBLINGS_APART = {("pipelines", "trainer"), ("trainer", "pipelines"), ("bench", "experiments"), ("experiments", "bench")}
 """Parts of one layer that never import each other."""
+PRODUCT = ("schemas", "process", "pipelines", "trainer", "downstream", "demo", "clozeforge")
+"""What a user installs: the parts below bench/ and experiments/."""
 KNOWN_LOOPS: list[list[str]] = []
 """Loops left on purpose, each with its way out (none: export_electra's lazy import of export's ExportError went with
 the pre-LN check it served, which ModelConfig already makes for ELECTRA)."""
@@ -84,6 +88,15 @@ def test_the_tree_is_read_whole():
     assert "process.launch" in edges["trainer.pretrain"]
 
 
+def test_the_product_never_imports_bench_or_experiments():
+    """A timing or a study may import the product; the product imports neither, not even lazily: what a study decides
+    becomes a default with a one-line reason and a link to experiments/README.md."""
+    assert set(PRODUCT) | {"bench", "experiments"} == set(LAYER)
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph().items() if part(m) in PRODUCT for t in targets
+                   if part(t) in ("bench", "experiments"))
+    assert wrong == []
+
+
 @pytest.mark.parametrize("lower", sorted(LAYER, key=LAYER.get))
 def test_no_import_runs_up_a_layer(lower):
     """A module imports its own layer or a lower one: schemas/ imports none of the others, trainer/ never imports
@@ -97,6 +110,7 @@ DOWNSTREAM_READS_OF_TRAINER = {
     "trainer": "the package itself, when a module below is imported",
     "trainer.model": "the network it exports, fills masks with, embeds with",
     "trainer.heads": "the network's heads (which an export drops) and the ignored label's value",
+    "trainer.masking": "the masking a run trains with, by which `clozeforge score` masks held-out text",
     "trainer.checkpoint": "a run's checkpoints, read to export them",
     "trainer.config": "a run's settings (train_config.json), read beside its checkpoints",
     "trainer.metrics": "a run's metrics.jsonl, whose figures an export's card reports",

@@ -54,7 +54,7 @@ class Miss:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """transformers without its load report and bars ("some weights were not used": an encoder leaves the heads
     aside), then its logging as it was, for a caller that loads models in the same process."""
     import transformers
@@ -86,7 +86,7 @@ class Encoder:
         from downstream.finetune.models import trained_length
 
         self.model_dir = model_dir
-        with _quiet_transformers() as transformers:
+        with quiet_transformers() as transformers:
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
             if not getattr(self.tokenizer, "is_fast", False):
                 raise ContractError(f"{model_dir}: its tokenizer has no fast (tokenizers) version, whose word boundaries "

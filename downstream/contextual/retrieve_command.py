@@ -37,6 +37,7 @@ import numpy as np
 from downstream.contextual import retrieval
 from downstream.contextual.retrieval import PairsError
 from process.exits import fail
+from process.outputs import write_json
 from schemas import ContractError
 from schemas.config import Config, add_flags, flag, from_flags
 
@@ -206,18 +207,6 @@ def table(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write(report: dict, path: str) -> None:
-    partial = f"{path}.tmp-{os.getpid()}"  # beside, then renamed: a failure leaves an earlier file whole
-    try:
-        with open(partial, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
-
-
 def groups_of(config: RetrievalConfig) -> tuple[dict, int]:
     """{(src, tgt): {"read", "dropped", "distinct", "sample"}} and the TSV's blank lines: everything the model is not
     needed for, so bad input fails before a model loads."""
@@ -262,7 +251,7 @@ def run(config: RetrievalConfig) -> int:
                 "the same tokens as another of their side: a query whose translation is one of them is a miss")
     if config.output:
         try:
-            _write(report, config.output)
+            write_json(report, config.output)
         except OSError as e:
             raise PairsError(f"--output {config.output}: {e.strerror or e}") from None
     print(table(report), end="")

@@ -312,12 +312,6 @@ def senses_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def action_parser(action: str) -> argparse.ArgumentParser:
-    """The parser of one action (`clozeforge senses fit --help`)."""
-    parser = senses_parser()
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[action]
-
-
 def senses_main(argv: list[str] | None = None) -> int:
     args = senses_parser().parse_args(argv)
     cls, field, _, run = ACTIONS[args.action]

@@ -31,8 +31,6 @@ def bytes_to_unicode() -> dict[int, str]:
 
 BYTE_CHARS = tuple(bytes_to_unicode()[b] for b in range(256))
 """The 256 symbols of the alphabet, in byte order: the first tokens after the special ones."""
-SPACE = bytes_to_unicode()[ord(" ")]
-"""'Ġ': a space byte, the mark of a word that follows white space."""
 
 
 class ByteLevelWords:

@@ -16,7 +16,7 @@ from downstream.contextual.similarity import _draw, anisotropy, similarity_main
 from downstream.contextual.standardize import Stats
 from tests.downstream.contextual_assets import docstring_lines, tiny_export
 
-# test inputs for the arithmetic (distinct scores, so the ranks are not tied), not a benchmark: bench/README.md has
+# test inputs for the arithmetic (distinct scores, so the ranks are not tied), not a study: experiments/README.md has
 # the figures on SimLex-999 and WordSim-353
 PAIRS = [("file", "directory", 7.0), ("list", "tuple", 8.5), ("return", "value", 4.0), ("string", "text", 9.0),
          ("error", "exception", 9.5), ("module", "function", 5.5), ("object", "instance", 8.0), ("line", "number", 2.0),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from pipelines.bpe.byte_level import BYTE_CHARS, SPACE, ByteLevelWords, bytes_to_unicode
+from pipelines.bpe.byte_level import BYTE_CHARS, ByteLevelWords, bytes_to_unicode
 from pipelines.bpe.config import BpeConfig
 from pipelines.bpe.files import write_bpe
 from pipelines.bpe.learner import LEADING, learn_bpe
@@ -18,6 +18,9 @@ from pipelines.documents.builtin_corpus import iter_documents
 from pipelines.tokenizer_kinds import KINDS
 from schemas.tokenizer_formats import BPE, word_boundary
 from tests.pipelines.mixed_text import mixed_texts
+
+SPACE = bytes_to_unicode()[ord(" ")]
+"""The symbol of a space byte, the mark of a word that follows white space."""
 
 
 def test_the_byte_alphabet_is_gpt2s_as_tokenizers_maps_it():

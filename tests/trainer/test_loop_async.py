@@ -206,7 +206,7 @@ COUNT_OPS = r"""
 import json
 from process import cpu_sharing
 cpu_sharing.apply()
-from bench._loop import dispatched_ops
+from tests.helpers import dispatched_ops
 from trainer.run.runtime import start_runtime, shutdown_runtime
 found = dispatched_ops(start_runtime("fp32"))
 shutdown_runtime()
@@ -216,7 +216,7 @@ print("OPS " + json.dumps(found))
 
 @pytest.mark.integration  # DeepSpeed in a child process
 def test_a_zero0_step_dispatches_what_a_bare_step_does(tmp_path):
-    """Six clipped steps (grad_clip 0.05 binds) through three copies of one model (bench/_loop.py's
+    """Six clipped steps (grad_clip 0.05 binds) through three copies of one model (tests/helpers.py's
     `dispatched_ops`, also on `bench/run.py train --loop`'s line): the trainer's engine, the same engine with
     DeepSpeed's own stage-0 clipping and one-rank all-reduce, and a bare loop (forward, backward, torch's
     clip_grad_norm_, AdamW). All three end at the same weights (the same arithmetic, up to float

@@ -1,6 +1,6 @@
 """Per-language figures of a shared vocabulary (issue 44): not a timing.
 
-`python bench/run.py languages [--quick]`: a multilingual corpus from this machine's own text, every translated man
+`python experiments/run.py languages [--quick]`: a multilingual corpus from this machine's own text, every translated man
 page language under /usr/share/man/<lang>/ (their first PAGES pages of man1, one document a page's prose), plus
 gettext catalogs for the scripts the man pages lack (Devanagari, Thai, Arabic and Hebrew, right to left: GROUP
 translated messages a document); `clozeforge prep --identify-languages` on it, uncased (the default) and `--cased`.

@@ -1,7 +1,7 @@
 """Translation language modelling against masked LM alone, at equal steps (issue 44): does TLM align languages?
 Not a timing: a quality comparison, scored by translation retrieval on pairs neither model saw.
 
-`python bench/run.py tlm [--quick]` (or `python bench/tlm.py --work DIR --steps N --seeds 1 2`, which keeps DIR):
+`python experiments/run.py tlm [--quick]` (or `python experiments/tlm.py --work DIR --steps N --seeds 1 2`, which keeps DIR):
 1. Monolingual text: the prose of this machine's man pages (one document a page; downstream/finetune/builtin's roff
    reader), English (man1-8) and the translations under /usr/share/man/<lang>/, one prep input a language.
    `clozeforge prep --packing full-sentences --cased` (uncased normalisation would strip Japanese voicing marks).
@@ -30,18 +30,17 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
-    sys.path[0] = ROOT  # run as a script: bench/tokenize.py would shadow the standard library's (as bench/run.py says)
+    sys.path[0] = ROOT  # run as a file: the repository root, so that the product's packages import
 
 import pyarrow.parquet as pq  # noqa: E402
 
 from downstream.finetune.builtin.man_sections import paragraphs  # noqa: E402
+from experiments._stages import clozeforge  # noqa: E402
 
 LANGUAGES = ("de", "fr", "ja", "ru", "zh_CN")
 """The languages beside English: man page translations and catalogs both exist for each; ja and zh_CN are CJK."""
@@ -49,20 +48,8 @@ HELD_OUT_SHARE = 4
 """One text domain in HELD_OUT_SHARE is held out (by a hash of its name), the same in every language."""
 
 
-def _log_run(command: list[str], log: str) -> None:
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n")
-        f.flush()
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode:
-        raise SystemExit(f"bench tlm: {command[3]} failed (exit {done.returncode}); see {log}")
-
-
 def _cli(*args: str, log: str) -> None:
-    started = time.time()
-    _log_run([sys.executable, "-m", "clozeforge", *args], log)
-    print(f"   {args[0]}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+    clozeforge(*args, log=log, study="tlm")
 
 
 def man_corpus(directory: str, pages: int, leave_out: str | None = None) -> dict[str, int]:
@@ -185,7 +172,7 @@ def transfer(hf: str, language: str, out: str, seeds: int, log: str) -> dict:
 
 def run(work: str, steps: int, seeds: list[int], pages: int, domains_cap: int | None, max_pairs: int, vocab_size: int,
         batch_size: int, transfer_to: str | None = None, transfer_seeds: int = 3) -> dict:
-    log = os.path.join(work, "bench.log")
+    log = os.path.join(work, "log.txt")
     corpus = os.path.join(work, "corpus")
     if not os.path.isdir(os.path.join(work, "mono")):
         os.makedirs(corpus, exist_ok=True)

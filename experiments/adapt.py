@@ -1,7 +1,7 @@
 """Continued pretraining scored on held-out text of the new domain, with transformers.
 
-    python bench/adapt.py run SOURCE --work DIR [--steps 1500] [--without-record] [--name NAME] [-- TRAIN FLAGS]
-    python bench/adapt.py score MODEL [MODEL ...] --lines FILE [--max-lines 1000] [--seed 0]
+    python experiments/adapt.py run SOURCE --work DIR [--steps 1500] [--without-record] [--name NAME] [-- TRAIN FLAGS]
+    python experiments/adapt.py score MODEL [MODEL ...] --lines FILE [--max-lines 1000] [--seed 0]
 
 In:  SOURCE, a HuggingFace BERT directory (a `clozeforge export`); the machine's man pages
      (downstream/finetune/builtin/man_sections.write_pages, `clozeforge demo --adapt`'s corpus).
@@ -9,20 +9,18 @@ Out: `run`: WORK/corpus/ (train.jsonl, heldout.txt, split.json), WORK/prep-<voca
      the demo's --adapt flags without --decontaminate), WORK/NAME/run and WORK/NAME/hf (`train --init-from SOURCE
      --max-steps STEPS` with no other flag but TRAIN FLAGS, then `export`), and WORK/NAME/adapt.json: the rate line
      the trainer printed, the run's validation curve (step 0 is the source) and the held-out MLM accuracy of the
-     source and of the export. `score`: the same accuracy for each MODEL, and the paired difference of the last
-     against the first. Each prints its figures as one JSON object on its last line.
+     source and of the export. `score`: the same accuracy (and pseudo-perplexity) for each MODEL, and the paired
+     difference of the last against the first. Each prints its figures as one JSON object on its last line.
 
 The split: write_pages' pages (its hashed order, corpus_mb / 0.9 MB of them); a page is held out when the first byte
 of sha256(its text) is divisible by 10 (~10%), the rest is the continued-pretraining corpus. The held-out lines are
 the paragraphs of held-out pages of 8 words or more that occur in no training page (man pages share boilerplate:
 those are dropped and counted), each once, in page order.
-The score: each line tokenized by the model's own tokenizer (truncated at its model_max_length); 15% of its
-non-special tokens (at least one) selected by a generator seeded with (seed, line number), 80% replaced by [MASK],
-10% by a random non-special token, 10% kept, as BERT; accuracy is the share of selected tokens the MLM head's argmax
-restores. Models with the same vocabulary get the same masks, so the difference is paired. Standard errors are
-clustered by line (the masked tokens of one line are not independent draws). `--without-record` continues from a
+The score is `clozeforge score`'s (downstream/score.py: the trainer's BERT masks seeded by (seed, line number), accuracy
+the share of masked tokens the MLM head's argmax restores, SE clustered by line). Models with the same vocabulary get
+the same masks, so the difference is paired, line by line. `--without-record` continues from a
 copy of SOURCE without its model card, so the trainer's width rule picks the rate (trainer/start/rate.py).
-Figures: bench/README.md "adapt", trainer/start/README.md.
+Figures: experiments/README.md "adapt", trainer/start/README.md.
 """
 
 from __future__ import annotations
@@ -30,19 +28,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import os
 import shutil
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if __name__ == "__main__":  # run as a script: bench/tokenize.py would shadow the standard library's tokenize
+if __name__ == "__main__":  # run as a file: the repository root, so that the product's packages import
     sys.path[0] = ROOT
 
-MASK_PROB, MIN_WORDS, HELD_OUT_MODULUS = 0.15, 8, 10
+from experiments._stages import clozeforge  # noqa: E402
+
+MIN_WORDS, HELD_OUT_MODULUS = 8, 10
 
 
 def split_corpus(work: str, corpus_mb: float) -> dict:
@@ -85,87 +82,30 @@ def split_corpus(work: str, corpus_mb: float) -> dict:
     return counts
 
 
-def _masks(ids: list[int], special: set[int], vocab_size: int, mask_id: int, seed: int, index: int):
-    """(input ids, selected positions, their original ids) of one line, as the module says."""
-    import torch
+def score(models: list[str], lines_file: str, max_lines: int = 1000, seed: int = 0, batch: int = 16) -> dict:
+    """Held-out MLM accuracy (and pseudo-perplexity) of each model on the first `max_lines` lines, by `clozeforge
+    score`'s own scorer, and last minus first, paired by line."""
+    from downstream.score import clustered_mean, figures, read_lines, score_lines
 
-    g = torch.Generator().manual_seed(seed * 1_000_003 + index)
-    candidates = [i for i, t in enumerate(ids) if t not in special]
-    k = max(1, round(MASK_PROB * len(candidates)))
-    chosen = sorted(candidates[j] for j in torch.randperm(len(candidates), generator=g)[:k].tolist())
-    inputs = list(ids)
-    ordinary = [t for t in range(vocab_size) if t not in special]
-    for position in chosen:
-        r = torch.rand((), generator=g).item()
-        if r < 0.8:
-            inputs[position] = mask_id
-        elif r < 0.9:
-            inputs[position] = ordinary[int(torch.randint(len(ordinary), (), generator=g))]
-    return inputs, chosen, [ids[p] for p in chosen]
-
-
-def _clustered(per_line: list[tuple[float, int]]) -> tuple[float, float]:
-    """Mean over tokens and its standard error clustered by line, from (sum over the line's tokens, tokens) pairs."""
-    total, n = sum(s for s, _ in per_line), sum(k for _, k in per_line)
-    mean, lines = total / n, len(per_line)
-    spread = sum((s - mean * k) ** 2 for s, k in per_line)
-    return mean, math.sqrt(lines / max(lines - 1, 1) * spread) / n
-
-
-def score(models: list[str], lines_file: str, max_lines: int = 1000, seed: int = 0, batch: int = 64) -> dict:
-    """Held-out MLM accuracy of each model on the first `max_lines` lines, and last minus first, paired."""
-    import torch
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging
-
-    logging.set_verbosity_error()  # the pooler and NSP head a masked-LM class leaves unread are expected
-    with open(lines_file, encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f if line.strip()][:max_lines]
-    correct: dict[str, list[list[int]]] = {}
-    vocabularies = set()
-    for path in models:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        vocabularies.add(tuple(sorted(tokenizer.get_vocab().items())))
-        model = AutoModelForMaskedLM.from_pretrained(path).eval()
-        special = set(tokenizer.all_special_ids)
-        encoded = tokenizer(lines, truncation=True, max_length=tokenizer.model_max_length)["input_ids"]
-        masked = [_masks(ids, special, len(tokenizer), tokenizer.mask_token_id, seed, i) for i, ids in enumerate(encoded)]
-        rows = []
-        for start in range(0, len(masked), batch):
-            chunk = masked[start:start + batch]
-            width = max(len(m[0]) for m in chunk)
-            ids = torch.tensor([m[0] + [tokenizer.pad_token_id] * (width - len(m[0])) for m in chunk])
-            attention = torch.tensor([[1] * len(m[0]) + [0] * (width - len(m[0])) for m in chunk])
-            with torch.no_grad():
-                predicted = model(input_ids=ids, attention_mask=attention).logits.argmax(-1)
-            rows += [[int(predicted[r, p] == t) for p, t in zip(m[1], m[2])] for r, m in enumerate(chunk)]
-        correct[path] = rows
-    if len(vocabularies) > 1:
-        raise SystemExit("bench adapt: the models' vocabularies differ, so their masks are not the same; score them apart")
-    out = {"lines": len(lines), "masked_tokens": sum(len(r) for r in next(iter(correct.values()))), "seed": seed,
-           "models": {}}
-    for path, rows in correct.items():
-        acc, se = _clustered([(sum(r), len(r)) for r in rows])
-        out["models"][path] = {"mlm_acc": round(acc, 4), "se": round(se, 4)}
+    lines, _ = read_lines(lines_file, max_lines)
+    scored = {path: score_lines(path, lines, seed, batch) for path in models}
+    if len({s.vocabulary for s in scored.values()}) > 1:
+        raise SystemExit("experiments adapt: the models' vocabularies differ, so their masks are not the same; score them apart")
+    first = scored[models[0]]
+    out = {"lines": len(first.line_numbers), "masked_tokens": sum(first.masked), "seed": seed, "models": {}}
+    for path, s in scored.items():
+        f = figures(s)
+        out["models"][path] = {"mlm_acc": f["mlm_accuracy"], "se": f["mlm_accuracy_se"], "pseudo_perplexity": f["pseudo_perplexity"]}
     if len(models) > 1:
-        first, last = correct[models[0]], correct[models[-1]]
-        gain, se = _clustered([(sum(b) - sum(a), len(a)) for a, b in zip(first, last)])
+        last = scored[models[-1]]
+        gain, se = clustered_mean([(b - a, k) for a, b, k in zip(first.correct, last.correct, first.masked)])
         out["gain"] = {"of": models[-1], "over": models[0], "mlm_acc": round(gain, 4), "se": round(se, 4)}
     return out
 
 
 def _cli(*args: str, log: str) -> str:
-    """Run `clozeforge ARGS` (its output appended to `log`); returns that output."""
-    command = [sys.executable, "-m", "clozeforge", *args]
-    started = time.time()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
-    if done.returncode:
-        raise SystemExit(f"bench adapt: {args[0]} failed (exit {done.returncode}); see {log}")
-    print(f"   {args[0]}: {time.time() - started:.0f} s (wall)", flush=True)
-    return done.stdout
+    """Run `clozeforge ARGS` (experiments/_stages.py); what it printed."""
+    return clozeforge(*args, log=log, study="adapt")[1]
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -1,4 +1,4 @@
-"""Benchmark: what a checkpoint's contextual vectors are worth as the notes use them: 1-NN word sense
+"""Study: what a checkpoint's contextual vectors are worth as the notes use them: 1-NN word sense
 disambiguation on WordNet's gloss examples, word similarity on SimLex-999 and WordSim-353, and anisotropy.
 
 In:  the demo's directory (CLOZEFORGE_DEMO, default ./clozeforge-demo: its export hf/, its run/ with checkpoints, and
@@ -9,8 +9,8 @@ Out: the last JSON line: per model (the demo's export; a BertForMaskedLM made he
      weights and saved with save_pretrained, with the demo's tokenizer, to show the commands take any BERT) and
      standardisation (none, zscore fitted on the training texts): 1-NN accuracy ± SE, the scratch model of the same
      shape, MFS (training counts), WordNet's first sense, random; the sweep over the run's checkpoints
-     (bench/senses_sweep.png); Spearman per layer raw and z-scored and the anisotropy figures
-     (bench/similarity_*.png). `quick`: six lemmas and 60 pairs, nothing copied into bench/.
+     (experiments/senses_sweep.png); Spearman per layer raw and z-scored and the anisotropy figures
+     (experiments/similarity_*.png). `quick`: six lemmas and 60 pairs, nothing copied into experiments/.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _run(main, argv: list[str]) -> None:
 def main(corpus: str | None, quick: bool) -> dict:
     demo = os.path.abspath(os.environ.get("CLOZEFORGE_DEMO", "clozeforge-demo"))
     if not os.path.exists(os.path.join(demo, "hf", "config.json")):
-        raise SystemExit(f"bench contextual: {demo}/hf: no export; run `clozeforge demo` first (or set CLOZEFORGE_DEMO)")
+        raise SystemExit(f"experiments contextual: {demo}/hf: no export; run `clozeforge demo` first (or set CLOZEFORGE_DEMO)")
     out = os.path.join(HERE, "out", "contextual" + ("-quick" if quick else ""))
     os.makedirs(out, exist_ok=True)
     data = os.path.join(out, "wordnet")

@@ -1,9 +1,9 @@
 """The recipe race (issue 46): every candidate pretrains for the same seconds, and is scored on tasks kept apart.
 
-`python bench/run.py race` (the defaults) or `python bench/race.py [--budget SECONDS] [--seeds 1 2] [--only NAME ...]
+`python experiments/run.py race` (the defaults) or `python experiments/race.py [--budget SECONDS] [--seeds 1 2] [--only NAME ...]
 [--work DIR] [--precision fp32]`.
 
-In:  CANDIDATES (one row each: a recipe as bench/recipe.py's flags), a training budget in seconds, the pretraining
+In:  CANDIDATES (one row each: a recipe as experiments/recipe_trial.py's flags), a training budget in seconds, the pretraining
      seeds. The candidates run one after another on this machine, never side by side.
 Out: WORK/race.json, and the same as the last line: per candidate the steps its budget buys here (a short probe of
      its own training measures its steps a second), the seconds each seed's training took, and its mean gain over
@@ -18,7 +18,7 @@ Out: WORK/race.json, and the same as the last line: per candidate the steps its 
 Every recipe is the demo's before the race (tiny, 64-token rows, batch 32, lr 3e-3, dropout 0, 4,096 WordPiece pieces
 learnt once from 6 MB of docstrings; a row with another corpus kind learns its own) but for its row's flags, and fine-tunes with the demo's protocol (demo/flows.py
 DEMO_FINETUNE: both arms on the same grid). Candidates of one model shape and corpus kind share one scratch arm (the
-same architecture, vocabulary, seeds and grid give the same scratch runs); bench/recipe.py does each run and keeps
+same architecture, vocabulary, seeds and grid give the same scratch runs); experiments/recipe_trial.py does each run and keeps
 its files under WORK/NAME-sSEED.
 """
 
@@ -29,7 +29,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[0] = ROOT  # first: bench/tokenize.py would shadow the standard library's tokenize (dataclasses imports it)
+sys.path[0] = ROOT  # run as a file: the repository root, so that the product's packages and `experiments` import
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
@@ -39,7 +39,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
-from bench import recipe  # noqa: E402
+from experiments import recipe_trial  # noqa: E402
 from downstream.finetune.builtin import DEMO, HELD_OUT  # noqa: E402
 
 
@@ -50,8 +50,8 @@ class Candidate:
     flags: tuple[str, ...] = ()
 
     def recipe(self) -> argparse.Namespace:
-        """The row as bench/recipe.py reads it: its flags over recipe.py's defaults (the demo's recipe)."""
-        return recipe.recipe_parser().parse_args([self.name, *self.flags])
+        """The row as experiments/recipe_trial.py reads it: its flags over its defaults (the demo's recipe)."""
+        return recipe_trial.recipe_parser().parse_args([self.name, *self.flags])
 
 
 CANDIDATES = (
@@ -81,12 +81,12 @@ a 240 s budget."""
 def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
     """Steps a second of the candidate's training on this machine: a short run of the same command."""
     r = candidate.recipe()
-    prep = recipe.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus)
+    prep = recipe_trial.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus)
     pairs = os.path.join(prep, "pairs")
     run = os.path.join(work, "probes", candidate.name)
     if not os.path.exists(os.path.join(run, "metrics.jsonl")):
         subprocess.run(["rm", "-rf", run], check=True)
-        recipe._cli("train", "--data", pairs, "--output", run, "--model", r.model, "--batch-size", str(r.batch_size),
+        recipe_trial._cli("train", "--data", pairs, "--output", run, "--model", r.model, "--batch-size", str(r.batch_size),
                     "--lr", r.lr, "--mask-prob", r.mask_prob, "--dropout", r.dropout,
                     "--objective", r.objective, "--precision", precision, "--zero-stage", "0",
                     "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
@@ -98,7 +98,7 @@ def _run_rate(run: str, pairs: str, batch_size: int) -> float:
     with open(os.path.join(run, "metrics.jsonl")) as f:
         windows = [json.loads(line) for line in f if line.strip()]
     rates = [r["tokens_per_s"] for r in windows if "tokens_per_s" in r][1:]
-    return statistics.median(rates) / (batch_size * recipe.mean_pair_tokens(pairs))
+    return statistics.median(rates) / (batch_size * recipe_trial.mean_pair_tokens(pairs))
 
 
 def _read_steps(here: str) -> int:
@@ -129,7 +129,7 @@ def table(results: list[dict]) -> str:
 
 
 def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(prog="bench/race.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="experiments/race.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="race", help="work directory, shared by every candidate (default: %(default)s)")
     ap.add_argument("--budget", type=float, default=240.0, help="training seconds of each run (default: %(default)s)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="pretraining seeds (default: 1 2)")
@@ -141,7 +141,7 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     chosen = [c for c in CANDIDATES if args.only is None or c.name in args.only]
     unknown = set(args.only or ()) - {c.name for c in CANDIDATES}
     if unknown:
-        raise SystemExit(f"bench race: unknown candidate {', '.join(sorted(unknown))}; candidates: {', '.join(c.name for c in CANDIDATES)}")
+        raise SystemExit(f"experiments race: unknown candidate {', '.join(sorted(unknown))}; candidates: {', '.join(c.name for c in CANDIDATES)}")
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "log.txt")
@@ -157,9 +157,9 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
         # TOLERANCE, that run is trained again with the steps its rate gives, and the other seeds train those
         first = os.path.join(work, f"{candidate.name}-s{args.seeds[0]}")
         base = [f"{candidate.name}-s{args.seeds[0]}", "--work", work, "--seed", str(args.seeds[0]), "--precision", args.precision]
-        recipe.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
+        recipe_trial.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
         trained = _read_steps(first)
-        pairs = os.path.join(recipe.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus), "pairs")
+        pairs = os.path.join(recipe_trial.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus), "pairs")
         corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs, r.batch_size) / 10)) * 10)
         scored = os.path.exists(os.path.join(first, "recipe.json"))  # fine-tuned already: kept as it is, and said so
         if scored and corrected != trained:
@@ -167,14 +167,14 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
         elif abs(corrected - trained) > TOLERANCE * trained:
             print(f"   {candidate.name}: its run trained {corrected / trained:.2f}x the steps it should: again with {corrected}", flush=True)
             subprocess.run(["rm", "-rf", first], check=True)
-            recipe.main([*base, "--steps", str(corrected), "--tasks", "none", *candidate.flags])
+            recipe_trial.main([*base, "--steps", str(corrected), "--tasks", "none", *candidate.flags])
             trained = corrected
         steps = trained
         summaries = []
         for seed in args.seeds:
             name = f"{candidate.name}-s{seed}"
             shared = ["--scratch-from", scratch[shape]] if shape in scratch else []
-            recipe.main([name, "--work", work, "--seed", str(seed), "--steps", str(steps), "--precision", args.precision,
+            recipe_trial.main([name, "--work", work, "--seed", str(seed), "--steps", str(steps), "--precision", args.precision,
                          "--tasks", "all", "--seeds", "1" if quick else "3", *shared, *candidate.flags])
             scratch.setdefault(shape, name)
             with open(os.path.join(work, name, "recipe.json")) as f:
@@ -201,4 +201,4 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
 
 if __name__ == "__main__":
     started = time.time()
-    print(json.dumps({"bench": "race", **main(argv=sys.argv[1:]), "wall_s": round(time.time() - started, 1)}))
+    print(json.dumps({"study": "race", **main(argv=sys.argv[1:]), "wall_s": round(time.time() - started, 1)}))

@@ -1,4 +1,4 @@
-"""Benchmark: what the pre-training objectives buy at equal tokens, so a user can choose `--masking`,
+"""Study: what the pre-training objectives buy at equal tokens, so a user can choose `--masking`,
 `--mask-prob` and `--nsp-weight`.
 
 In:  `corpus`, a glob of .txt / .jsonl(.gz|.zst) files, or None for the built-in docstring corpus (3 MB; 0.5 MB
@@ -69,10 +69,6 @@ def _prep(corpus: str | None, quick: bool, work: str) -> Manifest:
     return Manifest.read(os.path.join(work, "prep", "pairs"))
 
 
-def _masker(config: MaskingConfig, manifest: Manifest, tokens: list[str]) -> Masker:
-    return Masker.for_vocabulary(config, tokens, manifest.special_tokens["[MASK]"])
-
-
 @torch.no_grad()
 def _evaluate(model: BertForPretraining, batches: list[dict], autocast) -> dict[str, float]:
     model.eval()
@@ -92,7 +88,7 @@ def _evaluate(model: BertForPretraining, batches: list[dict], autocast) -> dict[
             "nsp_acc": sums["nsp_correct"] / sums["nsp_count"]}
 
 
-def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: list[dict], autocast) -> dict:
+def _train(name: str, manifest: Manifest, steps: int, valid: list[dict], autocast) -> dict:
     variant = VARIANTS[name]
     masking, lr = variant.masking, variant.lr
     cfg = ModelConfig.preset("tiny", vocab_size=manifest.vocab["size"], pad_token_id=manifest.special_tokens["[PAD]"],
@@ -102,7 +98,7 @@ def _train(name: str, manifest: Manifest, tokens: list[str], steps: int, valid: 
     optimizer = adamw(model, lr=lr, weight_decay=0.01, eps=1e-6)  # the trainer's
     schedule = lr_lambda(TrainConfig(data="-", output="-", max_steps=steps, lr=lr))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    stream = ShardStream(manifest, split="train", batch_size=BATCH, masker=_masker(masking, manifest, tokens), seed=SEED)
+    stream = ShardStream(manifest, split="train", batch_size=BATCH, masker=Masker.for_manifest(masking, manifest), seed=SEED)
     tokens_seen = predictions = 0
     for step, batch in zip(range(steps), stream):
         torch.manual_seed(hash((SEED, step)) & 0x7FFF_FFFF)  # the same dropout draws for every variant
@@ -127,12 +123,11 @@ def main(corpus: str | None, quick: bool) -> dict:
     steps, eval_batches = (40, 4) if quick else (1500, 40)
     with tempfile.TemporaryDirectory(prefix="clozeforge-quality-") as work:
         manifest = _prep(corpus, quick, work)
-        tokens = manifest.read_vocab_tokens()
         valid_stream = ShardStream(manifest, split="validation", batch_size=BATCH, seed=SEED + 1, epochs=1,
-                                   masker=_masker(EVAL_MASKING, manifest, tokens))
+                                   masker=Masker.for_manifest(EVAL_MASKING, manifest))
         valid = [{k: v for k, v in b.items() if k != "position"} for _, b in zip(range(eval_batches), valid_stream)]
         train_pairs = manifest.splits["train"]
-        rows = [_train(name, manifest, tokens, steps, valid, autocast) for name in VARIANTS]
+        rows = [_train(name, manifest, steps, valid, autocast) for name in VARIANTS]
     reference = rows[0]["mlm_acc"]
     for row in rows:
         row["delta_mlm_acc"] = round(row["mlm_acc"] - reference, 4)

@@ -1,4 +1,4 @@
-"""bench/adapt.py's scorer (held-out MLM accuracy with transformers) on a tiny export and real man-page prose: the
+"""experiments/adapt.py's scorer (held-out MLM accuracy by `clozeforge score`'s scorer, with transformers) on a tiny export and real man-page prose: the
 masks are BERT's 15% of each line's non-special tokens (at least one), the same for every model of the vocabulary and
 on every call, and a model scored against itself gains exactly 0."""
 
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from bench import adapt  # noqa: E402
+from experiments import adapt  # noqa: E402
 from downstream.export import export_hf  # noqa: E402
 from downstream.finetune.builtin.man_sections import paragraphs, read_page  # noqa: E402
 from tests.helpers import learned_vocab_dir  # noqa: E402

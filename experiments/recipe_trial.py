@@ -1,4 +1,4 @@
-"""A pretraining recipe, scored by what it earns downstream: `python bench/recipe.py NAME [recipe flags]`.
+"""A pretraining recipe, scored by what it earns downstream: `python experiments/recipe_trial.py NAME [recipe flags]`.
 
 In:  a recipe (tokenizer and packing, hence the family: BERT's WordPiece + NSP pairs, RoBERTa's byte-level BPE + full
      or doc sentences; model preset, sequence length, an optional short phase at 128 tokens, steps, lr, masking
@@ -6,8 +6,8 @@ In:  a recipe (tokenizer and packing, hence the family: BERT's WordPiece + NSP p
 Out: WORK/NAME/ (run, export, fine-tuning results per task) and WORK/NAME/recipe.json: pretraining tokens and
      steps, validation MLM accuracy, and per built-in task the export's test score against the same model from
      scratch (`clozeforge finetune --baseline scratch`, paired mean ± SE over seeds), their mean over the demo's
-     tasks and over the held-out ones. Its last line is that JSON. bench/README.md "recipe" holds the search.
-     `python bench/recipe.py compare --work DIR A B`: recipe A's exports against B's, task by task, paired over the
+     tasks and over the held-out ones. Its last line is that JSON. experiments/README.md "recipe" holds the search.
+     `python experiments/recipe_trial.py compare --work DIR A B`: recipe A's exports against B's, task by task, paired over the
      fine-tuning seeds (both fine-tuned with the same seeds and flags), and their mean; its last line is that JSON.
 
 Every stage is the command a user would type, each in its own process, as `clozeforge demo` runs them. The corpus
@@ -22,13 +22,11 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[0] = ROOT  # bench/tokenize.py would shadow the standard library's tokenize
+sys.path[0] = ROOT  # run as a file: the repository root, so that the product's packages import
 
 from demo import corpus as demo_corpus  # noqa: E402
 from demo.flows import DEMO_FINETUNE  # noqa: E402  (the demo's fine-tuning recipe, both arms' grids)
@@ -38,21 +36,12 @@ from downstream.finetune.builtin import (  # noqa: E402
     TASKS,
     report,  # noqa: E402
 )
+from experiments._stages import clozeforge  # noqa: E402
 
 
 def _cli(*args: str, log: str) -> float:
-    command = [sys.executable, "-m", "clozeforge", *args]
-    started = time.time()
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(command)}\n")
-        f.flush()
-        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore", "TOKENIZERS_PARALLELISM": "false"})
-    if done.returncode:
-        raise SystemExit(f"bench recipe: {args[0]} failed (exit {done.returncode}); see {log}")
-    elapsed = time.time() - started
-    print(f"   {args[0]}: {elapsed:.0f} s", flush=True)
-    return elapsed
+    """Run `clozeforge ARGS` (experiments/_stages.py); its wall seconds."""
+    return clozeforge(*args, log=log, study="recipe_trial")[0]
 
 
 CORPUS_MB = 6.0
@@ -136,7 +125,7 @@ def compare(argv: list[str]) -> int:
     """Recipe A's fine-tuned exports against recipe B's on the tasks both ran: per task the paired difference of
     their test scores over the fine-tuning seeds (each seed's data order and head the same in both), then the mean
     over tasks with its SE, sqrt(sum of SE^2) / n (seed noise only, as the gains' mean)."""
-    ap = argparse.ArgumentParser(prog="bench/recipe.py compare", description=compare.__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="experiments/recipe_trial.py compare", description=compare.__doc__.split("\n")[0])
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--work", default="recipes")
@@ -155,7 +144,7 @@ def compare(argv: list[str]) -> int:
                      "difference": round(mean, 4), "se": round(se, 4)})
         print(f"{task}: {rows[-1][args.a]:.1f} against {rows[-1][args.b]:.1f}: {mean:+.1f} ± {se:.1f}")
     if not rows:
-        raise SystemExit(f"bench recipe compare: {args.a} and {args.b} share no fine-tuned task under {args.work}")
+        raise SystemExit(f"experiments recipe_trial compare: {args.a} and {args.b} share no fine-tuned task under {args.work}")
     mean = sum(r["difference"] for r in rows) / len(rows)
     se = math.sqrt(sum(r["se"] ** 2 for r in rows)) / len(rows)
     print(f"mean of {len(rows)}: {mean:+.1f} ± {se:.1f}")

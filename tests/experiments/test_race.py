@@ -1,4 +1,4 @@
-"""bench/race.py's arithmetic and its candidates: each row's flags are bench/recipe.py's, and the race's SE counts
+"""experiments/race.py's arithmetic and its candidates: each row's flags are experiments/recipe_trial.py's, and the race's SE counts
 the spread between pretraining seeds as well as the fine-tuning seeds'."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from bench import race, recipe  # noqa: E402
+from experiments import race  # noqa: E402
+from experiments import recipe_trial as recipe  # noqa: E402
 
 
 def rows(*gains_and_ses):

@@ -24,6 +24,7 @@ from demo import corpus as builtin  # standard library only (its writers import 
 from demo.prep_cache import prep
 from demo.supervisor import run_stage, stage_command, training_kept
 from process.cpu_sharing import usable_cores  # standard library only
+from process.exits import fail
 
 EXAMPLES = [
     "Return a new [MASK] with the same elements.",
@@ -161,16 +162,14 @@ def adapt(args: argparse.Namespace) -> int:
     work = os.path.abspath(args.workdir)
     source, adapted = os.path.join(work, "hf"), os.path.join(work, "adapt")
     if not os.path.exists(os.path.join(source, "config.json")):
-        print(f"clozeforge demo: error: --adapt continues a finished demo's export, and {source} has none; "
-              f"run `clozeforge demo --workdir {args.workdir}` first", file=sys.stderr)
-        return 2
+        return fail("demo", f"--adapt continues a finished demo's export, and {source} has none; "
+                    f"run `clozeforge demo --workdir {args.workdir}` first")
     started, task = time.time(), TASKS["man-sections"]
     tasks = os.path.join(adapted, "task")
     try:
         task.write(tasks)
     except LookupError as e:  # a machine without man pages
-        print(f"clozeforge demo: error: --adapt needs the man pages its task and corpus are made of: {e}", file=sys.stderr)
-        return 2
+        return fail("demo", f"--adapt needs the man pages its task and corpus are made of: {e}")
     os.makedirs(os.path.join(adapted, "corpus"), exist_ok=True)
     corpus = os.path.join(adapted, "corpus", "man.jsonl")
     size = write_pages(corpus, int((args.corpus_mb or 6.0) * 1e6))  # 6 MB of man pages unless --corpus-mb

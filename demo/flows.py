@@ -17,7 +17,6 @@ import argparse
 import importlib.util
 import json
 import os
-import sys
 import time
 
 from demo import corpus as builtin  # standard library only (its writers import their readers when they run)

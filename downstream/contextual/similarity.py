@@ -261,7 +261,7 @@ def _foreign(path: str) -> str | None:
 
 
 def run(config: SimilarityConfig) -> int:
-    from downstream.finetune.recipe import resolve_device
+    from downstream.finetune.loop import resolve_device
 
     check_destination(config.output, overwrite=config.overwrite, foreign=_foreign)
     encoder = Encoder(config.model, resolve_device(config.device))

@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output, recipe
+from downstream.finetune import loop, models, output
 from downstream.finetune.builtin import run as builtin_run
 from downstream.finetune.config import BUILTIN, FinetuneConfig
 from downstream.finetune.job import run_task
@@ -41,17 +41,17 @@ from schemas.config import add_flags, field_docs, from_flags
 
 def run(config: FinetuneConfig, dirs: models.ModelDirs) -> int:
     """The job (or the suite's jobs) on MODEL's and MODEL2's export directories (`models.export_dirs`)."""
-    place = recipe.join_ranks(config.device, config.precision, config.data_parallel)
+    place = loop.join_ranks(config.device, config.precision, config.data_parallel)
     try:
         if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
             from downstream.finetune.suites import run as suite_run
 
             if place.world_size > 1:
-                raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
+                raise ContractError(loop.SUITE_IN_ONE_PROCESS)
             return suite_run.run_suite(config, place, dirs)
         return run_task(config, place, dirs)
     finally:
-        recipe.leave_ranks()
+        loop.leave_ranks()
 
 
 def finetune_parser() -> argparse.ArgumentParser:
@@ -77,10 +77,10 @@ def finetune_main(argv: list[str] | None = None) -> int:
         return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
     if config.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
         try:
-            recipe.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
+            loop.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
         except ValueError as e:
             return _fail(str(e))
-        return recipe.launch(config.nproc_per_node, argv)
+        return loop.launch(config.nproc_per_node, argv)
     # "some weights were newly initialised" is the point of fine-tuning, and a bar per model load says nothing the
     # epoch lines do not; both are put back after, for a caller that runs this in its own process
     verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()

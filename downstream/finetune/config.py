@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from downstream.finetune.builtin import TASKS as BUILTIN
-from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
+from downstream.finetune.loop import DEVICES, STRATEGIES, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import KINDS, Columns
 from schemas.config import Config, flag

@@ -110,7 +110,7 @@ def test_the_loop_learns_a_separable_task(assets, tmp_path):
 
 
 def test_probe_trains_the_head_only(assets, tmp_path):
-    from downstream.finetune.recipe import freeze
+    from downstream.finetune.loop import freeze
 
     hf, _, _ = assets
     model = transformers.AutoModelForSequenceClassification.from_pretrained(hf, num_labels=3)

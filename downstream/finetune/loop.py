@@ -1,4 +1,5 @@
-"""The fine-tuning recipe, its loop, and where it runs: one (model, learning rate, seed) run → per-epoch validation scores.
+"""The fine-tuning loop, the recipe it trains by, and where it runs: one (model, learning rate, seed) run →
+per-epoch validation scores.
 
 In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
 Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;

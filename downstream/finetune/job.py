@@ -33,7 +33,7 @@ from downstream.finetune.data import Split
 from downstream.finetune.models import Arm
 from downstream.finetune.loop import Place
 from downstream.finetune.tasks import Features, Task
-from trainer.model.families import network_of_model_type
+from trainer.model.families import spelling_of_model_type
 
 
 def run_task(config, place: Place, dirs: models.ModelDirs) -> int:
@@ -245,7 +245,7 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
 
     torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:  # the export's: its dropouts' names
-        names = network_of_model_type(json.load(f).get("model_type")).hf_dropout
+        names = spelling_of_model_type(json.load(f).get("model_type")).hf_dropout
     overrides = {**task.head_config(), **dict.fromkeys(names, dropout)}
     cls = task.model_class()
     if pretrained:

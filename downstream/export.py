@@ -43,7 +43,7 @@ from downstream.output_dir import (
 from schemas import ContractError, Manifest, hf_tokenizers
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
-from schemas.tokenizer_formats import FORMATS, format_of
+from schemas.tokenizer_formats import TOKENIZER_FORMATS, format_of
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.model import electra as electra_names
@@ -191,7 +191,7 @@ def _model_card(model_config: ModelConfig, n_exported: int, n_dropped: int, card
             lines.append(str(value))
     lines += ["", "## Use", "", "```python", "from transformers import pipeline",
               "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
-              f"print(fill('Paris is the {FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
+              f"print(fill('Paris is the {TOKENIZER_FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
     return "\n".join(lines)
 
 

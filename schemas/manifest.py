@@ -48,7 +48,7 @@ from schemas import vocab as vocab_files
 from schemas.errors import ContractError
 from schemas.jsonl import file_object
 from schemas.pairs import PACKED_ROWS, PACKINGS, ROW_FORMATS, TLM_PAIRS, RowFormat
-from schemas.tokenizer_formats import FORMATS, format_named
+from schemas.tokenizer_formats import TOKENIZER_FORMATS, format_named
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT_VERSION = 2
@@ -99,7 +99,7 @@ class Manifest:
     # -- derived views -------------------------------------------------------------------------
     def special_id(self, role: str) -> int:
         """The id of the special token transformers calls `role` ("pad_token", "mask_token", "cls_token", ...)."""
-        roles = FORMATS[self.tokenizer].roles
+        roles = TOKENIZER_FORMATS[self.tokenizer].roles
         if role not in roles:
             raise ContractError(f"{self.url or 'manifest'}: a {self.tokenizer} vocabulary has no {role} (it has {', '.join(roles)})")
         return self.special_tokens[roles[role]]
@@ -289,7 +289,8 @@ def check_body(body: Any, where: str) -> None:
     if body.get("format_version") == 1:
         need("tokenizer" not in body, "tokenizer", "absent from a version-1 manifest (WordPiece)", body.get("tokenizer"))
     else:
-        need(body.get("tokenizer") in FORMATS, "tokenizer", f"one of {', '.join(FORMATS)}", body.get("tokenizer"))
+        need(body.get("tokenizer") in TOKENIZER_FORMATS, "tokenizer", f"one of {', '.join(TOKENIZER_FORMATS)}",
+             body.get("tokenizer"))
     for i, shard in enumerate(body["shards"]):
         field = f"shards[{i}]"
         need(isinstance(shard, dict), field, "an object", shard)

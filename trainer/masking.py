@@ -45,7 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from schemas.config import Config, check_choices, flag
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 
 STRATEGIES = ("bert", "wwm", "span")
 RANDOM_TOKEN_DISTS = ("uniform", "unigram")
@@ -187,7 +187,7 @@ class Masker:
         reserved tokens are never selected nor drawn, its word marks ('##' continues a word, 'Ġ' and '▁' start one)
         give whole-word and span masking their words."""
         tokens = manifest.read_vocab_tokens()
-        kind = FORMATS[manifest.tokenizer]
+        kind = TOKENIZER_FORMATS[manifest.tokenizer]
         continuation = manifest.read_word_boundary().continuation_flags(tokens, set(kind.special_tokens))
         return cls(config, vocab_size=len(tokens), special_ids=kind.never_produced(tokens),
                    mask_id=manifest.special_id("mask_token"), continuation=np.asarray(continuation, dtype=bool),

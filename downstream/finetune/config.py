@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from downstream.finetune.builtin import TASKS as BUILTIN
-from downstream.finetune.loop import DEVICES, STRATEGIES, Recipe
+from downstream.finetune.loop import DEVICES, TUNED_PARTS, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
-from downstream.finetune.tasks import KINDS, Columns
+from downstream.finetune.tasks import TASK_KINDS, Columns
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
 from trainer.precision import PRECISIONS
@@ -22,7 +22,7 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported once before the job starts (the latest, or those of --checkpoints)."""
-    task: str | None = flag(None, choices=(*KINDS, *BUILTIN))
+    task: str | None = flag(None, choices=(*TASK_KINDS, *BUILTIN))
     """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
     SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2). Or a built-in task
     made from this machine's text (man-sections, info-pairs, licences, ...: downstream/finetune/builtin/), its
@@ -93,7 +93,7 @@ class FinetuneConfig(Config):
     """AdamW weight decay (not on biases and LayerNorm)."""
     dropout: float = 0.1
     """Dropout of the encoder and the head while fine-tuning (BERT's 0.1; the export's own value is ignored)."""
-    strategy: str = flag(default="full", choices=STRATEGIES)
+    strategy: str = flag(default="full", choices=TUNED_PARTS)
     """full: train every weight; probe: freeze the encoder, train the head (a linear probe); last-n: train the
     top --unfreeze-layers layers, the pooler and the head."""
     unfreeze_layers: int = 2

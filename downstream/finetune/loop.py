@@ -57,7 +57,8 @@ from downstream.finetune.tasks import Evaluation, Features, Task
 from trainer.optim import adamw
 from trainer.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 
-STRATEGIES = ("full", "probe", "last-n")
+TUNED_PARTS = ("full", "probe", "last-n")
+"""--strategy: which weights a run trains (`freeze`): every one, the new head only, or the top layers, pooler and head."""
 DEVICES = ("auto", "cpu", "cuda")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -15,7 +15,7 @@ Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among
 Every problem is one TrainError line naming the file. Pickled files are read only through
 trainer/checkpoint/safe_load.py (tensors and plain data; nothing in them runs).
 
-Each kind of source is one class in KINDS; `open_source` asks each, in order, whether SOURCE is one of it.
+Each kind of source is one class in SOURCE_KINDS; `open_source` asks each, in order, whether SOURCE is one of it.
 """
 
 from __future__ import annotations
@@ -303,14 +303,14 @@ class RunDirectory(Source):
         return f"{self.run}/checkpoints/{self.tag}"
 
 
-KINDS: tuple[type[Source], ...] = (RunDirectory, HuggingFaceDirectory)
+SOURCE_KINDS: tuple[type[Source], ...] = (RunDirectory, HuggingFaceDirectory)
 """The kinds of SOURCE, asked in this order (a run directory holds no config.json)."""
 
 
 def open_source(url: str) -> Source:
     """The Source `url` names, its config and vocabulary read (not its weights); a TrainError when it is none."""
     try:
-        for kind in KINDS:
+        for kind in SOURCE_KINDS:
             if kind.matches(url):
                 return kind(url)
     except OSError as e:  # an object store that does not answer, no permission

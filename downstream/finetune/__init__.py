@@ -18,6 +18,6 @@
     output.py     the output directory (lock, staging, swap), results.json, model/, the sweep's figure, the summary
     suites/       benchmarks in their official files (GLUE, SQuAD, CoNLL-2003): each task one job, then a table
     builtin/      tasks made from text on the machine (man pages, GNU manuals, licences, the standard library);
-                  --task NAME writes one for the job, --test-language CODE tests it in another language
+                  --builtin-task NAME writes one for the job, --test-language CODE tests it in another language
     __main__.py   `python -m downstream.finetune`: one rank of a job started by --nproc-per-node or torchrun
 """

@@ -1,4 +1,5 @@
-"""`clozeforge finetune MODEL --task classify|pair|tag|span --train URL --validation URL [--test URL] --output DIR`.
+"""`clozeforge finetune MODEL --task classify|pair|tag|span --train URL --validation URL [--test URL] --output DIR`;
+or `--builtin-task NAME` (builtin/run.py), or `--suite NAME --data DIR` (suites/) in place of --task and its files.
 
 In:  MODEL, an export directory or a training RUN (its latest checkpoint, or those of --checkpoints, exported
      before the job starts, models.export_dirs); labelled splits (data.py, read row by row by the task: tasks/);
@@ -32,7 +33,7 @@ import tempfile
 from downstream.finetune import data as data_mod
 from downstream.finetune import loop, models, output
 from downstream.finetune.builtin import run as builtin_run
-from downstream.finetune.config import BUILTIN, FinetuneConfig
+from downstream.finetune.config import FinetuneConfig
 from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
 from schemas import ContractError
@@ -89,7 +90,7 @@ def finetune_main(argv: list[str] | None = None) -> int:
     try:
         # a RUN's checkpoints exported once for the whole command, before any job starts
         with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
-            if config.task in BUILTIN:  # its splits written from this machine's text: then an ordinary job
+            if config.builtin_task:  # its splits written from this machine's text: then an ordinary job
                 config = builtin_run.written(config, root)
             return run(config, models.export_dirs(config, root))
     except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:

@@ -9,7 +9,7 @@ GNU manuals) with every task's validation and test text left out (`prep --decont
     stdlib-comments  classify  which stdlib package a source comment comes from                stdlib source code
 
 A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes, where its
-translations lie) and one module that reads its text. `clozeforge finetune MODEL --task NAME` writes a task for the
+translations lie) and one module that reads its text. `clozeforge finetune MODEL --builtin-task NAME` writes a task for the
 job (run.py, which alone here imports torch); with `--test-language CODE` a task with translations is a zero-shot
 transfer: English train/validation, a test split in CODE (transfer.py; man-sections: /usr/share/man/CODE). The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
 on tasks it was not chosen on (bench/recipe.py scores both). `python -m downstream.finetune.builtin NAME DIR` writes

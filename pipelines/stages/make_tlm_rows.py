@@ -43,7 +43,7 @@ from schemas.pairs import TLM_PAIRS
 
 def check_tlm_languages(languages: list[str], parallel: dict) -> None:
     """A PrepError, before anything is committed, when the rows hold fewer than two languages (a manifest's tlm
-    `packing.languages` lists two or more: schemas/manifest.check_packing): no pair made a row, or all are of one
+    `packing.languages` lists two or more: schemas/manifest_checks.check_packing): no pair made a row, or all are of one
     language. `parallel` is report.json's parallel total, to say where the pairs went."""
     if len(languages) >= 2:
         return

@@ -206,10 +206,12 @@ def freeze(model, strategy: str, unfreeze_layers: int) -> None:
     for p in encoder.parameters():
         p.requires_grad_(False)
     if strategy == "last-n":
-        layers = encoder.encoder.layer
-        for layer in layers[max(len(layers) - unfreeze_layers, 0):]:
-            for p in layer.parameters():
-                p.requires_grad_(True)
+        # a layer's modules by its number: BERT's, RoBERTa's and ELECTRA's `encoder.layer`; XLM's parts of a layer in
+        # lists of their own (attentions, layer_norm1, ffns, layer_norm2), so the top n of each list
+        for layers in (m for m in encoder.modules() if isinstance(m, torch.nn.ModuleList)):
+            for layer in layers[max(len(layers) - unfreeze_layers, 0):]:
+                for p in layer.parameters():
+                    p.requires_grad_(True)
         if getattr(encoder, "pooler", None) is not None:
             for p in encoder.pooler.parameters():
                 p.requires_grad_(True)

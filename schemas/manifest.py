@@ -11,7 +11,8 @@ Format version 2 fields
   special_tokens   that tokenizer's special tokens and their ids: {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": ..,
                    "[MASK]": ..} for wordpiece, {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": ..} for bpe
                    and unigram; `Manifest.special_id("mask_token")` asks by transformers' role, whatever the kind
-  max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
+  max_seq_len      int, the longest row incl. its special tokens ([CLS] A [SEP] B [SEP] in a pair, <s> ... </s> or
+                   [CLS] ... [SEP] in a packed row)
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
   sources          {name: rows}, over all splits

@@ -9,7 +9,7 @@ The first form prints the seconds to import each and the seconds per epoch of ea
 
 --gpu: a randomly initialised BERT-base (transformers' BertConfig defaults, vocabulary 30,522) with a 2-class
 head; --examples synthetic rows of uniformly mixed lengths (8 to 128 word pieces). Each side gets a warm-up
-(--warmup-steps steps on a model of its own), then one timed epoch on a fresh model: ours through `recipe.train`
+(--warmup-steps steps on a model of its own), then one timed epoch on a fresh model: ours through `loop.train`
 (`--device cuda --precision bf16`: pinned host batches cut to their longest row, bf16 autocast, fused AdamW),
 Trainer with bf16=True, optim adamw_torch_fused, the same batch size, lr, warm-up ratio, linear decay, weight
 decay, clipping, and a collator that pads each batch to its longest row, as ours cuts it; no evaluation, no
@@ -97,7 +97,7 @@ def compare(args) -> dict:
     import transformers
     from transformers import Trainer, TrainingArguments
 
-    from downstream.finetune import recipe, tasks
+    from downstream.finetune import loop, tasks
     from downstream.finetune.data import Split
     from downstream.finetune.job import Progress
     from downstream.finetune.tasks import Features
@@ -116,7 +116,7 @@ def compare(args) -> dict:
     task = tasks.of("classify")
     task.prepare(split, [])
     one = Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])  # ours scores each epoch
-    place = recipe.Place(device=torch.device(args.device), precision=precision)
+    place = loop.Place(device=torch.device(args.device), precision=precision)
     lr, quiet = 5e-5, Progress(1, print_fn=lambda *a, **k: None)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
@@ -129,8 +129,8 @@ def compare(args) -> dict:
         model = new_model().to(place.device)  # as Trainer's constructor moves it, outside the timed call
         sync()
         started = time.perf_counter()
-        recipe.train(task, model, part, one, split.examples[:1],
-                     recipe.Recipe(epochs=1, batch_size=args.batch_size, group_by_length=args.group_by_length),
+        loop.train(task, model, part, one, split.examples[:1],
+                     loop.Recipe(epochs=1, batch_size=args.batch_size, group_by_length=args.group_by_length),
                      lr=lr, seed=0, progress=quiet, label="", place=place)
         sync()
         return time.perf_counter() - started
@@ -166,7 +166,7 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
     import torch
     import transformers
 
-    from downstream.finetune import recipe, tasks
+    from downstream.finetune import loop, tasks
     from downstream.finetune.data import read_split
     from downstream.finetune.job import Progress
     t_ours = time.time() - t0
@@ -194,7 +194,7 @@ def cpu_rounds(hf: str, train_path: str, epochs: int) -> None:
         # validation on a single row: the loop scores each epoch, Trainer (as called here) does not
         one = tasks.Features({k: v[:1] for k, v in features.tensors.items()}, features.example_of_row[:1])
         t0 = time.time()
-        recipe.train(task, model, features, one, split.examples[:1], recipe.Recipe(epochs=epochs),
+        loop.train(task, model, features, one, split.examples[:1], loop.Recipe(epochs=epochs),
                      lr=1e-3, seed=0, progress=Progress(epochs, print_fn=lambda *a, **k: None), label="")
         return (time.time() - t0) / epochs
 

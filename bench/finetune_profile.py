@@ -5,7 +5,7 @@
 
 In:  the model, task and settings of bench/finetune_vs_trainer.py (mini: 4 layers x 256, rows of uniform lengths
      8..128 word pieces, batch 32, fp32 on the CPU), one epoch of 512 rows per side under torch.profiler (CPU
-     activity), after one untimed epoch of each side. Sides: `ours` (recipe.train as `clozeforge finetune` runs it),
+     activity), after one untimed epoch of each side. Sides: `ours` (loop.train as `clozeforge finetune` runs it),
      `ours_grouped` (--group-by-length; skipped where the profiled checkout has no such option) and `trainer`
      (Trainer, its default sampler, a collator that pads each batch to its longest row).
 Out: one JSON object: per side, per training step: host ms in all (the profiled call's wall time / steps), and the
@@ -87,17 +87,17 @@ def measure(*, layers: int, hidden: int, rows: int, batch: int, max_len: int) ->
 
     from bench.finetune_loop import pad_batch
     from bench.finetune_vs_trainer import setup
-    from downstream.finetune import recipe
+    from downstream.finetune import loop
     from downstream.finetune.job import Progress
 
     s = setup(layers=layers, hidden=hidden, train=rows, valid=1, max_len=max_len)
     quiet = Progress(1, print_fn=lambda *a, **k: None)
-    grouping = "group_by_length" in {f.name for f in dataclasses.fields(recipe.Recipe)}
+    grouping = "group_by_length" in {f.name for f in dataclasses.fields(loop.Recipe)}
 
     def ours(grouped: bool):
         def go(model):
             options = {"group_by_length": True} if grouped else {}
-            recipe.train(s.task, model, s.train_features, s.one, s.valid_examples, recipe.Recipe(epochs=1, batch_size=batch, **options),
+            loop.train(s.task, model, s.train_features, s.one, s.valid_examples, loop.Recipe(epochs=1, batch_size=batch, **options),
                          lr=3e-4, seed=0, progress=quiet, label="")
         return go
 
@@ -124,7 +124,7 @@ def measure(*, layers: int, hidden: int, rows: int, batch: int, max_len: int) ->
             wall_us = (time.perf_counter() - started) * 1e6
         train_widths = widths[:steps]  # ours then scores one validation row: not a training step
         result[name] = {**split(prof.events(), wall_us, steps), "mean_width": round(sum(train_widths) / len(train_widths), 1)}
-    code = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(recipe.__file__))))
+    code = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(loop.__file__))))
     return {"code": code, "device": "cpu", "precision": "fp32", "model": f"{layers}x{hidden}", "rows": rows, "batch_size": batch,
             "max_len": max_len, "torch": torch.__version__, "transformers": transformers.__version__, **result}
 

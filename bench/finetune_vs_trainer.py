@@ -10,7 +10,7 @@ In:  one randomly initialised transformers BertForSequenceClassification (mini: 
 Out: one JSON object: per side examples/s (train rows x epochs / the training call's seconds, the median over the
      rounds) and validation accuracy (downstream/finetune's own evaluation, after the timed call, the same for every
      side), `ratio` = ours with --group-by-length / Trainer (the issue's figure), `ratio_plain` = ours without it /
-     Trainer. Sides: `ours` (recipe.train as `clozeforge finetune` runs it), `ours_grouped` (--group-by-length),
+     Trainer. Sides: `ours` (loop.train as `clozeforge finetune` runs it), `ours_grouped` (--group-by-length),
      `trainer` (Trainer with a collator that pads each batch to its longest row, as ours cuts it; its defaults
      otherwise: no length grouping), `trainer_grouped` (its length-grouped sampler, for a like-for-like reading). Same
      batch size, epochs, lr, warm-up ratio, linear decay, weight decay, clipping; no evaluation and no checkpoint
@@ -111,7 +111,7 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
     from transformers import Trainer, TrainingArguments
 
     from bench.finetune_loop import pad_batch, trainer_grouping
-    from downstream.finetune import recipe
+    from downstream.finetune import loop
     from downstream.finetune.job import Progress
 
     s = setup(layers=layers, hidden=hidden, train=train, valid=valid, max_len=max_len)
@@ -121,8 +121,8 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
     def ours(grouped: bool):
         model = new_model()
         started = time.perf_counter()
-        recipe.train(task, model, train_features, s.one, valid_examples[:1],
-                     recipe.Recipe(epochs=epochs, batch_size=batch, group_by_length=grouped), lr=lr, seed=0, progress=quiet, label="")
+        loop.train(task, model, train_features, s.one, valid_examples[:1],
+                     loop.Recipe(epochs=epochs, batch_size=batch, group_by_length=grouped), lr=lr, seed=0, progress=quiet, label="")
         return time.perf_counter() - started, model
 
     def theirs(grouped: bool):
@@ -145,7 +145,7 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
         for side in (SIDES if r % 2 == 0 else SIDES[::-1]):  # the order reversed each round: drift hits every side
             took, model = run[side]()
             seconds[side].append(took)
-            evaluation = recipe.evaluate(task, model.cpu(), valid_features, valid_examples)
+            evaluation = loop.evaluate(task, model.cpu(), valid_features, valid_examples)
             scores[side].append(round(float(evaluation.metrics["accuracy"]), 4))
     rate = {side: round(train * epochs / statistics.median(seconds[side]), 1) for side in SIDES}
     return {"device": "cpu", "precision": "fp32", "model": f"{layers}x{hidden}", "train_rows": train, "valid_rows": valid,

@@ -82,7 +82,7 @@ def _count(kind_name: str, train: list[str], vocab_size: int, max_words: int, pa
     """What CountWords hands the learner (at most `max_words` words, by count) and the corpus's characters, to `path`."""
     import collections
 
-    from pipelines.tokenizer_kinds import KINDS
+    from pipelines.tokenizer_kinds import TOKENIZER_KINDS as KINDS
     from pipelines.wordpiece.prune import word_bound
 
     kind = KINDS[kind_name]
@@ -106,7 +106,7 @@ def _prep(kind_name: str, vocab_size: int):
 
 
 def _ours(kind_name: str, counted: dict, vocab_size: int, directory: str):
-    from pipelines.tokenizer_kinds import KINDS
+    from pipelines.tokenizer_kinds import TOKENIZER_KINDS as KINDS
 
     kind = KINDS[kind_name]
     kind.learn([tuple(wc) for wc in counted["words"]], counted["chars"], kind.settings(_prep(kind_name, vocab_size)), directory)

@@ -13,7 +13,7 @@ import signal
 import sys
 
 from demo import flows
-from demo.corpus import KINDS
+from demo.corpus import CORPORA
 from demo.supervisor import Interrupted
 
 DEMO_DOC = """`clozeforge demo`: the whole flow on a built-in corpus, with no download and no flags.
@@ -51,7 +51,7 @@ def demo_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="clozeforge demo", description=DEMO_DOC.split("\n\n")[0])
     ap.add_argument("--workdir", default="clozeforge-demo", help="where everything goes (default: %(default)s)")
     ap.add_argument("--corpus", default=None, help="your own files (URL glob) instead of the built-in corpus")
-    ap.add_argument("--builtin-corpus", default="documentation", choices=sorted(KINDS),
+    ap.add_argument("--builtin-corpus", default="documentation", choices=sorted(CORPORA),
                     help="the built-in corpus: documentation (Python docstrings, man pages, GNU manuals) or docstrings "
                          "alone (default: %(default)s; experiments/README.md \"race\" compares them)")
     ap.add_argument("--corpus-mb", type=float, default=None,

@@ -54,7 +54,7 @@ def pretrain_and_score(args: argparse.Namespace) -> int:
     started = time.time()
     corpus, inputs = args.corpus, ["--input", f"text={args.corpus}"]  # --corpus: your own files
     if corpus is None:
-        kind = builtin.KINDS[args.builtin_corpus]
+        kind = builtin.CORPORA[args.builtin_corpus]
         megabytes = args.corpus_mb or kind.megabytes
         print(f"== corpus: {kind.says} ({megabytes:g} MB)", flush=True)
         written = builtin.write(os.path.join(work, "corpus"), int(megabytes * 1e6), args.builtin_corpus)

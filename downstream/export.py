@@ -48,7 +48,7 @@ from schemas.tokenizer_formats import format_of
 from trainer.checkpoint import store
 from trainer.model import BertForPretraining, ModelConfig, build
 from trainer.model import electra as electra_names
-from trainer.model.families import network_of
+from trainer.model.families import spelling_of
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
     PROJECT_ONLY_PREFIXES,
     TIED_KEYS,
@@ -195,7 +195,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     row = model.config.row
     device = next(model.parameters()).device
     reference = getattr(transformers, row.hf_pretraining_class).from_pretrained(hf_dir).to(device).eval()
-    names = [(ours, theirs) for ours, theirs in network_of(model.config).hf_inputs if ours in batch]
+    names = [(ours, theirs) for ours, theirs in spelling_of(model.config).hf_inputs if ours in batch]
     inputs = {ours: batch[ours].to(device) for ours, _ in names}
     was_training = model.training
     model.eval()

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from downstream.export_dir import CARD_TAGS
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 from trainer.heads import HEADS
 
 
@@ -69,5 +69,5 @@ def model_card(model_config, n_exported: int, dropped: dict[str, int], card: dic
             lines.append(str(value))
     lines += ["", "## Use", "", "```python", "from transformers import pipeline",
               "fill = pipeline('fill-mask', model='PATH/TO/THIS/DIRECTORY')",
-              f"print(fill('Paris is the {FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
+              f"print(fill('Paris is the {TOKENIZER_FORMATS[row.tokenizer].roles['mask_token']} of France.'))", "```", ""]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import os
 import torch
 
 from schemas import ContractError, objectives
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 from trainer.model import BertForPretraining, ModelConfig
 from trainer.model.hf_names import WeightsError, from_transformers
 
@@ -76,7 +76,7 @@ def roles(tokenizer) -> dict[str, str]:
     """The tokenizer's special tokens by transformers' role (cls_token, sep_token, pad_token, mask_token, ...): those
     of the tokenizer kind whose special tokens its vocabulary holds (schemas/tokenizer_formats.py)."""
     vocab = tokenizer.get_vocab()
-    for kind in FORMATS.values():
+    for kind in TOKENIZER_FORMATS.values():
         if all(t in vocab for t in kind.special_tokens):
             return kind.roles
     raise ContractError("the tokenizer holds neither BERT's special tokens nor RoBERTa's")

@@ -176,7 +176,7 @@ def recipe_parser() -> argparse.ArgumentParser:
     ap.add_argument("--mask-prob", default="0.3")
     ap.add_argument("--dropout", default="0")
     ap.add_argument("--corpus-mb", type=float, default=CORPUS_MB, help="built-in corpus size (its own prep, the same vocabulary)")
-    ap.add_argument("--corpus", default="docstrings", choices=sorted(demo_corpus.KINDS),
+    ap.add_argument("--corpus", default="docstrings", choices=sorted(demo_corpus.CORPORA),
                     help="the built-in corpus's kind (demo/corpus.py); another than docstrings learns its own vocabulary")
     ap.add_argument("--objective", default="mlm", choices=("mlm", "electra"), help="train --objective")
     ap.add_argument("--precision", default="auto", help="train --precision (fp32: the arithmetic of a CPU without bf16)")

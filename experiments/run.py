@@ -18,7 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[0] = os.path.dirname(HERE)  # the repository root, not experiments/: `experiments.*` and the product import
 
-from trainer import cpu_sharing  # noqa: E402 (needs the path above)
+from process import cpu_sharing  # noqa: E402 (needs the path above)
 
 cpu_sharing.apply()  # the OpenMP defaults clozeforge's own processes run with, set before a study imports torch
 

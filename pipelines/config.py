@@ -17,7 +17,7 @@ from pipelines.documents.parallel import parse_spec
 from pipelines.documents.readers import ReadConfig
 from pipelines.errors import PrepError
 from pipelines.filters import LANGUAGES
-from pipelines.tokenizer_kinds import KINDS, NAMES
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from pipelines.wordpiece.config import VocabConfig
 from schemas.config import Config, add_flags, check_choices, flag, from_flags
 from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
@@ -61,7 +61,7 @@ class PrepConfig(Config):
     """Evaluation files (fsspec URL glob; repeat for several: a benchmark's validation and test files, JSON, JSON
     lines, TSV or CoNLL columns): drop every document that shares a 13-word n-gram with their text, case and
     punctuation ignored (GPT-3's test), counted as `contaminated`; report.json lists the files with their sha256."""
-    tokenizer: str = flag("wordpiece", choices=NAMES)
+    tokenizer: str = flag("wordpiece", choices=tuple(TOKENIZER_KINDS))
     """The vocabulary's kind (pipelines/tokenizer_kinds.py): wordpiece (BERT's), bpe (byte-level BPE as GPT-2 and
     RoBERTa: no unknown token, cased) or unigram (SentencePiece's Unigram as XLM-R: NFKC, '▁' word marks, cased). Each
     writes the vocab/ directory transformers' AutoTokenizer loads as BertTokenizerFast, RobertaTokenizerFast or
@@ -143,7 +143,7 @@ class PrepConfig(Config):
             raise PrepError("--input is required (a file, a glob or name=glob; repeat for several)")
         for spec in self.parallel:
             parse_spec(spec)
-        KINDS[self.tokenizer].check(self)
+        TOKENIZER_KINDS[self.tokenizer].check(self)
         checks = [
             (0.0 < self.near_threshold <= 1.0, f"--near-threshold must be in (0, 1], got {self.near_threshold}"),
             (16 <= self.max_seq_len <= 65535, f"--max-seq-len must be in [16, 65535], got {self.max_seq_len}"),

@@ -70,7 +70,7 @@ from pipelines.stages.tokenize import Tokenize
 from pipelines.stages.write_clean_docs import WriteCleanDocs
 from pipelines.stages.write_parallel import WriteParallel
 from pipelines.stages.write_shards import WriteShards
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from schemas.pairs import NSP_PAIRS, PACKINGS, TLM_PAIRS
 
 
@@ -103,7 +103,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     if config.vocab:
         vocab = p | "ReuseVocab" >> ReuseVocab(config.vocab, vocab_dir, staging=scratch.sub("vocab").directory)
     else:
-        kind = KINDS[config.tokenizer]
+        kind = TOKENIZER_KINDS[config.tokenizer]
         settings = kind.settings(config)
         vocab = (
             docs
@@ -112,7 +112,7 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
             | "LearnVocabulary" >> LearnVocabulary(kind.name, settings, vocab_dir, staging=scratch.sub("vocab").directory)
         )
 
-    strips_accents = not config.vocab and KINDS[config.tokenizer].strips_accents(config)
+    strips_accents = not config.vocab and TOKENIZER_KINDS[config.tokenizer].strips_accents(config)
     scripts = docs | "CountScripts" >> CountScripts(strips_accents=strips_accents, strict=config.read.strict)
 
     packing = PACKINGS[config.packing]

@@ -1,4 +1,4 @@
-"""The tokenizer kinds prep learns and encodes with (`--tokenizer`), one object each, in one table: KINDS.
+"""The tokenizer kinds prep learns and encodes with (`--tokenizer`), one object each, in one table: TOKENIZER_KINDS.
 
     wordpiece  BERT's       pipelines/wordpiece/   basic words,                   WordPiece merges, our encoder
     bpe        RoBERTa's    pipelines/bpe/         GPT-2's byte-level words,      BPE merges,       tokenizers' encoder
@@ -188,6 +188,5 @@ class UnigramKind:
         return TokenizersEncoder(read_unigram(directory).tokenizer_json())
 
 
-KINDS = {kind.name: kind for kind in (WordPieceKind(), BpeKind(), UnigramKind())}
+TOKENIZER_KINDS = {kind.name: kind for kind in (WordPieceKind(), BpeKind(), UnigramKind())}
 """Every tokenizer kind, by --tokenizer name; the order is --help's."""
-NAMES = tuple(KINDS)

@@ -16,10 +16,10 @@ train --contended` measures it, with and without these defaults, in bench/README
 lets a waiting thread sleep at once (libgomp then spins 0 times; Intel's OpenMP reads the same variable).
 
 NOTE: libgomp reads its environment once, when it is loaded, which `import torch` does: set later, these
-variables reach only child processes. So the trainer package applies them when it is imported
-(trainer/__init__.py), and every entry point imports it before torch: clozeforge.py, trainer.pretrain and
-trainer.launch (and so the ranks of `deepspeed`/`torchrun`), downstream (its __init__), bench/run.py, tests/conftest.py. Standard library
-only, so `clozeforge prep` can import it without torch.
+variables reach only child processes. So this package applies them when it is imported (process/__init__.py),
+and every entry point imports it before torch: clozeforge.py, trainer and downstream (their __init__, so
+trainer.pretrain and the ranks of `deepspeed`/`torchrun`, and fine-tuning's), bench/run.py, experiments/run.py,
+tests/conftest.py. Standard library only, so `clozeforge prep` can import it without torch.
 """
 
 from __future__ import annotations

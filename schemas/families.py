@@ -4,8 +4,9 @@ In:  a family name (`train --family`), or what a prep run's manifest says of its
      a transformers config.json's `model_type` (`--init-from`, and the exports `embed`, `finetune` read).
 Out: the `Family` row: its tokenizer and packings, its objectives, how its network differs from BERT's (token
      types, where position ids start), the transformers classes it exports to and loads as, and continued
-     pretraining's and language sampling's defaults. The weight-name map of each family is the trainer's
-     (trainer/model/families/), keyed by `Family.network`; everything else asks this table, never a family's name.
+     pretraining's and language sampling's defaults. How each family's transformers class spells our tensor names
+     is the trainer's (trainer/model/families/), keyed by `Family.spelling`; everything else asks this table, never a
+     family's name. The network a run trains (BERT's or ELECTRA's) is its objective's (schemas/objectives.py).
 
     family       tokenizer  packing                        objectives  export class            tokenizer class
     bert         wordpiece  nsp (or packed, without NSP)   mlm + nsp   BertForPreTraining      BertTokenizerFast
@@ -44,8 +45,9 @@ class Family:
     that only a family with NSP reads (BERT on packed rows trains without NSP: RoBERTa's ablation of BERT)."""
     objectives: tuple[str, ...]
     """Its pre-training losses: "mlm", and "nsp" for BERT."""
-    network: str
-    """The trainer's module of its network and weight names (trainer/model/families/): bert or roberta."""
+    spelling: str
+    """How its transformers class spells our tensor names, inputs and config fields (trainer/model/families/ SPELLINGS):
+    bert, roberta (also XLM-R's) or xlm."""
     token_types: bool
     """Segment ids feed the model (BERT's A/B); RoBERTa's has one type, all zeros."""
     position_offset: str
@@ -80,19 +82,19 @@ class Family:
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family(name="bert", tokenizer="wordpiece", packings=("nsp", "full-sentences", "doc-sentences"), objectives=("mlm", "nsp"), network="bert",
+    Family(name="bert", tokenizer="wordpiece", packings=("nsp", "full-sentences", "doc-sentences"), objectives=("mlm", "nsp"), spelling="bert",
            token_types=True, position_offset="zero", hf_model_type="bert", hf_pretraining_class="BertForPreTraining",
            hf_masked_lm_class="BertForMaskedLM", hf_tokenizer_class="BertTokenizerFast", mix_alpha=0.7),
     Family(name="roberta", tokenizer="bpe", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
-           network="roberta", token_types=False, position_offset="after-pad", hf_model_type="roberta",
+           spelling="roberta", token_types=False, position_offset="after-pad", hf_model_type="roberta",
            hf_pretraining_class="RobertaForMaskedLM", hf_masked_lm_class="RobertaForMaskedLM",
            hf_tokenizer_class="RobertaTokenizerFast"),
     Family(name="xlm-roberta", tokenizer="unigram", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
-           network="roberta", token_types=False, position_offset="after-pad", hf_model_type="xlm-roberta",
+           spelling="roberta", token_types=False, position_offset="after-pad", hf_model_type="xlm-roberta",
            hf_pretraining_class="XLMRobertaForMaskedLM", hf_masked_lm_class="XLMRobertaForMaskedLM",
            hf_tokenizer_class="XLMRobertaTokenizerFast", mix_alpha=0.3),
     Family(name="xlm", tokenizer="wordpiece", packings=("full-sentences", "doc-sentences", "tlm"), objectives=("mlm", "tlm"),
-           network="xlm", token_types=False, position_offset="zero", hf_model_type="xlm",
+           spelling="xlm", token_types=False, position_offset="zero", hf_model_type="xlm",
            hf_pretraining_class="XLMWithLMHeadModel", hf_masked_lm_class="XLMWithLMHeadModel",
            hf_tokenizer_class="BertTokenizerFast", mix_alpha=0.5, languages=True, lm_transform=False, ffn_ratio=4),
 )}

@@ -11,7 +11,8 @@ Format version 2 fields
   special_tokens   that tokenizer's special tokens and their ids: {"[PAD]": 0, "[UNK]": .., "[CLS]": .., "[SEP]": ..,
                    "[MASK]": ..} for wordpiece, {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": ..} for bpe
                    and unigram; `Manifest.special_id("mask_token")` asks by transformers' role, whatever the kind
-  max_seq_len      int, the longest pair incl. [CLS] and two [SEP]
+  max_seq_len      int, the longest row incl. its special tokens ([CLS] A [SEP] B [SEP] in a pair, <s> ... </s> or
+                   [CLS] ... [SEP] in a packed row)
   shards           [{"path", "split", "rows", "bytes", "sha256", "source_rows": {name: rows}}]
   splits           {"train": rows, "validation": rows}
   sources          {name: rows}, over all splits
@@ -21,8 +22,8 @@ Format version 2 fields
                    "languages": the sorted language codes of a tlm run's rows (tlm only)}
   seed, config     what produced the data (free-form, for the record)
 
-A manifest read from disk is checked field by field before use (`check_body`: types, ranges, one line
-naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
+A manifest read from disk is checked field by field before use (schemas/manifest_checks.py `check_body`: types,
+ranges, one line naming the field), and the paths in it must stay where the run lives: a shard inside the manifest's
 directory, the vocabulary files inside the prep output around it (pairs/../vocab/); no absolute path, no
 URL, no `..` beyond that. `missing_shards` checks that the shards are there with their sizes (one listing
 of the directory, also on gs:// and s3://); `mixing_conflict` says whether two manifests' rows can go into one
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import posixpath
 from typing import Any
@@ -47,8 +47,9 @@ from typing import Any
 from schemas import vocab as vocab_files
 from schemas.errors import ContractError
 from schemas.jsonl import file_object
+from schemas.manifest_checks import check_body
 from schemas.pairs import PACKED_ROWS, PACKINGS, ROW_FORMATS, TLM_PAIRS, RowFormat
-from schemas.tokenizer_formats import FORMATS, format_named
+from schemas.tokenizer_formats import TOKENIZER_FORMATS, format_named
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT_VERSION = 2
@@ -99,7 +100,7 @@ class Manifest:
     # -- derived views -------------------------------------------------------------------------
     def special_id(self, role: str) -> int:
         """The id of the special token transformers calls `role` ("pad_token", "mask_token", "cls_token", ...)."""
-        roles = FORMATS[self.tokenizer].roles
+        roles = TOKENIZER_FORMATS[self.tokenizer].roles
         if role not in roles:
             raise ContractError(f"{self.url or 'manifest'}: a {self.tokenizer} vocabulary has no {role} (it has {', '.join(roles)})")
         return self.special_tokens[roles[role]]
@@ -248,94 +249,6 @@ class Manifest:
             if manifest.splits.get(split, 0) != rows:
                 raise ContractError(f"{where}: split {split!r} says {rows} rows, its shards hold {manifest.splits.get(split, 0)}")
         return manifest
-
-
-def _is_int(value: Any, low: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
-def contained(relative: Any, ups: int = 0) -> bool:
-    """Whether `relative` is a relative path that climbs at most `ups` directories and stays below them."""
-    if not isinstance(relative, str) or not relative or "://" in relative or relative.startswith(("/", "\\")) or "\\" in relative:
-        return False
-    parts = posixpath.normpath(relative).split("/")
-    climbs = len(parts) - len(list(itertools.dropwhile(lambda p: p == "..", parts)))
-    return climbs <= ups and ".." not in parts[climbs:] and parts[climbs:] not in ([], ["."])
-
-
-def check_body(body: Any, where: str) -> None:
-    """Every field of a manifest's JSON has the type and range it must have; a ContractError naming the first
-    that does not. Shards must lie inside the manifest's directory, the vocabulary inside the directory above."""
-    def need(ok: bool, field: str, what: str, value: Any) -> None:
-        if not ok:
-            raise ContractError(f"{where}: {field} must be {what}, got {json.dumps(value)[:80]}")
-
-    need(isinstance(body, dict), "the manifest", "a JSON object", body)
-    missing = [key for key in ("vocab", "special_tokens", "max_seq_len", "shards") if key not in body]
-    if missing:
-        raise ContractError(f"{where}: malformed manifest: no {missing[0]!r} field")
-    vocab = body["vocab"]
-    need(isinstance(vocab, dict), "vocab", "an object", vocab)
-    for key in ("file", "token_counts"):
-        if key in vocab or key == "file":
-            need(contained(vocab.get(key), ups=1), f"vocab.{key}", "a relative path inside the prep output", vocab.get(key))
-    need(isinstance(vocab.get("sha256"), str) and len(vocab["sha256"]) == 64, "vocab.sha256", "a sha256 hex digest", vocab.get("sha256"))
-    need(_is_int(vocab.get("size"), 1), "vocab.size", "a positive integer", vocab.get("size"))
-    need(isinstance(vocab.get("lowercase"), bool), "vocab.lowercase", "true or false", vocab.get("lowercase"))
-    tokens = body["special_tokens"]
-    need(isinstance(tokens, dict) and all(_is_int(v) for v in tokens.values()), "special_tokens", "an object of token ids", tokens)
-    need(_is_int(body["max_seq_len"], 4), "max_seq_len", "an integer >= 4", body["max_seq_len"])
-    need(isinstance(body["shards"], list) and body["shards"], "shards", "a non-empty list", body["shards"])
-    if body.get("format_version") == 1:
-        need("tokenizer" not in body, "tokenizer", "absent from a version-1 manifest (WordPiece)", body.get("tokenizer"))
-    else:
-        need(body.get("tokenizer") in FORMATS, "tokenizer", f"one of {', '.join(FORMATS)}", body.get("tokenizer"))
-    for i, shard in enumerate(body["shards"]):
-        field = f"shards[{i}]"
-        need(isinstance(shard, dict), field, "an object", shard)
-        need(contained(shard.get("path")), f"{field}.path", "a relative path inside the manifest's directory", shard.get("path"))
-        need(isinstance(shard.get("split"), str), f"{field}.split", "a split name", shard.get("split"))
-        for key in ("rows", "bytes"):
-            need(_is_int(shard.get(key)), f"{field}.{key}", "a non-negative integer", shard.get(key))
-        need(isinstance(shard.get("sha256"), str), f"{field}.sha256", "a sha256 hex digest", shard.get("sha256"))
-        rows = shard.get("source_rows", {})
-        need(isinstance(rows, dict) and all(_is_int(v) for v in rows.values()), f"{field}.source_rows", "an object of row counts", rows)
-    splits = body.get("splits", {})
-    need(isinstance(splits, dict) and all(_is_int(v) for v in splits.values()), "splits", "an object of row counts", splits)
-    need(_is_int(body.get("seed", 0)), "seed", "a non-negative integer", body.get("seed"))
-    need(isinstance(body.get("config", {}), dict), "config", "an object", body.get("config"))
-    if "packing" in body:
-        check_packing(body["packing"], vocab["size"], where)
-
-
-def check_packing(packing: Any, vocab_size: int, where: str) -> None:
-    """A manifest's `packing` names a known mode with the row format (kind and version) that mode writes, and a
-    packed row format a separator id inside the vocabulary; a ContractError naming the field and what it must be."""
-    def need(ok: bool, field: str, what: str, value: Any) -> None:
-        if not ok:
-            raise ContractError(f"{where}: packing{field} must be {what}, got {json.dumps(value)[:80]}")
-
-    need(isinstance(packing, dict), "", "an object", packing)
-    need(packing.get("mode") in PACKINGS, ".mode", f"one of {', '.join(PACKINGS)}", packing.get("mode"))
-    row_format = PACKINGS[packing["mode"]].row_format
-    need(packing.get("row_format") == row_format.kind, ".row_format", f"{row_format.kind!r} for --packing {packing['mode']}",
-         packing.get("row_format"))
-    need(packing.get("format_version") == row_format.version, ".format_version", f"{row_format.version} (the {row_format.kind} "
-         "format this clozeforge reads)", packing.get("format_version"))
-    if packing["row_format"] == TLM_PAIRS.kind:
-        languages = packing.get("languages")
-        need(isinstance(languages, list) and len(languages) >= 2 and all(isinstance(c, str) and c for c in languages)
-             and languages == sorted(set(languages)), ".languages", "the sorted, distinct language codes of the rows (two or more)",
-             languages)
-    else:
-        need("languages" not in packing, ".languages", f"absent for --packing {packing['mode']}", packing.get("languages"))
-    separator = packing.get("separator")
-    if not PACKINGS[packing["mode"]].crosses_documents:
-        need(separator is None, ".separator", f"absent for --packing {packing['mode']} (a row holds one document)", separator)
-        return
-    need(isinstance(separator, dict) and isinstance(separator.get("token"), str) and _is_int(separator.get("id"))
-         and separator["id"] < vocab_size, ".separator", f'{{"token": ..., "id": an id below the vocabulary size {vocab_size}}}',
-         separator)
 
 
 _KIND_WORDS = {"nsp_pairs": "NSP pairs", "packed_rows": "packed rows", "tlm_pairs": "translation pairs"}

@@ -2,7 +2,7 @@
 a counted reason. The one reader of `clozeforge finetune` and `clozeforge embed` (standard library and pyarrow;
 fsspec, imported when called, opens the file).
 
-In:  a local path or fsspec URL (.gz / .zst inferred) in one of FORMATS: .tsv and .csv (a header line, then
+In:  a local path or fsspec URL (.gz / .zst inferred) in one of TABLE_FORMATS: .tsv and .csv (a header line, then
      records), .jsonl / .json / .ndjson (one JSON object a line), .parquet (one record a row), .txt (one text a
      line, the column `text`); a `TableReading` (how delimited fields are quoted, whether a bad record stops the
      read), the text encoding, and the format of a name with none of these suffixes.
@@ -252,7 +252,7 @@ class _Parquet(_Format):
         yield from enumerate(rows, 1)
 
 
-FORMATS: dict[str, _Format] = {f.name: f for f in (_Tsv(), _Csv(), _JsonLines(), _Parquet(), _Txt())}
+TABLE_FORMATS: dict[str, _Format] = {f.name: f for f in (_Tsv(), _Csv(), _JsonLines(), _Parquet(), _Txt())}
 """Every format, by name; a file's is found from its suffix (compression suffixes aside)."""
 
 
@@ -260,7 +260,7 @@ def format_of(url: str, default: str = "jsonl") -> _Format:
     name = url.rsplit("/", 1)[-1].lower()
     for suffix in (".gz", ".zst", ".zstd"):
         name = name.removesuffix(suffix)
-    return next((f for f in FORMATS.values() if name.endswith(f.suffixes)), FORMATS[default])
+    return next((f for f in TABLE_FORMATS.values() if name.endswith(f.suffixes)), TABLE_FORMATS[default])
 
 
 def _decode(url: str, raw: bytes, encoding: str) -> str:

@@ -114,14 +114,14 @@ UNIGRAM = TokenizerFormat(
     boundary=WordBoundary("▁", marks_start=True),
     files=("vocab.txt", "tokenizer.json", "tokenizer_config.json"),
 )
-FORMATS = {f.name: f for f in (WORDPIECE, BPE, UNIGRAM)}
-"""Every kind a vocabulary directory can hold, by name."""
+TOKENIZER_FORMATS = {f.name: f for f in (WORDPIECE, BPE, UNIGRAM)}
+"""Every format a vocabulary directory can hold, by tokenizer name."""
 
 
 def format_named(name: str, where: str = "tokenizer") -> TokenizerFormat:
-    if name not in FORMATS:
-        raise ContractError(f"{where}: unknown tokenizer {name!r} (known: {', '.join(FORMATS)})")
-    return FORMATS[name]
+    if name not in TOKENIZER_FORMATS:
+        raise ContractError(f"{where}: unknown tokenizer {name!r} (known: {', '.join(TOKENIZER_FORMATS)})")
+    return TOKENIZER_FORMATS[name]
 
 
 def _join(directory: str, name: str) -> str:
@@ -159,22 +159,23 @@ def format_of(directory: str) -> TokenizerFormat:
     config = read_json(_join(directory, "vocab_config.json"))
     if config is not None:
         name = config.get("tokenizer", "wordpiece") if isinstance(config, dict) else None  # before 'tokenizer': WordPiece
-        if name not in FORMATS:
-            raise ValueError(f"{_join(directory, 'vocab_config.json')}: tokenizer {name!r} is none of {', '.join(FORMATS)}")
-        return FORMATS[name]
+        if name not in TOKENIZER_FORMATS:
+            raise ValueError(f"{_join(directory, 'vocab_config.json')}: tokenizer {name!r} is none of "
+                             f"{', '.join(TOKENIZER_FORMATS)}")
+        return TOKENIZER_FORMATS[name]
     hf_config = read_json(_join(directory, "tokenizer_config.json"))
     klass = hf_config.get("tokenizer_class") if isinstance(hf_config, dict) else None
     if klass:
         for prefix, kind in _CLASS_PREFIXES:
             if str(klass).startswith(prefix):
                 return kind
-        known = ", ".join(f.tokenizer_class for f in FORMATS.values())
+        known = ", ".join(f.tokenizer_class for f in TOKENIZER_FORMATS.values())
         raise ValueError(f"{_join(directory, 'tokenizer_config.json')}: tokenizer_class {klass!r} is none of the classes "
                          f"clozeforge reads ({known})")
     body = read_json(_join(directory, "tokenizer.json"))
     if body is not None:
         model = (body.get("model") or {}).get("type") if isinstance(body, dict) else None
-        for kind in FORMATS.values():
+        for kind in TOKENIZER_FORMATS.values():
             if model == kind.model_type:
                 return kind
         raise ValueError(f"{_join(directory, 'tokenizer.json')}: a {model} model, none of WordPiece, BPE or Unigram")

@@ -24,7 +24,7 @@ def _documents(path):
 def test_documentation_writes_each_source_its_share_one_document_per_module_page_or_node(tmp_path):
     written = corpus.write(str(tmp_path), 600_000, "documentation")
     assert set(written) == {"docstrings", "man", "info"}
-    for source in corpus.KINDS["documentation"].sources:
+    for source in corpus.CORPORA["documentation"].sources:
         share = 600_000 * source.share
         assert share <= written[source.name] < share + 200_000, (source.name, written[source.name])
     pages, nodes = _documents(tmp_path / "man-00.jsonl"), _documents(tmp_path / "info-00.jsonl")
@@ -41,8 +41,8 @@ def test_a_source_that_writes_nothing_leaves_no_file_and_no_input(tmp_path, monk
         open(os.path.join(directory, "man-00.jsonl"), "w").close()
         return 0
 
-    kind = corpus.Kind((corpus.KINDS["docstrings"].sources[0], corpus.Source("man", 0.5, nothing)), 1.0, "test")
-    monkeypatch.setitem(corpus.KINDS, "test", kind)
+    kind = corpus.Corpus((corpus.CORPORA["docstrings"].sources[0], corpus.Source("man", 0.5, nothing)), 1.0, "test")
+    monkeypatch.setitem(corpus.CORPORA, "test", kind)
     assert corpus.write(str(tmp_path), 100_000, "test")["man"] == 0
     assert not (tmp_path / "man-00.jsonl").exists()
     assert [f.split("=")[0] for f in corpus.inputs(str(tmp_path), "test")[1::2]] == ["docstrings"]

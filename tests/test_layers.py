@@ -83,7 +83,7 @@ def test_the_tree_is_read_whole():
     """The reader sees every part (a renamed package would otherwise leave the rules below checking nothing)."""
     edges = graph()
     assert {part(m) for m in edges} == set(LAYER)
-    assert edges["downstream.finetune.job"] >= {"downstream.finetune.recipe", "downstream.finetune.protocol"}
+    assert edges["downstream.finetune.job"] >= {"downstream.finetune.loop", "downstream.finetune.protocol"}
     assert "schemas.run_dir" in edges["trainer.checkpoint.store"]
     assert "process.launch" in edges["trainer.pretrain"]
 

@@ -154,7 +154,7 @@ def _lighter_stage_zero(engine, data_parallel: int) -> None:
     at stage 0 with a plain torch optimizer (fp32 or autocast weights, after a GradScaler's unscale), on
     gradients already averaged over the ranks, so every rank clips the same gradients by the same norm, as
     DeepSpeed's does. And one rank has nothing to all-reduce: DeepSpeed would still flatten every gradient,
-    scale it by 1 and copy it back each step (bench/_loop.dispatched_ops counts both)."""
+    scale it by 1 and copy it back each step (tests/helpers.py dispatched_ops counts both)."""
     params = [p for p in engine.module.parameters() if p.requires_grad]
 
     def clip_fp32_gradients() -> None:

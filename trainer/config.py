@@ -57,7 +57,7 @@ class TrainConfig(Config):
     --data must be prepped with (`prep --vocab SOURCE`), are the source's; heads it lacks start fresh; the
     optimizer, schedule and data position start fresh. Unless given, --lr becomes the rate the source's own
     training used where its run or export records it, else 1e-4 x 768 / its width (trainer/start/rate.py; the
-    choice and why are printed at start), and the masking the source's (trainer/start/recipe.py). With
+    choice and why are printed at start), and the masking the source's (trainer/start/defaults.py). With
     --eval-every, step 0 is evaluated too (the source's score). A RUN that has checkpoints resumes instead: rerun
     it without --init-from."""
     family: str | None = flag(None, choices=tuple(FAMILIES))

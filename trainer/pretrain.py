@@ -87,7 +87,7 @@ def said_once(error: TrainError, *, per_node: bool = False) -> TrainError:
 
 def given_flags(argv: list[str]) -> set[str]:
     """The settings the user gave on the command line (TrainConfig field names, nested ones dotted), whatever their
-    value: what --init-from's recipe leaves alone (trainer/start/recipe.py)."""
+    value: what --init-from's recipe leaves alone (trainer/start/defaults.py)."""
     ap = parser()
     for action in ap._actions:
         action.default = argparse.SUPPRESS

@@ -1,12 +1,13 @@
 """Standardisation of contextual vectors: statistics fitted on a reference file, saved beside the vectors, and
 applied unchanged to new text.
 
-In:  vectors (..., hidden) or per layer (..., layers, hidden), streamed in batches (`Moments`); a kind of KINDS.
+In:  vectors (..., hidden) or per layer (..., layers, hidden), streamed in batches (`Moments`); a standardizer's name
+     (STANDARDIZERS).
 Out: `Stats` (the kind, per-dimension mean and standard deviation, and what they were fitted on), saved as a
      .npz of plain arrays (read back with allow_pickle=False: nothing in it can run code) and applied with
      `Stats.apply`; `Stats.check` refuses statistics of another model shape or other layers in one line.
 
-The kinds are rows of KINDS: `none` leaves vectors as they are; `center` subtracts each dimension's mean (the
+The standardizers are rows of STANDARDIZERS: `none` leaves vectors as they are; `center` subtracts each dimension's mean (the
 common direction that makes every cosine high, Ethayarajh 2019); `zscore` also divides by each dimension's standard
 deviation, so the few "rogue" dimensions with huge variance stop dominating cosine (Timkey & van Schijndel 2021).
 A dimension that is constant on the reference keeps its scale (divided by 1, not 0).
@@ -27,14 +28,15 @@ class StatsError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Kind:
+class Standardizer:
     name: str
     centre: bool
     scale: bool
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (Kind("none", False, False), Kind("center", True, False),
-                                               Kind("zscore", True, True))}
+STANDARDIZERS: dict[str, Standardizer] = {s.name: s for s in (
+    Standardizer("none", False, False), Standardizer("center", True, False), Standardizer("zscore", True, True))}
+"""Each --standardize choice by name (vectors.py lists the names for the flags)."""
 
 
 class Moments:
@@ -74,7 +76,7 @@ class Stats:
 
     def apply(self, vectors: np.ndarray) -> np.ndarray:
         """`vectors` (..., hidden) or (..., layers, hidden), as the statistics were fitted, standardised."""
-        rule = KINDS[self.kind]
+        rule = STANDARDIZERS[self.kind]
         out = np.asarray(vectors, np.float32)
         if rule.centre:
             out = out - self.mean
@@ -104,7 +106,7 @@ class Stats:
             raise StatsError(f"--stats {path}: no such file") from None
         except (OSError, KeyError, ValueError) as e:
             raise StatsError(f"--stats {path}: not statistics saved by clozeforge ({type(e).__name__}: {e})") from None
-        if meta.get("format_version") != FORMAT_VERSION or meta.get("kind") not in KINDS or mean.shape != std.shape:
+        if meta.get("format_version") != FORMAT_VERSION or meta.get("kind") not in STANDARDIZERS or mean.shape != std.shape:
             raise StatsError(f"--stats {path}: format {meta.get('format_version')}, kind {meta.get('kind')!r}: not "
                              f"statistics this version reads (format {FORMAT_VERSION})")
         kind = meta.pop("kind")

@@ -16,7 +16,7 @@ import dataclasses
 from schemas.config import Config, check_choices, flag
 
 STANDARDIZERS = ("none", "center", "zscore")
-"""The rows of standardize.KINDS (listed here so the flags need no numpy)."""
+"""The names of standardize.STANDARDIZERS (listed here so the flags need no numpy)."""
 
 
 class LayersError(ValueError):

@@ -9,7 +9,8 @@
     data.py       read a split (JSONL / CSV / Parquet via fsspec), row by row through the task; counted drops
     tasks/        one class per kind of task (classify/regression, pair, tag, span) and their table: columns,
                   reading a row, label map, inputs for transformers' heads, decoding, gold, metric, pipeline
-    recipe.py     BERT's fine-tuning recipe and its loop, and where a run computes (Place: device, precision, ranks)
+    loop.py       one run: its loop, BERT's fine-tuning recipe (Recipe), where it computes (Place: device,
+                  precision, ranks)
     protocol.py   the comparison: each arm's lr grid (where it starts, how it grows while its best rate is at an
                   edge), selection (each lr's mean ± SE, the chosen lr, the run model/ comes from) and statistics
                   (the gain's paired SE over seeds, its bootstrap interval over test examples)
@@ -17,6 +18,6 @@
     output.py     the output directory (lock, staging, swap), results.json, model/, the sweep's figure, the summary
     suites/       benchmarks in their official files (GLUE, SQuAD, CoNLL-2003): each task one job, then a table
     builtin/      tasks made from text on the machine (man pages, GNU manuals, licences, the standard library);
-                  --task NAME writes one for the job, --test-language CODE tests it in another language
+                  --builtin-task NAME writes one for the job, --test-language CODE tests it in another language
     __main__.py   `python -m downstream.finetune`: one rank of a job started by --nproc-per-node or torchrun
 """

@@ -1,4 +1,5 @@
-"""`clozeforge finetune MODEL --task classify|pair|tag|span --train URL --validation URL [--test URL] --output DIR`.
+"""`clozeforge finetune MODEL --task classify|pair|tag|span --train URL --validation URL [--test URL] --output DIR`;
+or `--builtin-task NAME` (builtin/run.py), or `--suite NAME --data DIR` (suites/) in place of --task and its files.
 
 In:  MODEL, an export directory or a training RUN (its latest checkpoint, or those of --checkpoints, exported
      before the job starts, models.export_dirs); labelled splits (data.py, read row by row by the task: tasks/);
@@ -30,9 +31,9 @@ import sys
 import tempfile
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output, recipe
+from downstream.finetune import loop, models, output
 from downstream.finetune.builtin import run as builtin_run
-from downstream.finetune.config import BUILTIN, FinetuneConfig
+from downstream.finetune.config import FinetuneConfig
 from downstream.finetune.job import run_task
 from downstream.finetune.suites import SuiteError
 from process.exits import fail
@@ -42,17 +43,17 @@ from schemas.config import add_flags, field_docs, from_flags
 
 def run(config: FinetuneConfig, dirs: models.ModelDirs) -> int:
     """The job (or the suite's jobs) on MODEL's and MODEL2's export directories (`models.export_dirs`)."""
-    place = recipe.join_ranks(config.device, config.precision, config.data_parallel)
+    place = loop.join_ranks(config.device, config.precision, config.data_parallel)
     try:
         if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
             from downstream.finetune.suites import run as suite_run
 
             if place.world_size > 1:
-                raise ContractError(recipe.SUITE_IN_ONE_PROCESS)
+                raise ContractError(loop.SUITE_IN_ONE_PROCESS)
             return suite_run.run_suite(config, place, dirs)
         return run_task(config, place, dirs)
     finally:
-        recipe.leave_ranks()
+        loop.leave_ranks()
 
 
 def finetune_parser() -> argparse.ArgumentParser:
@@ -78,10 +79,10 @@ def finetune_main(argv: list[str] | None = None) -> int:
         return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
     if config.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
         try:
-            recipe.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
+            loop.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
         except ValueError as e:
             return _fail(str(e))
-        return recipe.launch(config.nproc_per_node, argv)
+        return loop.launch(config.nproc_per_node, argv)
     # "some weights were newly initialised" is the point of fine-tuning, and a bar per model load says nothing the
     # epoch lines do not; both are put back after, for a caller that runs this in its own process
     verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()
@@ -90,7 +91,7 @@ def finetune_main(argv: list[str] | None = None) -> int:
     try:
         # a RUN's checkpoints exported once for the whole command, before any job starts
         with tempfile.TemporaryDirectory(prefix="clozeforge-finetune-exports.") as root:
-            if config.task in BUILTIN:  # its splits written from this machine's text: then an ordinary job
+            if config.builtin_task:  # its splits written from this machine's text: then an ordinary job
                 config = builtin_run.written(config, root)
             return run(config, models.export_dirs(config, root))
     except (data_mod.DataError, output.OutputError, ContractError, FileNotFoundError, SuiteError) as e:

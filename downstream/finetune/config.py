@@ -1,13 +1,18 @@
-"""FinetuneConfig: every setting of `clozeforge finetune`, one field each; the flags are generated from it."""
+"""FinetuneConfig: every setting of `clozeforge finetune`, one field each; the flags are generated from it.
+
+What to fine-tune on is one of three flags, each with one meaning: --task KIND with your files (--train,
+--validation), --builtin-task NAME (its files written from this machine's text), or --suite NAME with --data DIR.
+`--task NAME` with a built-in task's name, the spelling before --builtin-task existed, still means --builtin-task
+NAME: the config moves it there (`__post_init__`), and its messages name the flag as the user typed it."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from downstream.finetune.builtin import TASKS as BUILTIN
-from downstream.finetune.recipe import DEVICES, STRATEGIES, Recipe
+from downstream.finetune.loop import DEVICES, TUNED_PARTS, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
-from downstream.finetune.tasks import KINDS, Columns
+from downstream.finetune.tasks import TASK_KINDS, Columns
 from process.precision import PRECISIONS
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading
@@ -22,24 +27,26 @@ class FinetuneConfig(Config):
     model: str = flag(default="", hidden=True)
     """(the positional MODEL) An exported HuggingFace directory (clozeforge export), or a training RUN directory whose checkpoint is
     exported once before the job starts (the latest, or those of --checkpoints)."""
-    task: str | None = flag(None, choices=(*KINDS, *BUILTIN))
-    """classify: one text and a label; pair: two texts and a label; tag: words and one BIO tag each; span:
-    SQuAD-style question, context and answers with character offsets (no answer: SQuAD v2). Or a built-in task
-    made from this machine's text (man-sections, info-pairs, licences, ...: downstream/finetune/builtin/), its
-    splits written for the job: no --train, --validation, --test."""
+    task: str | None = flag(None, choices=(*TASK_KINDS, *BUILTIN), metavar="{" + ",".join(TASK_KINDS) + "}")
+    """The kind of your labelled data (--train, --validation): classify: one text and a label; pair: two texts and a
+    label; tag: words and one BIO tag each; span: SQuAD-style question, context and answers with character offsets
+    (no answer: SQuAD v2)."""
+    builtin_task: str | None = flag(None, choices=tuple(BUILTIN))
+    """A built-in task made from this machine's text (downstream/finetune/builtin/), its splits written for the job:
+    no --task, --train, --validation, --test."""
     test_language: str | None = flag(None, metavar="CODE")
-    """Zero-shot transfer, with a built-in --task that has translations (man-sections: /usr/share/man/CODE): train
+    """Zero-shot transfer, with a --builtin-task that has translations (man-sections: /usr/share/man/CODE): train
     and pick the lr on the task's English train and validation splits, and score its test split made of CODE's
     pages (no CODE label seen before; the English pages these translate left out), in the classes CODE has the
     pages for (builtin/transfer.py)."""
     written: dict | None = flag(default=None, hidden=True)
-    """(set by code) What a built-in --task wrote for the job: results.json's `builtin` (builtin/run.py)."""
+    """(set by code) What --builtin-task wrote for the job: results.json's `builtin` (builtin/run.py)."""
     train: str | None = None
     """Training split: JSON lines, CSV/TSV or Parquet, any fsspec URL."""
     validation: str | None = None
     """Validation split (picks the learning rate, and the epoch with --patience)."""
     suite: str | None = flag(None, choices=tuple(SUITES))
-    """A benchmark in its official files (with --data, instead of --task and the splits): every task with its
+    """A benchmark in its official files (with --data, instead of a task and its splits): every task with its
     metric, selection metric and seeds (MosaicBERT's for GLUE, in place of --seeds), each in OUT/<task>, and
     OUT/<suite>.md/.json/.png with each task's score ± SE and the average (downstream/finetune/suites/)."""
     data: str | None = flag(None, metavar="DIR")
@@ -93,7 +100,7 @@ class FinetuneConfig(Config):
     """AdamW weight decay (not on biases and LayerNorm)."""
     dropout: float = 0.1
     """Dropout of the encoder and the head while fine-tuning (BERT's 0.1; the export's own value is ignored)."""
-    strategy: str = flag(default="full", choices=STRATEGIES)
+    strategy: str = flag(default="full", choices=TUNED_PARTS)
     """full: train every weight; probe: freeze the encoder, train the head (a linear probe); last-n: train the
     top --unfreeze-layers layers, the pooler and the head."""
     unfreeze_layers: int = 2
@@ -134,6 +141,13 @@ class FinetuneConfig(Config):
     downstream.md (score against pretraining step)."""
 
     def __post_init__(self) -> None:
+        # the flag the user named the task with, for the messages: --task (a kind, or a built-in's old spelling)
+        named_by = "--task" if self.task in BUILTIN or (self.task and not self.builtin_task) else "--builtin-task"
+        if self.task in BUILTIN:  # the old spelling of --builtin-task NAME
+            if self.builtin_task not in (None, self.task):
+                raise ValueError(f"--task {self.task} is --builtin-task {self.task}: give one built-in task")
+            object.__setattr__(self, "builtin_task", self.task)  # frozen: set once, here, before anything reads it
+            object.__setattr__(self, "task", None)
         checks = [(self.seeds >= 1, f"--seeds must be >= 1, got {self.seeds}"),
                   (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
                   (self.patience >= 0, f"--patience must be >= 0, got {self.patience}"),
@@ -155,23 +169,25 @@ class FinetuneConfig(Config):
                   (self.max_seq_len is None or self.max_seq_len >= 8, f"--max-seq-len must be >= 8, got {self.max_seq_len}")]
         if self.suite:  # a suite brings its own tasks, splits, selection metric and seeds
             checks += [(self.data is not None, "--suite needs --data DIR (the benchmark's files)"),
-                       (not (self.task or self.train or self.validation or self.test or self.metric or self.regression),
-                        "--suite sets the task, splits and metric of each of its tasks: drop --task, --train, "
-                        "--validation, --test, --metric and --regression"),
+                       (not (self.task or self.builtin_task or self.train or self.validation or self.test or self.metric
+                             or self.regression),
+                        "--suite sets the task, splits and metric of each of its tasks: drop --task, --builtin-task, "
+                        "--train, --validation, --test, --metric and --regression"),
                        (self.checkpoints is None, "--checkpoints sweeps one task; with --suite, fine-tune one model")]
-        elif self.task in BUILTIN:
+        elif self.builtin_task:
             checks += [(not (self.train or self.validation or self.test),
-                        f"--task {self.task} writes its own splits from this machine's text: drop --train, --validation "
-                        "and --test (or name a kind: --task classify ...)"),
+                        f"{named_by} {self.builtin_task} writes its own splits from this machine's text: drop --train, "
+                        "--validation and --test (or fine-tune on your files: --task KIND)"),
+                       (self.task is None, f"--builtin-task {self.builtin_task} has its own kind: drop --task {self.task}"),
                        (self.data is None, "--data goes with --suite")]
         else:
             checks += [(bool(self.task and self.train and self.validation),
-                        "--task, --train and --validation are required (or --suite NAME --data DIR, or a built-in --task)"),
+                        "--task, --train and --validation are required (or --builtin-task NAME, or --suite NAME --data DIR)"),
                        (self.data is None, "--data goes with --suite")]
         checks.append((self.test_language is None or self.written is not None
-                       or (self.task in BUILTIN and bool(BUILTIN[self.task].translations)),
-                       "--test-language goes with a built-in --task that has translations: "
-                       + ", ".join(n for n, t in BUILTIN.items() if t.translations)))
+                       or bool(self.builtin_task and BUILTIN[self.builtin_task].translations),
+                       f"--test-language goes with a {'built-in --task' if named_by == '--task' else '--builtin-task'} "
+                       "that has translations: " + ", ".join(n for n, t in BUILTIN.items() if t.translations)))
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

@@ -11,7 +11,7 @@ processes and gathered), `summary` makes an arm of its records (selection is pro
 mean validation score over seeds, and that lr's best seed, never a run of another lr), `run_arms` runs the plan in
 one process and drops the weights of an (arm, lr) as soon as it cannot be the one model/ is saved from, and `save`
 writes the chosen arm's best run as model/. `build_model` puts the task's transformers head on an arm's export.
-`Progress` prints the job's epoch lines (recipe.train reports each epoch to it) with the ETA of all its runs.
+`Progress` prints the job's epoch lines (loop.train reports each epoch to it) with the ETA of all its runs.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output, protocol, recipe, tasks
+from downstream.finetune import loop, models, output, protocol, tasks
 from downstream.finetune.data import Split
 from downstream.finetune.models import Arm
-from downstream.finetune.recipe import Place
+from downstream.finetune.loop import Place
 from downstream.finetune.tasks import Features, Task
 from downstream.stats import mean_and_se
-from trainer.model.families import network_of_model_type
+from trainer.model.families import spelling_of_model_type
 
 
 def run_task(config, place: Place, dirs: models.ModelDirs) -> int:
@@ -114,7 +114,7 @@ class Job:
                 per_lr.setdefault(r["spec"][1], []).append(r["run"]["validation"]["score"])
         return {lr: float(np.mean(v)) for lr, v in per_lr.items()}
 
-    def recipe_of(self, arm: Arm) -> recipe.Recipe:
+    def recipe_of(self, arm: Arm) -> loop.Recipe:
         """The recipe each run of `arm` trains by: the command's, at the arm's own epoch budget."""
         return dataclasses.replace(self.config.recipe, epochs=arm.epochs)
 
@@ -127,7 +127,7 @@ class Job:
         arm, c, task = arms[a], self.config, self.task
         features = self.features(arm.tokenizer)
         model = build_model(task, arm.model_dir, c.dropout, seed, arm.pretrained)
-        result = recipe.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
+        result = loop.train(task, model, features["train"], features["validation"], self.splits["validation"].examples,
                               self.recipe_of(arm), lr=lr, seed=seed, progress=progress,
                               label=f"[{arm.name}] lr {lr:g} seed {seed}", place=place)
         run = {"seed": seed, "epoch": result.epoch, "validation": _points(result.metrics),
@@ -135,7 +135,7 @@ class Job:
         if result.calibration:
             run["calibration"] = result.calibration
         model.load_state_dict(result.state)
-        evaluation = recipe.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
+        evaluation = loop.evaluate(task, model, features[self.scored_on], self.splits[self.scored_on].examples,
                                      result.calibration, place=place)
         if self.scored_on == "test":
             run["test"] = _points(evaluation.metrics)
@@ -246,7 +246,7 @@ def build_model(task: Task, model_dir: str, dropout: float, seed: int, pretraine
 
     torch.manual_seed(seed)  # the new head's initialisation (and the whole model's, from scratch)
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:  # the export's: its dropouts' names
-        names = network_of_model_type(json.load(f).get("model_type")).hf_dropout
+        names = spelling_of_model_type(json.load(f).get("model_type")).hf_dropout
     overrides = {**task.head_config(), **dict.fromkeys(names, dropout)}
     cls = task.model_class()
     if pretrained:

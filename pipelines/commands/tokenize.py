@@ -33,7 +33,7 @@ import fsspec
 
 from pipelines.errors import PrepError
 from pipelines.outputs.atomic import open_atomically
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from process import lock
 from schemas.jsonl import json_objects
 from schemas.tokenizer_formats import format_of
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
     try:
         try:
-            encoder = KINDS[format_of(args.vocab).name].encoder(args.vocab)
+            encoder = TOKENIZER_KINDS[format_of(args.vocab).name].encoder(args.vocab)
         except (OSError, ValueError, KeyError) as e:  # ContractError is a ValueError
             raise UsageError(f"--vocab {args.vocab}: {e}") from None
         input_files(args.input, args.output)  # fail on a glob that matches nothing before creating the output

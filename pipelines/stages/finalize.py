@@ -43,7 +43,7 @@ from schemas import Manifest
 from schemas import vocab as vocab_files
 from schemas.manifest import MANIFEST_NAME
 from schemas.pairs import PACKINGS, TLM_PAIRS
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 
 
 def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftovers, shards, vocab, tallies, stats,
@@ -66,7 +66,7 @@ def finalize(_, *, config: prep_config.PrepConfig, temp: str, leftovers: Leftove
     commit_all([*vocab["staged"], *clean_shards, *(staged for _, staged in shards), *parallel_shards])
     put_atomically(posixpath.join(vocab_dir, vocab_files.TOKEN_COUNTS_FILE), "".join(f"{c}\n" for c in token_counts.tolist()).encode())
     tokens = vocab_files.read_tokens(vocab_dir, sha256=vocab["sha256"], size=vocab["size"])
-    kind = FORMATS[vocab.get("tokenizer", "wordpiece")]
+    kind = TOKENIZER_FORMATS[vocab.get("tokenizer", "wordpiece")]
     shards = sorted((info for info, _ in shards), key=lambda s: s.path)
     manifest = Manifest(
         vocab={

@@ -24,9 +24,9 @@ from apache_beam.transforms.window import GlobalWindows
 from pipelines.filters import word_count
 from pipelines.outputs.shards import read_clean_shard
 from pipelines.stages.make_nsp_pairs import split_of, validation_share
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from schemas import vocab as vocab_files
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 
 
 @beam.typehints.with_output_types(tuple[tuple[str, str], int])  # ((language, figure), count)
@@ -45,9 +45,9 @@ class LanguageVocabStatsFn(beam.DoFn):
             return
         if self._loaded_from != vocab["sha256"]:
             kind = vocab.get("tokenizer", "wordpiece")
-            self._encoder = KINDS[kind].encoder(vocab["directory"])
+            self._encoder = TOKENIZER_KINDS[kind].encoder(vocab["directory"])
             tokens = vocab_files.read_tokens(vocab["directory"])
-            self._unknown = tokens.index(FORMATS[kind].roles["unk_token"])
+            self._unknown = tokens.index(TOKENIZER_FORMATS[kind].roles["unk_token"])
             self._loaded_from = vocab["sha256"]
         encoded = self._encoder.encode_batch(list(doc.sentences))
         self.counts[doc.language, "docs"] += 1

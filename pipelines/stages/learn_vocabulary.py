@@ -19,7 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.outputs.attempts import attempt_directory, staged_files
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from schemas.tokenizer_formats import format_of
 
 
@@ -30,7 +30,7 @@ def _staged_summary(summary: dict, attempt: str, directory: str) -> dict:
 def _learn_and_write(word_counts: list[tuple[str, int]], name: str, settings: Any, directory: str, staging: str,
                      bound: dict, chars: dict | None = None) -> dict:
     attempt = attempt_directory(staging)
-    summary = KINDS[name].learn(word_counts, chars, settings, attempt)
+    summary = TOKENIZER_KINDS[name].learn(word_counts, chars, settings, attempt)
     return _staged_summary({**summary, **bound}, attempt, directory)
 
 
@@ -62,7 +62,7 @@ def check_vocab(source: str, tokenizer: str = "wordpiece") -> None:
         if found.name != tokenizer:
             raise PrepError(f"--vocab {source} holds a {found.name} vocabulary ({found.tokenizer_class}), not a {tokenizer} "
                             f"one: pass --tokenizer {found.name}, or another --vocab")
-        KINDS[tokenizer].check_source(source)
+        TOKENIZER_KINDS[tokenizer].check_source(source)
     except (OSError, ValueError, KeyError, TypeError) as e:  # ContractError is a ValueError
         message = str(e) if str(e).startswith(source.rstrip("/")) else f"{source}: {e}"
         raise PrepError(f"--vocab {message}") from None
@@ -71,7 +71,7 @@ def check_vocab(source: str, tokenizer: str = "wordpiece") -> None:
 def reuse_vocab(source: str, directory: str) -> dict:
     """Write an existing vocabulary (a prep run's vocab/, or a directory transformers saved) into `directory`; return
     its summary."""
-    kind = KINDS[format_of(source).name]
+    kind = TOKENIZER_KINDS[format_of(source).name]
     return {**kind.reuse(source, directory), "directory": directory}
 
 

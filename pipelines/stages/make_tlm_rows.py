@@ -37,13 +37,13 @@ from pipelines.outputs.shards import ids_dtype
 from pipelines.stages.accounting import NAMESPACE, SumPerKey
 from pipelines.stages.make_nsp_pairs import _typecode, split_of, validation_share
 from pipelines.stages.tokenize import sum_token_counts
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from schemas.pairs import TLM_PAIRS
 
 
 def check_tlm_languages(languages: list[str], parallel: dict) -> None:
     """A PrepError, before anything is committed, when the rows hold fewer than two languages (a manifest's tlm
-    `packing.languages` lists two or more: schemas/manifest.check_packing): no pair made a row, or all are of one
+    `packing.languages` lists two or more: schemas/manifest_checks.check_packing): no pair made a row, or all are of one
     language. `parallel` is report.json's parallel total, to say where the pairs went."""
     if len(languages) >= 2:
         return
@@ -71,7 +71,7 @@ class EncodePairsFn(beam.DoFn):
 
     def process(self, pair: Pair, vocab: dict, pairs: int):
         if self._loaded_from != vocab["sha256"]:
-            self._encoder = KINDS[vocab.get("tokenizer", "wordpiece")].encoder(vocab["directory"], cache_size=self.cache_size)
+            self._encoder = TOKENIZER_KINDS[vocab.get("tokenizer", "wordpiece")].encoder(vocab["directory"], cache_size=self.cache_size)
             self._loaded_from, self.typecode = vocab["sha256"], _typecode(ids_dtype(vocab["size"]))
         self.size = vocab["size"]
         unit = pair_unit(pair)

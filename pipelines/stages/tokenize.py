@@ -23,7 +23,7 @@ from pipelines import wordpiece
 from pipelines.documents.records import Doc, TokenizedDoc
 from pipelines.outputs.shards import read_clean_shard
 from pipelines.stages.accounting import NAMESPACE
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 
 _TALLY_BATCH = 1 << 20
 """Ids collected before they are counted (~8 MB of list): a bincount's cost is then in the ids, not the vocabulary."""
@@ -41,7 +41,7 @@ class TokenizeFn(beam.DoFn):
 
     def process(self, doc: Doc, vocab: dict):
         if self._loaded_from != vocab["sha256"]:
-            self._encoder = KINDS[vocab.get("tokenizer", "wordpiece")].encoder(vocab["directory"], cache_size=self.cache_size)
+            self._encoder = TOKENIZER_KINDS[vocab.get("tokenizer", "wordpiece")].encoder(vocab["directory"], cache_size=self.cache_size)
             self._loaded_from = vocab["sha256"]
             self.size = vocab["size"]
         sentences = tuple(tuple(ids) for ids in self._encoder.encode_batch(list(doc.sentences)) if ids)

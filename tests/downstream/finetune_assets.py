@@ -92,13 +92,13 @@ def tiny_export(directory) -> str:
 
 
 def scripted_runs(monkeypatch, validation: dict, seeds: int):
-    """Fine-tuning runs without a model: recipe.train scores (lr, seed) as `validation` says and keeps [lr, seed]
-    as its weights, recipe.evaluate scores half that on test and predicts "lr/seed". Returns (config, splits)
+    """Fine-tuning runs without a model: loop.train scores (lr, seed) as `validation` says and keeps [lr, seed]
+    as its weights, loop.evaluate scores half that on test and predicts "lr/seed". Returns (config, splits)
     for a classify Job over one-row splits; call `scripted_features(job, splits)` on each Job built from them."""
     import torch
 
     from downstream.finetune import job as job_mod
-    from downstream.finetune import recipe, tasks
+    from downstream.finetune import loop, tasks
     from downstream.finetune.config import FinetuneConfig
     from downstream.finetune.data import Split
     from schemas.tables import Account
@@ -108,15 +108,15 @@ def scripted_runs(monkeypatch, validation: dict, seeds: int):
             self.state = state
 
     def train(task, model, *args, lr, seed, **kwargs):
-        return recipe.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
+        return loop.RunResult({"score": validation[(lr, seed)]}, 1, {"w": torch.tensor([lr, seed], dtype=torch.float64)}, [])
 
     def evaluate(task, model, features, examples, calibration=None, place=None):
         lr, seed = model.state["w"].tolist()
         return tasks.Evaluation({"score": validation[(lr, int(seed))] / 2}, [f"{lr:g}/{int(seed)}"])
 
     monkeypatch.setattr(job_mod, "build_model", lambda *args: Model())
-    monkeypatch.setattr(recipe, "train", train)
-    monkeypatch.setattr(recipe, "evaluate", evaluate)
+    monkeypatch.setattr(loop, "train", train)
+    monkeypatch.setattr(loop, "evaluate", evaluate)
     config = FinetuneConfig(task="classify", train="t", validation="v", test="s", output="o", seeds=seeds)
     splits = {name: Split(url=name, sha256="", examples=[{"text": "x", "label": 0, "line": 1}],
                           account=Account("jsonl", read=1))

@@ -214,3 +214,22 @@ def test_finetune_refuses_in_one_line_before_touching_output(tiny, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and message in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_builtin_task_is_its_own_flag_and_task_name_is_its_old_spelling():
+    """--task takes a kind and --builtin-task a built-in task's name; `--task NAME`, the spelling from before
+    --builtin-task, is the same config, and a message names the flag as the user typed it."""
+    from downstream.finetune.command import finetune_parser
+    from downstream.finetune.config import FinetuneConfig
+    from downstream.finetune.tasks import TASK_KINDS
+
+    new, old = FinetuneConfig(builtin_task="licences", output="o"), FinetuneConfig(task="licences", output="o")
+    assert new == old and (new.builtin_task, new.task) == ("licences", None)
+    flags = {a.dest: a for a in finetune_parser()._actions}
+    assert flags["task"].metavar == "{" + ",".join(TASK_KINDS) + "}" and "built-in" not in flags["task"].help
+    assert tuple(flags["builtin_task"].choices) == tuple(TASKS)
+    for spelled in ("--task", "--builtin-task"):
+        with pytest.raises(ValueError, match=f"^{spelled} man-sections writes its own splits"):
+            FinetuneConfig(**{spelled[2:].replace("-", "_"): "man-sections"}, train="t.jsonl", output="o")
+    with pytest.raises(ValueError, match="^--builtin-task licences has its own kind: drop --task classify"):
+        FinetuneConfig(builtin_task="licences", task="classify", output="o")

@@ -13,7 +13,8 @@ transformers = pytest.importorskip("transformers")
 pa = pytest.importorskip("pyarrow")
 
 from downstream.contextual.encoder import Encoder
-from downstream.contextual.standardize import Stats
+from downstream.contextual.standardize import STANDARDIZERS, Stats
+from downstream.contextual.vectors import STANDARDIZERS as STANDARDIZER_NAMES
 from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
 from downstream.embed import embed_main
 from tests.downstream.contextual_assets import (
@@ -23,6 +24,11 @@ from tests.downstream.contextual_assets import (
 )
 
 NEW_TEXT = ["The unbelievable river bank was muddy", "Return a new list with the same elements"]
+
+
+def test_the_flags_name_every_standardizer():
+    """vectors.py lists the --standardize names without numpy; they are standardize.py's rows, in order."""
+    assert STANDARDIZER_NAMES == tuple(STANDARDIZERS)
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,7 @@ def test_the_loop_learns_a_separable_task(assets, tmp_path):
 
 
 def test_probe_trains_the_head_only(assets, tmp_path):
-    from downstream.finetune.recipe import freeze
+    from downstream.finetune.loop import freeze
 
     hf, _, _ = assets
     model = transformers.AutoModelForSequenceClassification.from_pretrained(hf, num_labels=3)
@@ -122,6 +122,27 @@ def test_probe_trains_the_head_only(assets, tmp_path):
     assert any(n.startswith("bert.encoder.layer.1.") for n in trainable)
     assert not any(n.startswith(("bert.encoder.layer.0.", "bert.embeddings.")) for n in trainable)
 
+
+
+@pytest.mark.parametrize("config", [
+    lambda: transformers.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64),
+    lambda: transformers.RobertaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64),
+    lambda: transformers.ElectraConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                                       intermediate_size=64, embedding_size=32),
+    lambda: transformers.XLMConfig(vocab_size=50, emb_dim=32, n_layers=3, n_heads=2, n_langs=2, use_lang_emb=True),
+], ids=["bert", "roberta", "electra", "xlm"])
+def test_last_n_trains_the_top_layers_of_every_family(config):
+    """--strategy last-n on each family's transformers class: the top layer trains, the layers below and the
+    embeddings do not (XLM keeps a layer's parts in lists of their own, not under encoder.layer)."""
+    from downstream.finetune.loop import freeze
+
+    model = transformers.AutoModelForSequenceClassification.from_config(config())
+    freeze(model, "last-n", 1)
+    prefix = model.base_model_prefix + "."
+    encoder = {n.removeprefix(prefix) for n, p in model.named_parameters() if p.requires_grad and n.startswith(prefix)}
+    assert encoder and all(".2." in n or n.startswith("pooler.") for n in encoder), sorted(encoder)
+    head = [n for n, p in model.named_parameters() if not n.startswith(prefix)]
+    assert head and all(p.requires_grad for n, p in model.named_parameters() if not n.startswith(prefix))
 
 def test_output_directory_is_ours_or_refused(assets, tmp_path, capsys):
     hf, files, _ = assets

@@ -1,4 +1,4 @@
-"""Fine-tuning's batches (downstream/finetune/recipe.py, issue 47): one gather per tensor instead of a gather and a
+"""Fine-tuning's batches (downstream/finetune/loop.py, issue 47): one gather per tensor instead of a gather and a
 contiguous copy, no copy of the final weights on a CPU, both leaving every score and loss exactly as they were;
 --group-by-length's batches (every row once an epoch, fewer padded positions, the plain order untouched)."""
 
@@ -14,9 +14,9 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 
-from downstream.finetune import recipe  # noqa: E402
+from downstream.finetune import loop  # noqa: E402
 from downstream.finetune.command import finetune_main  # noqa: E402
-from downstream.finetune.recipe import _batch, epoch_batches  # noqa: E402
+from downstream.finetune.loop import _batch, epoch_batches  # noqa: E402
 
 from .finetune_assets import classify_rows, tag_rows, tiny_export, write_jsonl  # noqa: E402
 
@@ -96,8 +96,8 @@ def test_scores_and_losses_are_exactly_the_old_loops(hf, tmp_path, monkeypatch, 
 
     new = run(str(tmp_path / "new"))
     with monkeypatch.context() as m:
-        m.setattr(recipe, "_batch", _reference_batch)
-        m.setattr(recipe, "_final_state", recipe._host_copy)
+        m.setattr(loop, "_batch", _reference_batch)
+        m.setattr(loop, "_final_state", loop._host_copy)
         old = run(str(tmp_path / "old"))
     assert _scores(new[0]) and _scores(new[0]) == _scores(old[0])
     assert new[1] == old[1]

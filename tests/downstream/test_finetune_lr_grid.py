@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("sklearn")
 
 from downstream.finetune import protocol as lr_grid  # noqa: E402
-from downstream.finetune import recipe  # noqa: E402
+from downstream.finetune import loop  # noqa: E402
 from downstream.finetune.protocol import Search  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def test_a_job_searches_each_arm_in_one_process_and_in_rounds_alike(monkeypatch)
     assert set(base.record["per_lr"]) == {"0.001", "0.003", "0.01", "0.03", "0.1"}
     assert model.best["state"]["w"].tolist() == pytest.approx([3e-3, 1])  # the chosen lr's best seed
     rounds = scripted_job(monkeypatch, *scripted_runs(monkeypatch, validation, seeds=2))
-    spread_model, spread_base = rounds.run_spread(arms, quiet, recipe.Place())
+    spread_model, spread_base = rounds.run_spread(arms, quiet, loop.Place())
     assert json.dumps(spread_model.record) == json.dumps(model.record)
     assert json.dumps(spread_base.record) == json.dumps(base.record)
     assert spread_model.best["state"]["w"].tolist() == pytest.approx([3e-3, 1])

@@ -1,4 +1,4 @@
-"""`clozeforge finetune` on devices and in several processes (downstream/finetune/recipe.py's Place, job.py's spread):
+"""`clozeforge finetune` on devices and in several processes (downstream/finetune/loop.py's Place, job.py's spread):
 the flags' one-line errors, a rank's slice of a batch, 2 CPU processes over gloo against 1 (runs spread: the
 same results.json and model; --data-parallel: the same losses within float tolerance), the records and weights
 that travel between ranks, and bench/finetune_loop.py's GPU path on a tiny model on the CPU."""
@@ -18,9 +18,9 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 
 from downstream.finetune import job as job_mod  # noqa: E402
-from downstream.finetune import recipe  # noqa: E402
+from downstream.finetune import loop  # noqa: E402
 from downstream.finetune.command import finetune_main  # noqa: E402
-from downstream.finetune.recipe import Place, _batch, _my_rows  # noqa: E402
+from downstream.finetune.loop import Place, _batch, _my_rows  # noqa: E402
 
 from .finetune_assets import classify_rows, tiny_export, write_jsonl  # noqa: E402
 
@@ -70,10 +70,10 @@ def test_device_and_precision_flags_fail_in_one_line(assets, tmp_path, capsys):
 
 
 def test_auto_is_fp32_on_a_cpu_whatever_its_bf16_instructions():
-    assert recipe.resolve("auto", torch.device("cpu")).name == "fp32"
-    assert recipe.resolve("bf16", torch.device("cpu")).name == "bf16"
+    assert loop.resolve("auto", torch.device("cpu")).name == "fp32"
+    assert loop.resolve("bf16", torch.device("cpu")).name == "bf16"
     with pytest.raises(ValueError, match="one of"):
-        recipe.resolve_device("tpu")
+        loop.resolve_device("tpu")
 
 
 @pytest.mark.parametrize("batch,world,expected", [
@@ -226,7 +226,7 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
 
 def test_a_suite_over_several_processes_is_refused_in_one_line_before_any_starts(assets, tmp_path, capsys, monkeypatch):
     hf, _ = assets
-    monkeypatch.setattr(recipe, "launch", lambda *a, **k: pytest.fail("ranks were started"))
+    monkeypatch.setattr(loop, "launch", lambda *a, **k: pytest.fail("ranks were started"))
     assert finetune_main([hf, "--suite", "glue", "--data", str(tmp_path), "--output", str(tmp_path / "o"),
                           "--nproc-per-node", "2"]) == 2
     err = capsys.readouterr().err.strip()

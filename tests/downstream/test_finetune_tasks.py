@@ -16,7 +16,7 @@ from downstream.finetune.tasks.base import Features
 def test_every_kind_is_whole_in_the_table():
     transformers = pytest.importorskip("transformers")
     columns = {f.name for f in dataclasses.fields(tasks.Columns)}
-    for name, kind in tasks.KINDS.items():
+    for name, kind in tasks.TASK_KINDS.items():
         task = tasks.of(name)
         assert task.name == name and set(kind.column_fields) <= columns
         assert hasattr(transformers, kind.model_class_name) and kind.pipeline

@@ -15,7 +15,7 @@ from pipelines.bpe.config import BpeConfig
 from pipelines.bpe.files import write_bpe
 from pipelines.bpe.learner import LEADING, learn_bpe
 from pipelines.documents.builtin_corpus import iter_documents
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from schemas.tokenizer_formats import BPE, word_boundary
 from tests.pipelines.mixed_text import mixed_texts
 
@@ -100,8 +100,8 @@ def test_compression_is_within_2_percent_of_tokenizers_bpe_trainer(split_corpus,
     train, held_out = split_corpus
     counts = collections.Counter(w for text in train for w in ByteLevelWords()(text.split("\n")))
     config = BpeConfig(vocab_size=4000)
-    summary = KINDS["bpe"].learn(counts.items(), None, config, str(tmp_path))
-    ours = KINDS["bpe"].encoder(str(tmp_path))
+    summary = TOKENIZER_KINDS["bpe"].learn(counts.items(), None, config, str(tmp_path))
+    ours = TOKENIZER_KINDS["bpe"].encoder(str(tmp_path))
     theirs = Tokenizer(models.BPE())
     theirs.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     theirs.decoder = decoders.ByteLevel()

@@ -17,7 +17,7 @@ import pytest
 
 from pipelines import prep
 from pipelines.outputs.shards import read_clean_shard
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from pipelines.wordpiece.prune import word_bound
 from schemas import Manifest
 from tests.helpers import digest_tree
@@ -50,7 +50,7 @@ def two_runs(request, corpus_dir, tmp_path_factory) -> tuple[str, list[str]]:
 def test_vocabulary_and_shards_are_byte_identical_across_runners_workers_and_places(two_runs):
     name, outs = two_runs
     one, two = ({k: v for k, v in digest_tree(o).items() if k.endswith(".arrow") or k.startswith("vocab/")} for o in outs)
-    expected = {f"vocab/{f}" for f in (*KINDS[name].format.files, "vocab_config.json", "token_counts.txt")}
+    expected = {f"vocab/{f}" for f in (*TOKENIZER_KINDS[name].format.files, "vocab_config.json", "token_counts.txt")}
     assert expected <= set(one) and any(k.startswith("pairs/validation-") for k in one)
     assert one == two
 
@@ -63,7 +63,7 @@ def test_the_manifest_and_the_report_name_the_tokenizer(two_runs):
     assert manifest.special_tokens == {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 1199}
     assert manifest.special_id("mask_token") == 1199 and not manifest.vocab["lowercase"]
     boundary = manifest.read_word_boundary()
-    assert boundary == KINDS[name].format.boundary and boundary.marks_start  # 'Ġ' / '▁' start a word
+    assert boundary == TOKENIZER_KINDS[name].format.boundary and boundary.marks_start  # 'Ġ' / '▁' start a word
 
 
 def test_the_token_counts_are_autotokenizers_over_the_clean_sentences(two_runs):
@@ -89,7 +89,7 @@ def test_the_learners_peak_memory_is_flat_when_the_corpus_grows_8x(name, tmp_pat
     from pipelines.documents.builtin_corpus import iter_documents
     from tests.pipelines.test_vocab_kinds import _prep_config
 
-    kind = KINDS[name]
+    kind = TOKENIZER_KINDS[name]
     settings = kind.settings(_prep_config(name))
     split = kind.words(settings)
     docs = [d["text"] for d in iter_documents(2_400_000)]

@@ -15,7 +15,7 @@ import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from pipelines.documents.builtin_corpus import iter_documents
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from pipelines.unigram import darts, normalizer
 from pipelines.unigram.config import UnigramConfig
 from pipelines.unigram.lattice import Batch, PieceTable, expected_counts, viterbi
@@ -165,8 +165,8 @@ def test_learner_is_deterministic_and_keeps_every_character(counted, tmp_path):
     tokens = [p for p, _ in pieces]
     assert tokens[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and tokens[-1] == "<mask>" and len(tokens) == len(set(tokens)) == 1000
     assert {c for w in counts for c in w} <= set(tokens)  # every character of the corpus is a piece
-    KINDS["unigram"].learn(counts.items(), None, config, str(tmp_path))
-    encoder = KINDS["unigram"].encoder(str(tmp_path))
+    TOKENIZER_KINDS["unigram"].learn(counts.items(), None, config, str(tmp_path))
+    encoder = TOKENIZER_KINDS["unigram"].encoder(str(tmp_path))
     # so no text of the corpus meets <unk> (but its own literal text, an added token)
     assert 3 not in {i for t in mixed_texts() for i in encoder.encode(t.replace("<unk>", ""))}
     chars = collections.Counter({"a": 90, "b": 6, "c": 3, "d": 1})
@@ -183,8 +183,8 @@ def test_compression_is_within_2_percent_of_tokenizers_unigram_trainer(tmp_path)
     docs = [d["text"] for d in iter_documents(400_000)]
     cut = int(len(docs) * 0.9)
     counts, held_out = collections.Counter(w for t in docs[:cut] for w in UnigramWords()(t.split("\n"))), docs[cut:]
-    KINDS["unigram"].learn(counts.items(), None, UnigramConfig(vocab_size=2000), str(tmp_path))
-    ours = KINDS["unigram"].encoder(str(tmp_path))
+    TOKENIZER_KINDS["unigram"].learn(counts.items(), None, UnigramConfig(vocab_size=2000), str(tmp_path))
+    ours = TOKENIZER_KINDS["unigram"].encoder(str(tmp_path))
     theirs = Tokenizer(models.Unigram())
     theirs.normalizer = normalizers.Precompiled(normalizer.charsmap())
     theirs.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])
@@ -199,7 +199,7 @@ def test_compression_is_within_2_percent_of_tokenizers_unigram_trainer(tmp_path)
 
 def test_files_load_as_xlm_roberta_and_mark_word_starts(tmp_path):
     pieces = learn_unigram([("▁hello", 5), ("▁help", 3), ("▁world", 2)], None, UnigramConfig(vocab_size=40))
-    summary = KINDS["unigram"].learn([("▁hello", 5), ("▁help", 3), ("▁world", 2)], None, UnigramConfig(vocab_size=40), str(tmp_path))
+    summary = TOKENIZER_KINDS["unigram"].learn([("▁hello", 5), ("▁help", 3), ("▁world", 2)], None, UnigramConfig(vocab_size=40), str(tmp_path))
     assert summary["tokenizer"] == "unigram" and summary["size"] == len(pieces)
     boundary = word_boundary(str(tmp_path))
     assert boundary == UNIGRAM.boundary and not boundary.continues_word("▁hel") and boundary.continues_word("lo")

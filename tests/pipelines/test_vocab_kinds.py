@@ -21,7 +21,7 @@ from pipelines.outputs.attempts import Staged
 from pipelines.outputs.shards import write_clean_docs
 from pipelines.stages.learn_vocabulary import check_vocab, reuse_vocab
 from pipelines.stages.tokenize import Tokenize
-from pipelines.tokenizer_kinds import KINDS
+from pipelines.tokenizer_kinds import TOKENIZER_KINDS
 from pipelines.unigram import normalizer
 from schemas.tokenizer_formats import format_of, word_boundary
 from schemas.vocab import read_tokens
@@ -41,7 +41,7 @@ def learned(tmp_path_factory) -> dict[str, str]:
 
     texts = [d["text"] for d in iter_documents(150_000)] + list(mixed_texts())
     out = {}
-    for name, kind in KINDS.items():
+    for name, kind in TOKENIZER_KINDS.items():
         settings = kind.settings(_prep_config(name))
         split = kind.words(settings)
         counts = collections.Counter(w for t in texts for w in split(t.split("\n")))
@@ -70,13 +70,13 @@ def test_prep_vocabularies_load_as_the_family_class_with_the_encoder_ids(learned
     assert type(tokenizer).__name__ == CLASSES[name] and tokenizer.is_fast
     assert tokenizer.convert_tokens_to_ids(["<s>", "<pad>", "</s>", "<unk>"]) == [0, 1, 2, 3]
     assert tokenizer.mask_token_id == len(read_tokens(directory)) - 1 == VOCAB_SIZES[name] - 1
-    encoder = KINDS[name].encoder(directory)  # what the Tokenize stage encodes with
+    encoder = TOKENIZER_KINDS[name].encoder(directory)  # what the Tokenize stage encodes with
     texts = list(mixed_texts())
     assert encoder.encode_batch(texts) == _auto(directory, texts)
     assert tokenizer("a b")["input_ids"][0] == 0 and tokenizer("a b")["input_ids"][-1] == 2  # <s> ... </s>
     if name == "bpe":  # no unknown token ever
         assert tokenizer.unk_token_id not in {i for t in texts for i in encoder.encode(t.replace("<unk>", ""))}
-    assert format_of(directory).name == name and word_boundary(directory) == KINDS[name].format.boundary
+    assert format_of(directory).name == name and word_boundary(directory) == TOKENIZER_KINDS[name].format.boundary
 
 
 @pytest.mark.parametrize("name", ["wordpiece", "bpe", "unigram"])
@@ -135,7 +135,7 @@ def test_vocab_reads_what_transformers_saved_with_autotokenizers_ids(learned, tm
     check_vocab(source, kind)  # what prep checks at start
     summary = reuse_vocab(source, str(tmp_path / "vocab"))  # what ReuseVocab writes under OUT/vocab/
     assert summary["tokenizer"] == kind and summary["size"] == len(reference)
-    encoder = KINDS[kind].encoder(summary["directory"])  # what Tokenize encodes with
+    encoder = TOKENIZER_KINDS[kind].encoder(summary["directory"])  # what Tokenize encodes with
     texts = list(mixed_texts())
     assert encoder.encode_batch(texts) == _auto(source, texts)
     assert _auto(summary["directory"], texts) == _auto(source, texts)  # and prep's copy loads the same

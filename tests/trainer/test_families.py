@@ -25,7 +25,7 @@ from trainer.config import TrainConfig, TrainError  # noqa: E402
 from trainer.data.collate import collate_single  # noqa: E402
 from trainer.masking import Masker, MaskingConfig  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
-from trainer.model.families import network_of  # noqa: E402
+from trainer.model.families import spelling_of  # noqa: E402
 from trainer.model.hf_names import from_transformers, to_transformers  # noqa: E402
 from trainer.start.sources import ARCHITECTURE, open_source  # noqa: E402
 from trainer.start.steps import family_of  # noqa: E402
@@ -52,7 +52,7 @@ def _inputs(pad: int, seed: int = 0, languages: int = 0) -> dict[str, torch.Tens
 
 
 def _their_inputs(config: ModelConfig, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {theirs: inputs[ours] for ours, theirs in network_of(config).hf_inputs if ours in inputs}
+    return {theirs: inputs[ours] for ours, theirs in spelling_of(config).hf_inputs if ours in inputs}
 
 
 @pytest.mark.parametrize("name", list(families.FAMILIES))

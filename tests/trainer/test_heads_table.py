@@ -74,7 +74,7 @@ def drawn_labels(run_dir) -> set[str]:
 
 TRAIN = """
 import sys
-from trainer import cpu_sharing
+from process import cpu_sharing
 cpu_sharing.apply()
 if sys.argv[1] == "toy":  # the row, registered as a user's code would before training
     from tests.trainer.test_heads_table import TOY

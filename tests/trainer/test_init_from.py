@@ -22,7 +22,7 @@ from trainer.builders import build_model  # noqa: E402
 from trainer.config import TrainConfig, TrainError  # noqa: E402
 from trainer.model import BertForPretraining, ModelConfig  # noqa: E402
 from trainer.model.hf_names import our_name  # noqa: E402
-from trainer.start import recipe  # noqa: E402
+from trainer.start import defaults  # noqa: E402
 from trainer.start.rate import Rate  # noqa: E402
 from trainer.start.sources import ARCHITECTURE, open_source, source_problem  # noqa: E402
 
@@ -251,12 +251,12 @@ def test_a_pickle_that_would_run_code_is_refused_unrun(vocab, tmp_path):
 def test_a_disagreeing_model_preset_is_refused_and_defaults_follow_the_recipe(vocab, tmp_path):
     source = hf_source(tmp_path / "src", vocab)
     config = TrainConfig(data="unused", output=str(tmp_path / "run"), init_from=source, model="tiny")
-    found = recipe.agreement(config, open_source(source).architecture)
+    found = defaults.agreement(config, open_source(source).architecture)
     assert found and found.startswith("--model tiny disagrees with --init-from") and "hidden_size 128 (--model tiny) vs 32" in found
     chosen = Rate(6e-4, "the width rule")
-    settled, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source), set(), None, chosen)
+    settled, notes = defaults.with_defaults(TrainConfig(data="d", output="o", init_from=source), set(), None, chosen)
     assert (settled.lr, settled.warmup_ratio) == (6e-4, 0.06) and notes == ["lr 0.0006: the width rule"]  # warmup: scratch's 6%
-    kept, notes = recipe.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"}, chosen)
+    kept, notes = defaults.with_defaults(TrainConfig(data="d", output="o", init_from=source, lr=3e-4), {"lr"}, {"strategy": "wwm"}, chosen)
     assert kept.lr == 3e-4 and kept.warmup_ratio == 0.06 and kept.masking.strategy == "wwm"
     assert notes == ["lr 0.0003: given (--lr)", "masking wwm 0.15 (the source's)"]
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from schemas.tokenizer_formats import FORMATS
+from schemas.tokenizer_formats import TOKENIZER_FORMATS
 from trainer.heads import IGNORE_INDEX
 from trainer.masking.config import MaskingConfig
 from trainer.masking.rows import next_index, pack_rows
@@ -35,7 +35,7 @@ class Masker:
         reserved tokens are never selected nor drawn, its word marks ('##' continues a word, 'Ġ' and '▁' start one)
         give whole-word and span masking their words."""
         tokens = manifest.read_vocab_tokens()
-        kind = FORMATS[manifest.tokenizer]
+        kind = TOKENIZER_FORMATS[manifest.tokenizer]
         continuation = manifest.read_word_boundary().continuation_flags(tokens, set(kind.special_tokens))
         return cls(config, vocab_size=len(tokens), special_ids=kind.never_produced(tokens),
                    mask_id=manifest.special_id("mask_token"), continuation=np.asarray(continuation, dtype=bool),

@@ -7,7 +7,7 @@ or ELECTRA's discriminator and generator under ElectraForPreTraining's and Elect
     heads.py     its heads' modules: MLM (sparse: masked positions only), NSP, SBO, and a head row's own module
     init.py      BERT's initialisation, which every network takes
     electra.py   ElectraForPretraining: replaced-token detection, a small generator sharing the embeddings
-    families/    each family's network as its transformers class names it (BERT's, RoBERTa's and XLM-R's)
+    families/    each family's spelling: how its transformers class names our tensors (BERT's, RoBERTa's, XLM's)
     hf_names.py  the one table between our tensors and a transformers checkpoint's (export, --init-from)
 
 `build(config)` makes the network of a ModelConfig's objective (its row's `network`, schemas/objectives.py).

@@ -23,7 +23,7 @@ from typing import Any
 from schemas import families, objectives
 from schemas.config import Config
 from schemas.errors import ContractError
-from trainer.model.families import NETWORKS
+from trainer.model.families import SPELLINGS
 
 HF_CONFIG_KEYS = {"vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
                   "num_attention_heads": "num_heads", "intermediate_size": "intermediate_size",
@@ -206,10 +206,10 @@ class ModelConfig(Config):
         key takes the config class's default, as transformers does); ContractError for a model_type of no family."""
         goal = objectives.of_model_type(body.get("model_type"))  # ELECTRA's "electra": the bert family's network
         family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
-        network = NETWORKS[family.network]
-        if network.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)
+        spelling = SPELLINGS[family.spelling]
+        if spelling.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)
             try:
-                body = network.architecture(body)
+                body = spelling.architecture(body)
             except ValueError as e:
                 raise ContractError(f"{where}: {e}") from None
         shape = {ours: body.get(theirs, HF_DEFAULTS[ours]) for theirs, ours in HF_CONFIG_KEYS.items()}
@@ -257,8 +257,8 @@ class ModelConfig(Config):
             "tie_word_embeddings": True,
             "dtype": "float32",
         }
-        network = NETWORKS[row.network]
-        return network.hf_config(body, self) if network.hf_config is not None else body
+        spelling = SPELLINGS[row.spelling]
+        return spelling.hf_config(body, self) if spelling.hf_config is not None else body
 
     def generator_hf_config(self) -> dict[str, Any]:
         """The config.json of ELECTRA's generator (transformers' ElectraForMaskedLM): its own width and heads over

@@ -21,7 +21,7 @@ import torch
 from trainer.heads import OWN_MODULES, project_only_prefixes
 from trainer.model.bert import BertForPretraining
 from trainer.model.config import ModelConfig
-from trainer.model.families import NETWORKS, Network, network_of
+from trainer.model.families import SPELLINGS, Spelling, spelling_of
 
 PARTS: dict[str, tuple[str, ...]] = {
     "encoder": ("bert.embeddings.", "bert.encoder."),
@@ -57,8 +57,8 @@ def part_of(name: str) -> str | None:
 
 def exported_keys(model_config: ModelConfig) -> list[str]:
     """The tensor names model.safetensors holds for `model_config`, in transformers' order (the family's spelling)."""
-    network = network_of(model_config)
-    return [network.theirs(k) for k in _shapes(model_config) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
+    spelling = spelling_of(model_config)
+    return [spelling.theirs(k) for k in _shapes(model_config) if k not in TIED_KEYS and not k.startswith(PROJECT_ONLY_PREFIXES)]
 
 
 def _shapes(model_config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -77,17 +77,17 @@ def to_transformers(state_dict: dict[str, torch.Tensor], model_config: ModelConf
     if missing or unexpected:
         raise WeightsError(f"state dict does not match ModelConfig: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
                            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
-    network = network_of(model_config)
+    spelling = spelling_of(model_config)
     # clone: a DeepSpeed-consolidated tensor may be a view into a flat buffer, which safetensors refuses
-    return {network.theirs(key): state_dict[key].detach().to("cpu", torch.float32).contiguous().clone() for key in wanted}
+    return {spelling.theirs(key): state_dict[key].detach().to("cpu", torch.float32).contiguous().clone() for key in wanted}
 
 
-def our_name(name: str, network: Network = NETWORKS["bert"]) -> str:
-    """The name of a transformers tensor of `network`'s in our state dict (the inverse of what export writes)."""
+def our_name(name: str, spelling: Spelling = SPELLINGS["bert"]) -> str:
+    """The name of a transformers tensor spelled as `spelling` says, in our state dict (the inverse of what export writes)."""
     for old, new in LEGACY_SUFFIXES.items():
         if name.endswith(old) and "LayerNorm" in name:
             name = name[: -len(old)] + new
-    return network.ours(network.bare(name))
+    return spelling.ours(spelling.bare(name))
 
 
 def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_config: ModelConfig,
@@ -100,10 +100,10 @@ def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_
     expected = _shapes(model_config)
     ours: dict[str, torch.Tensor | tuple[int, ...]] = {}
     dropped = []
-    network = network_of(model_config)
+    spelling = spelling_of(model_config)
     for name, value in tensors.items():
-        key = our_name(name, network)
-        if key in TIED_KEYS or key in BUFFERS or network.bare(name).startswith(network.dropped):
+        key = our_name(name, spelling)
+        if key in TIED_KEYS or key in BUFFERS or spelling.bare(name).startswith(spelling.dropped):
             dropped.append(name)
             continue
         if key not in expected:
@@ -122,7 +122,7 @@ def from_transformers(tensors: dict[str, tuple[int, ...] | torch.Tensor], model_
             first = next(k for k in names if k not in ours)
             raise WeightsError(f"{where}: lacks {first} ({len(names) - len(held)} of the {part}'s {len(names)} tensors missing)")
     if "encoder" in lacking:
-        prefix = network.base_prefix
+        prefix = spelling.base_prefix
         raise WeightsError(f"{where}: holds no {model_config.family} encoder tensors ({prefix}embeddings.*, {prefix}encoder.*)")
     state = {k: v.detach().to("cpu", torch.float32) for k, v in ours.items() if isinstance(v, torch.Tensor)}
     return state, lacking, dropped

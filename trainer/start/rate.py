@@ -8,7 +8,7 @@ Out: a Rate: the value, and the reason `clozeforge train` prints in one line at 
 The rule, in order:
   1. The rate the source's own training used (its peak `lr`), where the RUN or the export's card records it: it is
      the rate that trained that model, at its size, with this trainer's optimizer and schedule.
-  2. Otherwise (a HuggingFace BERT, an export whose card is gone) `1e-4 x 768 / hidden_size`: BERT-base's rate
+  2. Otherwise (a HuggingFace directory, an export whose card is gone) `1e-4 x 768 / hidden_size`: BERT-base's rate
      (Devlin et al. 2019: 1e-4 at width 768) scaled as 1/width, the µP rule for Adam's hidden weights (Yang et
      al. 2022, "Tensor Programs V") applied to the whole model. Published per-size rates fall the same way:
      RoBERTa's base and large (768 and 1,024 wide) pretrained at 6e-4 and 4e-4 (Liu et al. 2019, Table 9), GPT-3's

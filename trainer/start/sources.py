@@ -3,9 +3,10 @@ clozeforge run.
 
 In:  SOURCE as typed: a directory (any fsspec URL) with config.json and model.safetensors, pytorch_model.bin or a
      sharded checkpoint's index (model.safetensors.index.json, pytorch_model.bin.index.json), holding a
-     BertForPreTraining, BertForMaskedLM, RobertaForMaskedLM, XLMRobertaForMaskedLM or a bare encoder of one
-     (config.json's model_type names the family: schemas/families.py); or a run directory of `clozeforge train`
-     (its newest intact checkpoint; RUN@STEP for that step's).
+     BertForPreTraining, BertForMaskedLM, RobertaForMaskedLM, XLMRobertaForMaskedLM, XLMWithLMHeadModel or a bare
+     encoder of one (config.json's model_type names the family: schemas/families.py), or ELECTRA's
+     ElectraForPreTraining and its generator/ where there is one (schemas/objectives.py: `train --objective electra`);
+     or a run directory of `clozeforge train` (its newest intact checkpoint; RUN@STEP for that step's).
 Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among them), `vocab_sha256` (of its
      tokens in id order, as prep writes vocab.txt, from vocab.txt or tokenizer.json: compared with the manifest's),
      `masking` (a run's recorded masking; None for a HuggingFace directory),
@@ -15,7 +16,7 @@ Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among
 Every problem is one TrainError line naming the file. Pickled files are read only through
 trainer/checkpoint/safe_load.py (tensors and plain data; nothing in them runs).
 
-Each kind of source is one class in KINDS; `open_source` asks each, in order, whether SOURCE is one of it.
+Each kind of source is one class in SOURCE_KINDS; `open_source` asks each, in order, whether SOURCE is one of it.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ class HuggingFaceDirectory(Source):
                 self.architecture["generator_fraction"] = fraction or ModelConfig.__dataclass_fields__["generator_fraction"].default
         except (ContractError, ValueError) as e:
             raise TrainError(f"{e} (--init-from continues a {SUPPORTED}, or a clozeforge run)") from None
-        checks = [("hidden_act", "gelu", "clozeforge's BERT uses exact GELU"),
-                  ("position_embedding_type", "absolute", "clozeforge's BERT learns absolute positions"),
+        checks = [("hidden_act", "gelu", "clozeforge's encoders use exact GELU"),
+                  ("position_embedding_type", "absolute", "clozeforge's encoders learn absolute positions"),
                   ("is_decoder", False, "clozeforge trains encoders")]
         for key, want, why in checks:
             if body.get(key, want) != want:
@@ -303,20 +304,20 @@ class RunDirectory(Source):
         return f"{self.run}/checkpoints/{self.tag}"
 
 
-KINDS: tuple[type[Source], ...] = (RunDirectory, HuggingFaceDirectory)
+SOURCE_KINDS: tuple[type[Source], ...] = (RunDirectory, HuggingFaceDirectory)
 """The kinds of SOURCE, asked in this order (a run directory holds no config.json)."""
 
 
 def open_source(url: str) -> Source:
     """The Source `url` names, its config and vocabulary read (not its weights); a TrainError when it is none."""
     try:
-        for kind in KINDS:
+        for kind in SOURCE_KINDS:
             if kind.matches(url):
                 return kind(url)
     except OSError as e:  # an object store that does not answer, no permission
         raise TrainError(f"--init-from {url}: {e.strerror or type(e).__name__}") from None
-    raise TrainError(f"--init-from {url}: no config.json there, nor checkpoints/ (expected a HuggingFace BERT directory, "
-                     "a clozeforge export or a clozeforge run directory)")
+    raise TrainError(f"--init-from {url}: no config.json there, nor checkpoints/ (expected a HuggingFace "
+                     f"directory of a {SUPPORTED}, a clozeforge export or a clozeforge run directory)")
 
 
 def source_problem(config, manifest) -> str | None:

@@ -3,7 +3,7 @@
 
   0. `family_of(config, given)` and `settle(config, given)` (trainer/pretrain.py, in every process before any rank
      starts): the family (--family, or --data's: schemas/families.py); then a new run from random weights, a new run
-     from `--init-from SOURCE` (its recipe defaults: trainer/start/recipe.py), or the resume of either; a
+     from `--init-from SOURCE` (its recipe defaults: trainer/start/defaults.py), or the resume of either; a
      --init-from on a run that has checkpoints is refused, since rerunning without it resumes.
   1. where it starts: the data checked (trainer/start/preflight.py), the source to start from (a new --init-from
      run), the run's batch resolved for this world size, RUN/ prepared and its record written, and the checkpoint
@@ -30,7 +30,7 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec
 from trainer.run.runtime import Runtime
-from trainer.start import preflight, rate, recipe
+from trainer.start import defaults, preflight, rate
 from trainer.start.sources import ARCHITECTURE, open_source
 
 ARCHITECTURE_KEY = "init_architecture"
@@ -129,15 +129,15 @@ def settle(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[str]
     config = dataclasses.replace(config, init_from=source_url)
     if before is not None:  # a resume: the source may be gone; the run recorded what it took from it
         started = rate.Rate(before.get("lr", config.lr), f"the rate this run started with ({config.output}/train_config.json)")
-        return recipe.with_defaults(config, given, before.get("masking"), started)
+        return defaults.with_defaults(config, given, before.get("masking"), started)
     source = open_source(source_url)
-    found = recipe.agreement(config, source.architecture)
+    found = defaults.agreement(config, source.architecture)
     if found:
         raise TrainError(found)
     if source.architecture.get("pre_layernorm"):
         config = dataclasses.replace(config, pre_layernorm=True)
     chosen = rate.for_source(source.architecture["hidden_size"], source.training, source.training_where)
-    return recipe.with_defaults(config, given, source.masking, chosen)
+    return defaults.with_defaults(config, given, source.masking, chosen)
 
 
 @dataclasses.dataclass

@@ -9,10 +9,10 @@ GNU manuals) with every task's validation and test text left out (`prep --decont
     stdlib-comments  classify  which stdlib package a source comment comes from                stdlib source code
 
 A task is one row of TASKS (common.BuiltinTask: name, kind, where its text lies, split sizes, where its
-translations lie) and one module that reads its text. `clozeforge finetune MODEL --task NAME` writes a task for the
+translations lie) and one module that reads its text. `clozeforge finetune MODEL --builtin-task NAME` writes a task for the
 job (run.py, which alone here imports torch); with `--test-language CODE` a task with translations is a zero-shot
 transfer: English train/validation, a test split in CODE (transfer.py; man-sections: /usr/share/man/CODE). The demo scores DEMO; HELD_OUT is kept out of it, to check that what the demo's recipe earns holds
-on tasks it was not chosen on (bench/recipe.py scores both). `python -m downstream.finetune.builtin NAME DIR` writes
+on tasks it was not chosen on (experiments/recipe_trial.py scores both). `python -m downstream.finetune.builtin NAME DIR` writes
 one. The rows are the same for the same seed on the same machine image (sorted reads, seeded choices). Standard
 library only: the demo's own process never imports torch.
 """

@@ -3,7 +3,7 @@
 In:  {task name: the results.json of its `clozeforge finetune --baseline scratch` run}.
 Out: `gains` → rows {task, metric, pretrained, scratch, gain, se, bootstrap (the 95% interval over test examples,
      or None)}; `mean_gain` → (mean, SE) over tasks;
-     `table` → the Markdown the demo prints and bench/recipe.py records. Standard library only (the demo's
+     `table` → the Markdown the demo prints and experiments/recipe_trial.py records. Standard library only (the demo's
      process never imports torch).
 
 The mean's SE combines the tasks' own SEs (each a paired SE over seeds): sqrt(sum se_i^2) / n. It says how

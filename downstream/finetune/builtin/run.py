@@ -1,14 +1,14 @@
-"""`clozeforge finetune MODEL --task NAME [--test-language CODE] --output DIR` for a built-in task (TASKS in
+"""`clozeforge finetune MODEL --builtin-task NAME [--test-language CODE] --output DIR` for a built-in task (TASKS in
 builtin/__init__.py): its splits written from this machine's text into a temporary directory, then one job on them.
 
-In:  a FinetuneConfig whose --task names a built-in task; with --test-language, a zero-shot transfer (transfer.py:
+In:  a FinetuneConfig whose --builtin-task names a built-in task; with --test-language, a zero-shot transfer (transfer.py:
      English train and validation, the test split in CODE).
 Out: the job's output (job.py, output.py), whose results.json also holds `builtin`: the task, the language it
      trained and picked its lr in and the one it was tested in, the classes, rows and pages per split, each
      language's pages read, kept and dropped per reason. The summary's score lines say `test [en -> CODE]`.
 
 The rows are the task's seed-0 rows (the demo's), so two runs score the same examples; --seeds varies the runs.
-`written` turns the config into an ordinary --train/--validation/--test job before the job starts (command.py), as
+`written` turns the config into an ordinary --task KIND --train/--validation/--test job before the job starts (command.py), as
 MODEL is turned into export directories: the job itself never meets a built-in task.
 """
 
@@ -26,9 +26,9 @@ class BuiltinError(ValueError):
 
 
 def written(config, directory: str):
-    """`config` of a built-in --task as the job that fine-tunes on its splits, written into `directory` (whose life
+    """`config` of a --builtin-task as the job that fine-tunes on its splits, written into `directory` (whose life
     is the command's); the task's heading printed by the first rank."""
-    task, rows = TASKS[config.task], os.path.join(directory, "builtin-rows")
+    task, rows = TASKS[config.builtin_task], os.path.join(directory, "builtin-rows")
     os.makedirs(rows)
     try:
         if config.test_language:
@@ -41,7 +41,7 @@ def written(config, directory: str):
     if os.environ.get("RANK", "0") == "0":
         print(_heading(task, record), flush=True)
     files = {split: os.path.join(rows, f"{split}.jsonl") for split in ("train", "validation", "test")}
-    return dataclasses.replace(config, task=task.kind, written=record, **files)
+    return dataclasses.replace(config, task=task.kind, builtin_task=None, written=record, **files)
 
 
 def _heading(task, written: dict) -> str:

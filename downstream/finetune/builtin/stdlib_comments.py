@@ -10,7 +10,7 @@ comments (`# ...` blocks) were never in that corpus, so the task is new text fro
 are the `classes` standard-library packages with the most comment blocks (one Python version gives the same task on
 every machine); each comment block of at least `min_words` words is one example. Few labels per class
 (`train_per_class`) is where a pretrained encoder shows what it learnt: with thousands, a model trained from scratch
-catches up (see bench/README.md).
+catches up (see experiments/README.md "finetune").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Zero-shot cross-lingual transfer on a built-in task: train and select on its English text, test on another
-language's (`clozeforge finetune --task man-sections --test-language de`).
+language's (`clozeforge finetune --builtin-task man-sections --test-language de`).
 
 In:  a task row with translations (common.BuiltinTask.translations; man-sections: /usr/share/man/LANG/manN), a
      language code, a seed.

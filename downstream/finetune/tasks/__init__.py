@@ -6,7 +6,7 @@
     span      (span.py)      question + context → an answer span, or none (SQuAD v1.1 / v2)
 
 `make(name, config)` builds a job's task; `Columns`, the column flags of `clozeforge finetune`, is the union of
-the kinds' column configs, so a new kind (its class, its columns) is one new module and one line in `KINDS`.
+the kinds' column configs, so a new kind (its class, its columns) is one new module and one line in `TASK_KINDS`.
 The interface every kind implements is `base.Task`.
 """
 
@@ -19,7 +19,7 @@ from downstream.finetune.tasks.sequence import Classify, Pair, SequenceColumns
 from downstream.finetune.tasks.span import Span, SpanColumns
 from downstream.finetune.tasks.tag import Tag, TagColumns
 
-KINDS: dict[str, type[Task]] = {t.name: t for t in (Classify, Pair, Tag, Span)}
+TASK_KINDS: dict[str, type[Task]] = {t.name: t for t in (Classify, Pair, Tag, Span)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,12 +29,12 @@ class Columns(SpanColumns, TagColumns, SequenceColumns):  # reversed: the flags 
 
 def make(name: str, config) -> Task:
     """The task `name` for a FinetuneConfig (or anything with its fields: columns, metric, regression, ...)."""
-    return KINDS[name].from_config(config)
+    return TASK_KINDS[name].from_config(config)
 
 
 def of(name: str, columns: Columns | None = None, **options) -> Task:
     """The task `name` with these columns (default names) and options (metric, regression, stride, ...)."""
-    return KINDS[name](columns or Columns(), **options)
+    return TASK_KINDS[name](columns or Columns(), **options)
 
 
-__all__ = ["KINDS", "Columns", "Evaluation", "Features", "Task", "make", "of"]
+__all__ = ["TASK_KINDS", "Columns", "Evaluation", "Features", "Task", "make", "of"]

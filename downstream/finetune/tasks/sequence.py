@@ -3,6 +3,9 @@
     classify  [CLS] text [SEP]                  AutoModelForSequenceClassification, head on [CLS]
     pair      [CLS] text [SEP] text_pair [SEP]  the same head; token type ids mark the two texts
 
+BERT's special tokens shown: the export's tokenizer writes its family's (RoBERTa and XLM-R: <s> text </s></s>
+text_pair </s>, with no token types; their head reads <s>, the first token, as BERT's reads [CLS]).
+
 The label column decides the target by its type, never by its values: floats (a JSON 1.0, a CSV "4.5", a
 Parquet double column) are a regression (one output, MSE loss, Pearson), integers and strings are classes
 (accuracy), and --regression makes integer labels a regression too. So a 1.0-5.0 rating is a regression

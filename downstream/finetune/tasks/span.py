@@ -2,6 +2,9 @@
 
     [CLS] question [SEP] context window [SEP]   AutoModelForQuestionAnswering: a start and an end logit per token
 
+([CLS] here is the first token, whatever the family calls it: <s> for RoBERTa and XLM-R, which also separate the
+question from the context with </s></s> and have no token types.)
+
 Contexts longer than the model are cut into windows that overlap by `stride` tokens; a question is cut to its
 first 64 pieces (BERT's max_query_length) or less, so that a window keeps more context than the stride. A window that does not
 hold the whole answer, and every window of a question without an answer (SQuAD v2), is trained to point at

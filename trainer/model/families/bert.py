@@ -1,6 +1,6 @@
 """BERT (Devlin et al. 2019) as transformers' BertForPreTraining names it: exactly our names (trainer/model/bert.py
 was written to them), so nothing is renamed."""
 
-from trainer.model.families.network import Network
+from trainer.model.families.spelling import Spelling
 
-NETWORK = Network(name="bert", base_prefix="bert.")
+SPELLING = Spelling(name="bert", base_prefix="bert.")

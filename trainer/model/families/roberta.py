@@ -6,9 +6,9 @@ The network itself is BERT's (trainer/model/bert.py) with the family row's diffe
 ids from padding_idx + 1. A RobertaModel saved alone has a pooler, which the masked-LM network does not read.
 """
 
-from trainer.model.families.network import Network
+from trainer.model.families.spelling import Spelling
 
-NETWORK = Network(
+SPELLING = Spelling(
     name="roberta",
     base_prefix="roberta.",
     renames=(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.model.families.network import Network
+from trainer.model.families.spelling import Spelling
 
 _LAYER = "bert.encoder.layer.{i}."
 
@@ -53,7 +53,7 @@ def architecture(body: dict[str, Any]) -> dict[str, Any]:
             "pad_token_id": body.get("pad_token_id", 2), "languages": languages}
 
 
-NETWORK = Network(
+SPELLING = Spelling(
     name="xlm",
     base_prefix="transformer.",
     renames=(

@@ -1,9 +1,10 @@
-"""A network's names: how our tensor names (trainer/model/bert.py, BertForPreTraining's) are spelled in one family's
-transformers class, both ways.
+"""A family's spelling: how our tensor names (trainer/model/bert.py, BertForPreTraining's) are spelled in the family's
+transformers class, both ways, and how that class names its inputs and its config's fields.
 
 In:  a tensor name, ours or the family's. Out: the other spelling; `bare` adds the base model's prefix to a bare
      encoder checkpoint's names (a BertModel or RobertaModel saved alone), `dropped` says which of a checkpoint's
-     tensors we never read (buffers, parts our network does not have).
+     tensors we never read (buffers, parts our network does not have); `hf_inputs`, `hf_dropout`, `hf_config` and
+     `architecture` the class's keywords and config.json's keys.
 
 A rename's prefixes may hold `{i}`, a layer's number, where the family keeps a layer's tensors in lists of their own
 (XLM's `transformer.attentions.{i}.q_lin.` for our `bert.encoder.layer.{i}.attention.self.query.`).
@@ -19,14 +20,14 @@ from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
-class Network:
+class Spelling:
     name: str
     base_prefix: str
     """transformers' `base_model_prefix` + ".": a bare encoder saves `embeddings.…`, its task classes `<prefix>embeddings.…`."""
     renames: tuple[tuple[str, str], ...] = ()
     """(our prefix, theirs), the first that matches wins; names no rename matches are spelled alike."""
     dropped: tuple[str, ...] = ()
-    """Prefixes (theirs) of tensors a checkpoint may hold that this network does not read."""
+    """Prefixes (theirs) of tensors a checkpoint may hold that our network does not read."""
     hf_inputs: tuple[tuple[str, str], ...] = (("input_ids", "input_ids"), ("token_type_ids", "token_type_ids"),
                                               ("attention_mask", "attention_mask"))
     """(our batch key, the keyword its transformers class takes it as): what export's check feeds both models

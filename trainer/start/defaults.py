@@ -19,7 +19,8 @@ Why each default (the from-scratch defaults are trainer/config.py's):
                  (trainer/start/README.md): 1% and 6% ended alike on tiny at 3e-3 and mini at 1e-3, so the
                  longer one, safe for a fresh Adam state at a full rate, costs nothing measurable.
   masking        the source's: a clozeforge run's recorded masking (strategy, rate, 80/10/10); for a HuggingFace
-                 BERT, BERT's own (15%, 80/10/10), which is the default and also what DAPT's script used.
+                 directory of any family, BERT's (15%, 80/10/10; RoBERTa, XLM-R and XLM masked alike), which is
+                 the default and also what DAPT's script used.
   model          the source's shape (hidden, layers, heads, ffn, positions, vocabulary, eps); a --model or
                  --pre-layernorm that disagrees is refused.
 """

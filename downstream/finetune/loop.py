@@ -1,4 +1,5 @@
-"""The fine-tuning recipe, its loop, and where it runs: one (model, learning rate, seed) run → per-epoch validation scores.
+"""The fine-tuning loop, the recipe it trains by, and where it runs: one (model, learning rate, seed) run →
+per-epoch validation scores.
 
 In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
 Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;
@@ -15,7 +16,7 @@ better validation score (the schedule still spans `epochs`), once it has trained
 later (a model from random weights) is not cut short by an epoch count chosen for the other (BERT's 3 epochs assume
 a pretrained model). The floor is Keras' `EarlyStopping(start_from_epoch=)` and Lightning's `min_epochs`: on a small
 validation split a run often sits on a plateau for its first epochs before it climbs, and patience alone ended
-such runs there (bench/README.md "Issue 46, part 0").
+such runs there (experiments/README.md "Issue 46, part 0").
 
 Where it runs: a `Place` (`join_ranks` builds it from --device, --precision, --nproc-per-node, --data-parallel and a
 launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, as torchrun sets them) puts the model and each batch on a
@@ -56,7 +57,8 @@ from downstream.finetune.tasks import Evaluation, Features, Task
 from process.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 from trainer.optim import adamw
 
-STRATEGIES = ("full", "probe", "last-n")
+TUNED_PARTS = ("full", "probe", "last-n")
+"""--strategy: which weights a run trains (`freeze`): every one, the new head only, or the top layers, pooler and head."""
 DEVICES = ("auto", "cpu", "cuda")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -204,10 +206,12 @@ def freeze(model, strategy: str, unfreeze_layers: int) -> None:
     for p in encoder.parameters():
         p.requires_grad_(False)
     if strategy == "last-n":
-        layers = encoder.encoder.layer
-        for layer in layers[max(len(layers) - unfreeze_layers, 0):]:
-            for p in layer.parameters():
-                p.requires_grad_(True)
+        # a layer's modules by its number: BERT's, RoBERTa's and ELECTRA's `encoder.layer`; XLM's parts of a layer in
+        # lists of their own (attentions, layer_norm1, ffns, layer_norm2), so the top n of each list
+        for layers in (m for m in encoder.modules() if isinstance(m, torch.nn.ModuleList)):
+            for layer in layers[max(len(layers) - unfreeze_layers, 0):]:
+                for p in layer.parameters():
+                    p.requires_grad_(True)
         if getattr(encoder, "pooler", None) is not None:
             for p in encoder.pooler.parameters():
                 p.requires_grad_(True)

@@ -152,7 +152,7 @@ def embed_words(model_dir: str, texts: list[str], lines: list[int], config: Word
     from downstream.contextual.encoder import Encoder
     from downstream.contextual.standardize import beside, fit_or_load
     from downstream.contextual.vectors import layer_indices
-    from downstream.finetune.loop import resolve_device
+    from process.devices import resolve_device
 
     encoder = Encoder(model_dir, resolve_device("auto"))
     layers, note = layer_indices(config.layers, encoder.num_layers)

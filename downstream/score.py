@@ -234,7 +234,7 @@ def figures(scored: Scored) -> dict:
 
 
 def run(config: ScoreConfig) -> dict:
-    from downstream.finetune.loop import resolve_device
+    from process.devices import resolve_device
 
     if config.output and os.path.isdir(config.output):
         raise ValueError(f"--output {config.output}: a directory (name the JSON file to write)")

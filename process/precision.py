@@ -84,3 +84,15 @@ def resolve_precision(flag: str, *, on_gpu: bool, gpu_bf16: bool = False, cpu_bf
     if found:
         return Precision("bf16", True, f"auto: this CPU has {' and '.join(found)}")
     return Precision("fp32", False, "auto: this CPU has no native bf16 instructions (avx512_bf16, amx_bf16)")
+
+
+def resolve_on(flag: str, device) -> Precision:
+    """`--precision flag` for a downstream run (fine-tuning) on a torch `device`: `auto` is fp32 on a CPU, whatever
+    its bf16 instructions (--precision bf16 asks for autocast), and train's choice on a GPU; a ValueError for fp16
+    on a CPU."""
+    import torch
+
+    if flag == "auto" and device.type != "cuda":
+        return Precision("fp32", False, "auto: fp32 on a CPU; --precision bf16 for autocast")
+    on_gpu = device.type == "cuda"
+    return resolve_precision(flag, on_gpu=on_gpu, gpu_bf16=on_gpu and torch.cuda.is_bf16_supported())

@@ -226,7 +226,7 @@ def groups_of(config: RetrievalConfig) -> tuple[dict, int]:
 
 def run(config: RetrievalConfig) -> int:
     from downstream.contextual.encoder import Encoder
-    from downstream.finetune.loop import resolve_device
+    from process.devices import resolve_device
 
     if config.output and os.path.isdir(config.output):
         raise PairsError(f"--output {config.output}: a directory (name the JSON file to write)")

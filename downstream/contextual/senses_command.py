@@ -108,7 +108,7 @@ def _read(url: str, config: Common, need_sense: bool):
 
 
 def _encoder(model_dir: str, config: Common, scratch_seed: int | None = None) -> Encoder:
-    from downstream.finetune.loop import resolve_device
+    from process.devices import resolve_device
 
     return Encoder(model_dir, resolve_device(config.device), scratch_seed=scratch_seed)
 

@@ -256,7 +256,7 @@ _foreign = written_by(OWNER, "similarity.json")
 
 
 def run(config: SimilarityConfig) -> int:
-    from downstream.finetune.loop import resolve_device
+    from process.devices import resolve_device
 
     check_destination(config.output, overwrite=config.overwrite, foreign=_foreign)
     encoder = Encoder(config.model, resolve_device(config.device))

@@ -11,6 +11,7 @@
                   reading a row, label map, inputs for transformers' heads, decoding, gold, metric, pipeline
     loop.py       one run: its loop, BERT's fine-tuning recipe (Recipe), where it computes (Place: device,
                   precision, ranks)
+    ranks.py      the job's processes: this one's Place from the flags and the launcher, starting and leaving ranks
     protocol.py   the comparison: each arm's lr grid (where it starts, how it grows while its best rate is at an
                   edge), selection (each lr's mean ± SE, the chosen lr, the run model/ comes from) and statistics
                   (the gain's paired SE over seeds, its bootstrap interval over test examples)

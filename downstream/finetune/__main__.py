@@ -1,5 +1,5 @@
 """`python -m downstream.finetune ARGV`: one rank of a fine-tuning job, as `clozeforge finetune --nproc-per-node N`
-(loop.launch) or `torchrun -m downstream.finetune` starts it; the same flags as `clozeforge finetune`."""
+(ranks.launch) or `torchrun -m downstream.finetune` starts it; the same flags as `clozeforge finetune`."""
 
 import sys
 

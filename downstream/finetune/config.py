@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 
 from downstream.finetune.builtin import TASKS as BUILTIN
-from downstream.finetune.loop import DEVICES, TUNED_PARTS, Recipe
+from downstream.finetune.loop import TUNED_PARTS, Recipe
 from downstream.finetune.suites import SUITES, SuiteOptions
 from downstream.finetune.tasks import TASK_KINDS, Columns
+from process.devices import DEVICES
 from process.precision import PRECISIONS
 from schemas.config import Config, flag
 from schemas.tables import QUOTINGS, TableReading

@@ -1,5 +1,6 @@
-"""The fine-tuning loop, the recipe it trains by, and where it runs: one (model, learning rate, seed) run →
-per-epoch validation scores.
+"""The fine-tuning loop and the recipe it trains by: one (model, learning rate, seed) run → per-epoch validation
+scores, computed where its `Place` says (a device, an arithmetic, the ranks it shares each step with; ranks.py
+builds it).
 
 In:  a transformers `AutoModelFor...` model, the encoded train and validation `Features`, a `Recipe`.
 Out: `RunResult`: the best epoch's validation metrics, its weights (CPU copies), and the history of every epoch;
@@ -18,17 +19,10 @@ a pretrained model). The floor is Keras' `EarlyStopping(start_from_epoch=)` and 
 validation split a run often sits on a plateau for its first epochs before it climbs, and patience alone ended
 such runs there (experiments/README.md "Issue 46, part 0").
 
-Where it runs: a `Place` (`join_ranks` builds it from --device, --precision, --nproc-per-node, --data-parallel and a
-launcher's environment: RANK, WORLD_SIZE, LOCAL_RANK, as torchrun sets them) puts the model and each batch on a
-device (rows gathered on the host, pinned, copied without waiting), autocasts in bf16 or fp16 (fp16 with a
-GradScaler; weights and AdamW state stay fp32), and with --data-parallel wraps the model in DistributedDataParallel:
-every rank draws the same global batch from the seed and takes its own slice of it, so the global batch and the
-schedule are those of one process. The loss stays on the device until the epoch ends: no host synchronisation per
-step beyond fp16's inf check. The default Place (CPU, fp32, one process) runs the loop exactly as it ran before
-devices existed. One process per GPU (cuda:LOCAL_RANK, NCCL for DDP's gradients), or several on a CPU (gloo, the
-cores split between them as `train` splits them); `launch` starts N ranks of `python -m downstream.finetune ARGV`
-(`clozeforge train`'s launcher, process/launch.py). `--precision auto` is `train`'s choice on a GPU
-(process/precision.py: bf16 where the GPU supports it) and fp32 on a CPU, whatever its bf16 instructions.
+With --data-parallel the model is wrapped in DistributedDataParallel: every rank draws the same global batch from the
+seed and takes its own slice of it, so the global batch and the schedule are those of one process. The loss stays on
+the device until the epoch ends: no host synchronisation per step beyond fp16's inf check. The default Place (CPU,
+fp32, one process) runs the loop exactly as it ran before devices existed.
 
 NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
 tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the
@@ -46,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -54,13 +47,11 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune.tasks import Evaluation, Features, Task
-from process.precision import PRECISIONS, Precision, resolve_precision  # noqa: F401 (PRECISIONS: the flag's choices)
 from trainer.optim import adamw
 
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TUNED_PARTS = ("full", "probe", "last-n")
 """--strategy: which weights a run trains (`freeze`): every one, the new head only, or the top layers, pooler and head."""
-DEVICES = ("auto", "cpu", "cuda")
-_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +73,6 @@ class Recipe:
         """The first epoch after which patience may end a run."""
         return self.epochs // 2 if self.min_epochs is None else self.min_epochs
 
-
-# -- where a run computes: its Place, and the processes of a job --------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Place:
@@ -112,79 +101,6 @@ class Place:
         if self.device.type != "cuda":
             return batch
         return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in batch.items()}
-
-
-def resolve_device(flag: str, local_rank: int = 0, nproc: int = 1) -> torch.device:
-    """The device `--device flag` names for the process of this local rank; a ValueError (one line) if absent."""
-    if flag not in DEVICES:
-        raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {flag!r}")
-    if flag == "cpu" or (flag == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA GPU is visible to torch (use --device auto or cpu)")
-    if nproc > torch.cuda.device_count():
-        raise ValueError(f"--nproc-per-node {nproc}: one process per GPU, and {torch.cuda.device_count()} are visible")
-    return torch.device("cuda", local_rank)
-
-
-def resolve(flag: str, device: torch.device) -> Precision:
-    """`--precision flag` on `device` (see the module docstring for `auto` on a CPU); a ValueError for fp16 on a CPU."""
-    if flag == "auto" and device.type != "cuda":
-        return Precision("fp32", False, "auto: fp32 on a CPU; --precision bf16 for autocast")
-    on_gpu = device.type == "cuda"
-    return resolve_precision(flag, on_gpu=on_gpu, gpu_bf16=on_gpu and torch.cuda.is_bf16_supported())
-
-
-SUITE_IN_ONE_PROCESS = ("--suite runs in one process for now (a task can start from another's model in its staged "
-                        "output); drop --nproc-per-node, or run the suite's tasks as --task jobs")
-
-
-def check(device: str, precision: str, nproc: int, suite: bool = False) -> None:
-    """The flags' user errors, raised (ValueError) in the launching process before any rank starts."""
-    if suite:
-        raise ValueError(SUITE_IN_ONE_PROCESS)
-    resolve(precision, resolve_device(device, 0, nproc))
-
-
-def join_ranks(device: str, precision: str, data_parallel: bool) -> Place:
-    """This process's Place: alone (no launcher), or one rank of a launched job, with the process group up."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    where = resolve_device(device, local, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-    chosen = resolve(precision, where)
-    if world > 1:
-        if where.type == "cuda":
-            torch.cuda.set_device(where)
-        else:  # one rank per core group, not every rank on every core
-            from process.cpu_sharing import intra_op_threads
-
-            torch.set_num_threads(intra_op_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world))))
-        if not dist.is_initialized():
-            dist.init_process_group("cpu:gloo,cuda:nccl" if where.type == "cuda" else "gloo", rank=rank, world_size=world)
-        from process.stopping import follow_launcher
-
-        follow_launcher()  # a launcher killed by -9 leaves no rank fine-tuning on as an orphan
-    if rank == 0:
-        gpu = f" ({torch.cuda.get_device_name(where)})" if where.type == "cuda" else ""
-        ways = f", {world} processes, {'one run data-parallel' if data_parallel else 'runs spread'}" if world > 1 else ""
-        print(f"device: {where}{gpu}{ways}; precision: {chosen.name} ({chosen.reason})", flush=True)
-    return Place(device=where, precision=chosen.name, rank=rank, world_size=world, data_parallel=data_parallel and world > 1)
-
-
-def leave_ranks() -> None:
-    """Tear the process group down (a barrier first: no rank leaves while another still talks to it)."""
-    if dist.is_available() and dist.is_initialized():
-        try:
-            dist.barrier()
-        finally:
-            dist.destroy_process_group()
-
-
-def launch(nproc: int, argv: list[str]) -> int:
-    """Start `nproc` ranks of this job on this machine and supervise them to the end; their exit status."""
-    from process.launch import launch as start
-
-    return start(nproc, argv, module="downstream.finetune", prog="clozeforge finetune")
 
 
 @dataclasses.dataclass

@@ -21,6 +21,7 @@ from downstream.finetune import job as job_mod  # noqa: E402
 from downstream.finetune import loop  # noqa: E402
 from downstream.finetune.command import finetune_main  # noqa: E402
 from downstream.finetune.loop import Place, _batch, _my_rows  # noqa: E402
+from process import devices, precision  # noqa: E402
 
 from .finetune_assets import classify_rows, tiny_export, write_jsonl  # noqa: E402
 
@@ -70,10 +71,10 @@ def test_device_and_precision_flags_fail_in_one_line(assets, tmp_path, capsys):
 
 
 def test_auto_is_fp32_on_a_cpu_whatever_its_bf16_instructions():
-    assert loop.resolve("auto", torch.device("cpu")).name == "fp32"
-    assert loop.resolve("bf16", torch.device("cpu")).name == "bf16"
+    assert precision.resolve_on("auto", torch.device("cpu")).name == "fp32"
+    assert precision.resolve_on("bf16", torch.device("cpu")).name == "bf16"
     with pytest.raises(ValueError, match="one of"):
-        loop.resolve_device("tpu")
+        devices.resolve_device("tpu")
 
 
 @pytest.mark.parametrize("batch,world,expected", [

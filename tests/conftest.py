@@ -17,9 +17,9 @@ cpu_sharing.apply()
 # The slowest files (multi-rank trainings, the demo's stages) first. The suite runs on every core with whole files
 # handed out in collection order (pyproject.toml: -n logical --dist loadfile --no-loadscope-reorder), and a long
 # file handed out last would run alone at the end; the order is the durations of a 2-worker run on 2 cores.
-SLOWEST_FIRST = ("trainer/test_faults.py", "trainer/test_elastic.py", "trainer/test_loop.py", "test_demo_signals.py",
-                 "trainer/test_init_from_training.py", "test_end_to_end.py", "pipelines/test_prep.py", "process/test_precision.py", "trainer/test_resume.py",
-                 "test_demo.py", "deploy/test_launch.py", "pipelines/test_make_pairs.py", "pipelines/test_portable.py",
+SLOWEST_FIRST = ("trainer/test_faults.py", "trainer/test_elastic.py", "trainer/test_loop.py", "demo/test_signals.py",
+                 "trainer/test_init_from_training.py", "end_to_end/test_bert.py", "pipelines/test_prep.py", "process/test_precision.py", "trainer/test_resume.py",
+                 "demo/test_demo.py", "deploy/test_launch.py", "pipelines/test_make_pairs.py", "pipelines/test_portable.py",
                  "pipelines/test_runners.py")
 
 

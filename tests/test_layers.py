@@ -178,3 +178,27 @@ def test_a_loop_and_an_upward_import_are_seen(tmp_path):
              "trainer.loop": "unused"}
     assert imports(str(pkg / "a.py"), "schemas.a", known) == {"schemas.b"}
     assert imports(str(pkg / "b.py"), "schemas.b", known) == {"schemas.a", "trainer.loop"}
+
+
+HOUSE_TESTS = {"test_cli.py": "clozeforge.py, the command table", "test_layers.py": "this file: the tree's layers",
+               "test_isolation.py": "which half imports what", "test_lock.py": "constraints.txt and pyproject.toml",
+               "test_readme.py": "README.md's checkable claims"}
+"""The test files at tests/'s root: each checks a file at the repository's root, or the whole house."""
+ACROSS_ROOMS = {"end_to_end": "a user's flow through every room: prep, train, export, transformers",
+                "assets": "tiny files the tests read"}
+"""Folders of tests/ that mirror no one room."""
+
+
+def test_tests_mirror_the_rooms():
+    """tests/ is laid out as the tree is: tests/ROOM/... beside ROOM/... (tests/downstream/finetune/ for
+    downstream/finetune/), the house-wide files at its root, and the flows that cross every room in their own folder."""
+    stray = []
+    for folder, dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
+        relative = os.path.relpath(folder, os.path.join(ROOT, "tests"))
+        tests = [f for f in files if f.startswith("test_") and f.endswith(".py")]
+        if relative == ".":
+            stray += [f for f in tests if f not in HOUSE_TESTS]
+        elif relative.split(os.sep)[0] not in ACROSS_ROOMS and tests and not os.path.isdir(os.path.join(ROOT, relative)):
+            stray.append(f"tests/{relative}/ (no {relative}/ in the tree)")
+    assert stray == []

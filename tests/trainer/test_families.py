@@ -2,7 +2,7 @@
 (the export and --init-from name maps, both ways), an --init-from of a transformers-made RobertaForMaskedLM or
 XLMRobertaForMaskedLM gives its own logits before any update, the family a run trains is the data's (or refused in
 one line), and packed rows collate as `<s> row </s>` with the document separator never masked. The DeepSpeed runs and
-exports of each family are tests/test_families_end_to_end.py."""
+exports of each family are tests/end_to_end/test_roberta_xlmr.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from downstream import stats
 from downstream.contextual import senses
 from downstream.contextual import wordnet as wordnet_db
 from downstream.contextual.senses_command import senses_main
-from tests.downstream.contextual_assets import (
+from tests.downstream.contextual.contextual_assets import (
     docstring_lines,
     fake_run,
     tiny_export,

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 from downstream.contextual.encoder import Encoder
 from downstream.contextual.similarity import _draw, anisotropy, similarity_main
 from downstream.contextual.standardize import Stats
-from tests.downstream.contextual_assets import docstring_lines, tiny_export
+from tests.downstream.contextual.contextual_assets import docstring_lines, tiny_export
 
 # test inputs for the arithmetic (distinct scores, so the ranks are not tied), not a study: experiments/README.md has
 # the figures on SimLex-999 and WordSim-353

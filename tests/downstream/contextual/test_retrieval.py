@@ -26,7 +26,7 @@ from downstream.contextual.encoder import Encoder
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.documents.parallel import Pair, catalog_pairs, clean_pair
 from schemas.parallel import parallel_pair_schema
-from tests.downstream.contextual_assets import tiny_export
+from tests.downstream.contextual.contextual_assets import tiny_export
 
 LOCALE = "/usr/share/locale"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -17,7 +17,7 @@ from downstream.contextual.standardize import STANDARDIZERS, Stats
 from downstream.contextual.vectors import STANDARDIZERS as STANDARDIZER_NAMES
 from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
 from downstream.embed import embed_main
-from tests.downstream.contextual_assets import (
+from tests.downstream.contextual.contextual_assets import (
     docstring_lines,
     other_tokenizer_model,
     tiny_export,

@@ -25,7 +25,7 @@ from process import devices, precision  # noqa: E402
 
 from .finetune_assets import classify_rows, tiny_export, write_jsonl  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 @pytest.fixture(scope="module")

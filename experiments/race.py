@@ -41,6 +41,7 @@ import time  # noqa: E402
 
 from experiments import recipe_trial  # noqa: E402
 from downstream.finetune.builtin import DEMO, HELD_OUT  # noqa: E402
+from downstream.stats import mean_and_se  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +114,8 @@ def combined(per_seed: list[list[dict]]) -> tuple[float, float]:
     seeds' spread (sd of their means / sqrt(seeds)) and the fine-tuning seeds' SE through the mean."""
     means = [sum(r["gain"] for r in rows) / len(rows) for rows in per_seed]
     within = math.sqrt(sum(r["se"] ** 2 for rows in per_seed for r in rows)) / (len(per_seed) * len(per_seed[0]))
-    between = statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else 0.0
-    return sum(means) / len(means), max(within, between)
+    mean, between = mean_and_se(means)  # the pretraining seeds' spread
+    return mean, max(within, between)
 
 
 def table(results: list[dict]) -> str:

@@ -27,7 +27,6 @@ import glob
 import gzip
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -40,6 +39,7 @@ if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
 import pyarrow.parquet as pq  # noqa: E402
 
 from downstream.finetune.builtin.man_sections import paragraphs  # noqa: E402
+from downstream.stats import paired_difference  # noqa: E402
 from experiments._stages import clozeforge  # noqa: E402
 
 LANGUAGES = ("de", "fr", "ja", "ru", "zh_CN")
@@ -150,11 +150,8 @@ def _hits(result: dict, direction: str) -> tuple[list[int], list[int]]:
 
 def paired(a: list[int], b: list[int]) -> tuple[float, float]:
     """(mean of b - a in points, its SE over pairs)."""
-    d = [100.0 * (y - x) for x, y in zip(a, b, strict=True)]
-    n = len(d)
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
-    return mean, math.sqrt(var / n)
+    mean, se = paired_difference(b, a)
+    return 100.0 * mean, 100.0 * se
 
 
 def transfer(hf: str, language: str, out: str, seeds: int, log: str) -> dict:

@@ -31,8 +31,7 @@ import sys
 import tempfile
 
 from downstream.finetune import data as data_mod
-from downstream.finetune import models, output
-from downstream.finetune.ranks import SUITE_IN_ONE_PROCESS, check, join_ranks, launch, leave_ranks
+from downstream.finetune import models, output, ranks
 from downstream.finetune.builtin import run as builtin_run
 from downstream.finetune.config import FinetuneConfig
 from downstream.finetune.job import run_task
@@ -44,17 +43,17 @@ from schemas.config import add_flags, field_docs, from_flags
 
 def run(config: FinetuneConfig, dirs: models.ModelDirs) -> int:
     """The job (or the suite's jobs) on MODEL's and MODEL2's export directories (`models.export_dirs`)."""
-    place = join_ranks(config.device, config.precision, config.data_parallel)
+    place = ranks.join_ranks(config.device, config.precision, config.data_parallel)
     try:
         if config.suite:  # each of the suite's tasks is one --task job (suites/run.py)
             from downstream.finetune.suites import run as suite_run
 
             if place.world_size > 1:
-                raise ContractError(SUITE_IN_ONE_PROCESS)
+                raise ContractError(ranks.SUITE_IN_ONE_PROCESS)
             return suite_run.run_suite(config, place, dirs)
         return run_task(config, place, dirs)
     finally:
-        leave_ranks()
+        ranks.leave_ranks()
 
 
 def finetune_parser() -> argparse.ArgumentParser:
@@ -80,10 +79,10 @@ def finetune_main(argv: list[str] | None = None) -> int:
         return _fail(f"missing dependency ({e.name}); install it with: pip install 'clozeforge[demo]'")
     if config.nproc_per_node > 1 and "RANK" not in os.environ:  # not yet inside a launcher: become one
         try:
-            check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
+            ranks.check(config.device, config.precision, config.nproc_per_node, suite=bool(config.suite))
         except ValueError as e:
             return _fail(str(e))
-        return launch(config.nproc_per_node, argv)
+        return ranks.launch(config.nproc_per_node, argv)
     # "some weights were newly initialised" is the point of fine-tuning, and a bar per model load says nothing the
     # epoch lines do not; both are put back after, for a caller that runs this in its own process
     verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()

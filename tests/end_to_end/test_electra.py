@@ -131,7 +131,7 @@ def test_electra_trains_exports_and_reloads_with_the_trainers_logits(prepped, tm
     from downstream.finetune.command import finetune_main
     from tests.helpers import run_cli
 
-    from .downstream.finetune_assets import classify_rows, write_jsonl
+    from tests.downstream.finetune.finetune_assets import classify_rows, write_jsonl
 
     run, hf = str(tmp_path / "run"), str(tmp_path / "hf")
     result = run_cli("train", "--data", os.path.join(prepped, "pairs"), "--output", run, "--objective", "electra",

@@ -17,7 +17,7 @@ pytest.importorskip("sklearn")
 
 from downstream.finetune.command import finetune_main  # noqa: E402
 
-from .contextual_assets import fake_run  # noqa: E402  (a training RUN with stage-0 checkpoints)
+from tests.downstream.contextual.contextual_assets import fake_run  # noqa: E402  (a training RUN with stage-0 checkpoints)
 from .finetune_assets import (  # noqa: E402
     classify_rows,
     pair_rows,

@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("sklearn")
 
 from downstream.finetune import job as job_mod  # noqa: E402
-from downstream.finetune import loop  # noqa: E402
+from downstream.finetune import ranks  # noqa: E402
 from downstream.finetune.command import finetune_main  # noqa: E402
 from downstream.finetune.loop import Place, _batch, _my_rows  # noqa: E402
 from process import devices, precision  # noqa: E402
@@ -227,7 +227,7 @@ def test_spread_runs_choose_the_lr_and_seed_run_arms_chooses(monkeypatch):
 
 def test_a_suite_over_several_processes_is_refused_in_one_line_before_any_starts(assets, tmp_path, capsys, monkeypatch):
     hf, _ = assets
-    monkeypatch.setattr(loop, "launch", lambda *a, **k: pytest.fail("ranks were started"))
+    monkeypatch.setattr(ranks, "launch", lambda *a, **k: pytest.fail("ranks were started"))
     assert finetune_main([hf, "--suite", "glue", "--data", str(tmp_path), "--output", str(tmp_path / "o"),
                           "--nproc-per-node", "2"]) == 2
     err = capsys.readouterr().err.strip()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 from process.exits import exit_with, fail, one_line
 from process.launch import launch
@@ -74,6 +75,13 @@ def output_problem(output: str) -> str | None:
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"--output {output}: no permission to write in {probe}"
     return None
+
+
+QUIET_RANK_WAIT_S = 5.0
+"""How long a rank that leaves an error's line to another waits before it exits. NOTE: deepspeed's and torchrun's
+launchers end every rank as soon as one exits with an error; a quiet rank that exited first would have the one that
+says the error killed before it printed (seen in CI: both ranks exited 2, no line). The launcher ends the waiting rank
+once the other has spoken and exited, so the wait costs nothing then."""
 
 
 def said_once(error: TrainError, *, per_node: bool = False) -> TrainError:
@@ -157,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             shutdown_runtime()
     except (TrainError, ContractError) as e:
         if getattr(e, "quiet", False):  # a rank that only heard of rank 0's error leaves the line to it
+            time.sleep(QUIET_RANK_WAIT_S)
             return 2
         return fail("train", one_line(e))
     except OSError as e:  # a write outside checkpoints (metrics, run config) on a full or read-only disk

@@ -31,6 +31,7 @@ import os
 import numpy as np
 import torch
 
+from process.devices import DEVICES
 from process.exits import fail
 from process.outputs import write_json
 from schemas import ContractError, families, objectives
@@ -57,7 +58,7 @@ class ScoreConfig(Config):
     """Rows per forward pass (memory: rows x tokens x vocabulary logits)."""
     output: str | None = flag(default=None, metavar="FILE")
     """Also write the JSON here (replaced whole)."""
-    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    device: str = flag(default="auto", choices=DEVICES)
     """Where the model runs: auto takes a CUDA GPU when torch sees one."""
 
     def __post_init__(self) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from downstream.contextual import retrieval
 from downstream.contextual.retrieval import PairsError
+from process.devices import DEVICES
 from process.exits import fail
 from process.outputs import write_json
 from schemas import ContractError
@@ -78,7 +79,7 @@ class RetrievalConfig(Config):
     """Write the results as JSON here (replaced whole)."""
     batch_size: int = 32
     """Texts per forward pass."""
-    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    device: str = flag(default="auto", choices=DEVICES)
     """Where the model runs: auto takes a CUDA GPU when torch sees one."""
 
     def __post_init__(self) -> None:

@@ -32,6 +32,7 @@ from downstream.contextual.plots import plot_sweep, short
 from downstream.contextual.standardize import Stats, StatsError, fit_or_load
 from downstream.contextual.vectors import LayersError, WordVectors, layer_indices
 from downstream.stats import paired_difference
+from process.devices import DEVICES
 from process.exits import fail
 from process.outputs import OutputDirError, check_destination, staged_directory, written_by
 from schemas import ContractError
@@ -46,7 +47,7 @@ FORMAT_VERSION = 1
 class Common(Config):
     batch_size: int = 32
     """Texts per forward pass."""
-    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    device: str = flag(default="auto", choices=DEVICES)
     """Where the model runs: auto takes a CUDA GPU when torch sees one."""
     skip_bad_rows: bool = False
     """Count a bad row (a span outside its text, a word the tokenizer only knows as [UNK], a lemma with no fitted

@@ -38,6 +38,7 @@ from downstream.contextual.vectors import (
     layer_indices,
 )
 from downstream.finetune.data import BadRow, DataError, Drop, read_split
+from process.devices import DEVICES
 from process.exits import fail
 from process.outputs import OutputDirError, check_destination, staged_directory, written_by
 from schemas import ContractError
@@ -73,7 +74,7 @@ class SimilarityConfig(Config):
     """The draw of the random pairs."""
     batch_size: int = 32
     """Texts per forward pass."""
-    device: str = flag(default="auto", choices=("auto", "cpu", "cuda"))
+    device: str = flag(default="auto", choices=DEVICES)
     """Where the model runs: auto takes a CUDA GPU when torch sees one."""
     skip_bad_rows: bool = False
     """Count a bad pair (a word the tokenizer reads as [UNK] only, a score that is no number, a malformed record)

@@ -26,6 +26,10 @@ NETWORK_CLASSES = {"bert": BertForPretraining, "electra": ElectraForPretraining,
 """The trainer's network of each objective row's `network` (or a family row's own: ModernBERT's)."""
 WEIGHT_READERS = {"bert": hf_names.from_transformers, "electra": electra.load_tensors, "modernbert": modernbert.load_tensors}
 """Each network's reader of a transformers state dict (or its shapes): (our tensors, what it lacks, what it left)."""
+WEIGHT_WRITERS = {"bert": hf_names.to_transformers, "modernbert": modernbert.to_transformers}
+"""Each network's writer of model.safetensors' tensors from our state dict (ELECTRA's export writes its own)."""
+EMBEDDINGS = {"bert": "bert.embeddings.word_embeddings.weight", "modernbert": "model.embeddings.tok_embeddings.weight"}
+"""Each network's token-embedding table in our state dict (the vocabulary export checks)."""
 
 
 def build(config: ModelConfig, *, seed: int = 0):
@@ -41,4 +45,4 @@ def weights_of(tensors: dict, config: ModelConfig, where: str):
 
 __all__ = ["IGNORE_INDEX", "NETWORK_CLASSES", "PRESET_NAMES", "BertForPretraining", "ElectraForPretraining", "ModelConfig",
            "ModernBertForPretraining",
-           "WEIGHT_READERS", "build", "weights_of"]
+           "EMBEDDINGS", "WEIGHT_READERS", "WEIGHT_WRITERS", "build", "weights_of"]

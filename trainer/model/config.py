@@ -239,6 +239,10 @@ class ModelConfig(Config):
         goal = objectives.of_model_type(body.get("model_type"))  # ELECTRA's "electra": the bert family's network
         family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
         spelling = SPELLINGS[family.spelling]
+        try:
+            own = spelling.fields(body) if spelling.fields is not None else {}  # from the class's own keys
+        except ValueError as e:
+            raise ContractError(f"{where}: {e}") from None
         if spelling.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)
             try:
                 body = spelling.architecture(body)
@@ -250,10 +254,6 @@ class ModelConfig(Config):
             raise ContractError(f"{where}: embedding_size {body['embedding_size']} differs from hidden_size "
                                          f"{shape['hidden_size']}; clozeforge's ELECTRA discriminator has one width")
         languages = tuple(body["languages"]) if family.languages else ()
-        try:
-            own = spelling.fields(body) if spelling.fields is not None else {}
-        except ValueError as e:
-            raise ContractError(f"{where}: {e}") from None
         return {"family": family.name, **shape, **own, "languages": languages, "pre_layernorm": False,
                 **({"objective": goal.name} if goal else {})}
 

@@ -43,7 +43,8 @@ from trainer.model.hf_names import WeightsError
 from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
-                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm", "languages")
+                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm", "languages",
+                "global_attention_every", "local_window", "global_rope_theta", "local_rope_theta")  # the last four: ModernBERT's
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
 OBJECTIVE_FIELDS = ("objective", "generator_fraction")
 """What an ELECTRA source fixes besides (schemas/objectives.py); a source without them is a masked LM."""

@@ -285,3 +285,14 @@ def test_the_rows_hold_the_corpus_tokens_each_once(worker_runs, packing):
     report = json.loads(open(os.path.join(out, "report.json")).read())
     assert separators == sum(stats.get("document_separators", 0) for stats in report["pairs"].values())
     assert (separators > 0) == (packing == "full-sentences")
+
+
+def test_each_row_records_where_its_later_documents_start(tiny):
+    """Pair format 4: `doc_starts` is the offset just after each separator in the row; none in doc-sentences rows."""
+    for packing in ("full-sentences", "doc-sentences"):
+        out = tiny[packing][2]
+        tokens = open(os.path.join(out, "vocab", "vocab.txt")).read().splitlines()
+        for row in shard_rows(os.path.join(out, "pairs")):
+            after_separators = [i + 1 for i, t in enumerate(row["tokens"]) if tokens[t] == "[SEP]"]
+            assert row["doc_starts"] == after_separators
+    assert sum(len(row["doc_starts"]) for row in shard_rows(os.path.join(tiny["full-sentences"][2], "pairs"))) == 2

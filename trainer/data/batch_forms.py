@@ -10,8 +10,10 @@ Out: the same rows and masks in the form's shape:
     static    every batch (batch, max_seq_len) and (batch, predictions): one shape for the whole run, what CUDA graphs
               (torch.compile mode="reduce-overhead") need; `predictions` also caps the masker (NVIDIA's BERT: 20 at 128)
     unpadded  rows packed: the real tokens of every row concatenated, (tokens,) `input_ids`, `token_type_ids` and
-              `position_ids` (a token's place in its row, or the batch's own: TLM's), `cu_seqlens` (batch + 1,) int32 where each row starts, no
-              `attention_mask`; the predictions (N,) real ones only, their positions counted in the packed tokens
+              `position_ids` (a token's place in its row, or the batch's own: TLM's, per-document rows'), `cu_seqlens` (batch + 1,)
+              int32 where each row starts, no `attention_mask`; the predictions (N,) real ones only, their positions
+              counted in the packed tokens. Rows with `documents` (packed rows that record them) get one cu_seqlens
+              segment per document instead, and `row_starts` (batch,), where each row starts (what the pooler reads)
 
 Unpadded rows are sorted longest first (stable), their NSP labels with them, so rows of one length are neighbours
 (trainer/model/attention.py attends each such run in one call); a micro batch's loss is a mean over its rows and
@@ -29,7 +31,7 @@ import numpy as np
 from trainer.config import BATCH_FORMS
 from trainer.heads import IGNORE_INDEX, prediction_targets
 
-_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0, "documents": 0}
 
 
 def default_predictions(mask_prob: float, max_seq_len: int) -> int:
@@ -68,15 +70,23 @@ def unpadded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: in
     out = {"cu_seqlens": cu, "input_ids": arrays["input_ids"][order][real], "token_type_ids": arrays["token_type_ids"][order][real],
            "position_ids": (arrays["position_ids"][order] if "position_ids" in arrays  # TLM's, restarting at B
                             else np.broadcast_to(np.arange(real.shape[1]), real.shape))[real]}
+    row_starts = cu[:-1].astype(np.int64)
+    if "documents" in arrays:  # a segment per document: where the (row, document) pair changes along the tokens
+        rows_of = np.repeat(np.arange(len(order)), lengths[order])
+        documents = arrays["documents"][order][real]
+        new = np.ones(len(documents), dtype=bool)
+        new[1:] = (rows_of[1:] != rows_of[:-1]) | (documents[1:] != documents[:-1])
+        out["cu_seqlens"] = np.append(np.flatnonzero(new), len(documents)).astype(np.int32)
+        out["row_starts"] = row_starts
     labelled = arrays["mlm_labels"][order] != IGNORE_INDEX  # (batch, P)
     rows, _ = np.nonzero(labelled)
-    start = cu[:-1].astype(np.int64)[rows]  # (N,) where each prediction's row starts in the packed tokens
+    start = row_starts[rows]  # (N,) where each prediction's row starts in the packed tokens
     for key, target in prediction_targets().items():
         if key in arrays:
             values = arrays[key][order][labelled]
             out[key] = start + values if target.position else values
     for key, value in arrays.items():
-        if key not in out and key != "attention_mask":
+        if key not in out and key not in ("attention_mask", "documents"):
             out[key] = value[order]  # (batch,): the NSP labels
     return out
 

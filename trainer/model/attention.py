@@ -100,8 +100,9 @@ class Packed:
     """(tokens, hidden): the rows' tokens concatenated, row i at cu_seqlens[i] .. cu_seqlens[i + 1]; `bound` is at
     least the longest row (what the varlen kernel sizes its grid by, so no host read is needed for it)."""
 
-    def __init__(self, cu_seqlens: torch.Tensor, bound: int):
+    def __init__(self, cu_seqlens: torch.Tensor, bound: int, row_starts: torch.Tensor | None = None):
         self.cu_seqlens, self.bound = cu_seqlens, bound
+        self.row_starts = cu_seqlens[:-1] if row_starts is None else row_starts  # a segment a document: rows differ
         self._runs: list[tuple[int, int, int]] | None = None
         self._bands: dict[tuple, torch.Tensor | None] = {}
 
@@ -146,15 +147,15 @@ class Packed:
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def first_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        return x.index_select(0, self.cu_seqlens[:-1].long())  # (batch, hidden)
+        return x.index_select(0, self.row_starts.long())  # (batch, hidden)
 
 
 def layout_of(attention_mask: torch.Tensor | None, cu_seqlens: torch.Tensor | None, bound: int,
-              documents: torch.Tensor | None = None) -> Padded | Packed:
+              documents: torch.Tensor | None = None, row_starts: torch.Tensor | None = None) -> Padded | Packed:
     """The layout of one batch: packed when it has cu_seqlens (then no attention mask; one segment a document where
     the rows record them), else padded (block-diagonal over `documents` when given)."""
     if cu_seqlens is None:
         return Padded(attention_mask, documents)
     if attention_mask is not None:
         raise ValueError("a packed batch (cu_seqlens) has no attention_mask: its rows hold no padding")
-    return Packed(cu_seqlens, bound)
+    return Packed(cu_seqlens, bound, row_starts)

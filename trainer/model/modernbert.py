@@ -181,10 +181,11 @@ class ModernBertForPretraining(nn.Module):
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                attention_mask: torch.Tensor | None = None, output_hidden_states: bool = False, *,
                cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-               documents: torch.Tensor | None = None):
+               documents: torch.Tensor | None = None, row_starts: torch.Tensor | None = None):
         """(sequence_output after the final norm, None (no pooler), hidden states or None), as BertForPretraining's.
         `token_type_ids` are ignored (one segment). Padded rows: position ids default to 0 .. seq - 1, and `documents`
-        (batch, seq) makes attention block-diagonal; packed rows take `position_ids` and `cu_seqlens`."""
+        (batch, seq) makes attention block-diagonal; packed rows take `position_ids` and `cu_seqlens` (`row_starts`,
+        where the rows start when a segment is a document, is read by no pooler here)."""
         cfg = self.config
         layout = layout_of(attention_mask, cu_seqlens, cfg.max_tokens, documents)
         if position_ids is None:
@@ -214,10 +215,10 @@ class ModernBertForPretraining(nn.Module):
                 attention_mask: torch.Tensor | None = None, mlm_positions: torch.Tensor | None = None,
                 mlm_labels: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, documents: torch.Tensor | None = None,
-                **targets: torch.Tensor | None) -> dict[str, torch.Tensor]:
+                row_starts: torch.Tensor | None = None, **targets: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """BertForPretraining.forward's contract for the masked LM (and a head row's own module): "mlm_logits" without
         labels, "mlm_loss", "_correct", "_count" and "loss" with them. Other targets (NSP's, SBO's) are not this
-        network's and are ignored."""
+        network's and are ignored, as is `row_starts` (no pooler reads a row's first token)."""
         cfg = self.config
         sequence_output, _, _ = self.encode(input_ids, None, attention_mask, cu_seqlens=cu_seqlens,
                                             position_ids=position_ids, documents=documents)

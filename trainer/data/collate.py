@@ -168,12 +168,11 @@ def _nsp_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, in
 def documents_of(parts, seq: int) -> np.ndarray | None:
     """(batch, seq) each token's document number in its row ([CLS] and the first document's tokens 0, the separator
     with the document it ends), from the rows' `doc_starts`; None when no row records a boundary (pair format 2's
-    rows record none: attention spans the row, as before)."""
+    rows record none: attention spans the row, as before). Every batch of format 4 rows has them, boundaries or not,
+    so the chunks of one step carry the same arrays (trainer/data/partitions.py merges them)."""
     if not all("doc_starts" in batch.schema.names for batch, _ in parts):
         return None
     values, starts, lengths = gather_segments(parts, "doc_starts")
-    if not lengths.any():
-        return None
     total = int(lengths.sum())
     within = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # index inside each row's list
     offsets = np.asarray(values, np.int64)[np.repeat(starts, lengths) + within]

@@ -51,6 +51,7 @@ _PRESETS: dict[str, dict[str, int]] = {
     "modernbert-large": dict(num_layers=28, hidden_size=1024, num_heads=16, intermediate_size=2624, glu_width=True),
 }
 PRESET_NAMES = tuple(_PRESETS)
+_ROTARY_FIELDS = ("global_attention_every", "local_window", "global_rope_theta", "local_rope_theta")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -240,7 +241,9 @@ class ModelConfig(Config):
         family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
         spelling = SPELLINGS[family.spelling]
         try:
-            own = spelling.fields(body) if spelling.fields is not None else {}  # from the class's own keys
+            # from the class's own keys; a family without them, ModelConfig's defaults (every source states each field)
+            own = spelling.fields(body) if spelling.fields is not None else {
+                f.name: f.default for f in dataclasses.fields(cls) if f.name in _ROTARY_FIELDS}
         except ValueError as e:
             raise ContractError(f"{where}: {e}") from None
         if spelling.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)

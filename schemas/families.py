@@ -83,10 +83,13 @@ class Family:
     """A named BERT shape's feed-forward width times this (ModernBERT's GeGLU: 2/3, its two input halves holding the
     parameters BERT's one projection does, as Shazeer 2020 compared GLU variants)."""
     model_defaults: tuple[tuple[str, object], ...] = ()
-    """ModelConfig fields the family sets unless given (ModernBERT's norm epsilon, 8,192 rotary positions, no dropout)."""
+    """ModelConfig fields the family sets unless given (ModernBERT's norm epsilon, 8,192 rotary positions, no dropout, the
+    global rotary base of its 1,024-token phase)."""
     train_defaults: tuple[tuple[str, object], ...] = ()
     """`train` flags the family's recipe sets unless the user gives them (TrainConfig field, value; masking's as
-    "masking.<field>"): ModernBERT's 30% masking, warmup-stable-decay with 1-sqrt decay, batch-size warmup."""
+    "masking.<field>"): ModernBERT's 30% masking, warmup-stable-decay with 1-sqrt decay, no dropout, batch-size warmup,
+    the global rotary base of its context extension. Its decoupled weight decay is train's own (AdamW, none on norms
+    and biases: trainer/optim.py); Composer's 1e-5 per step at the peak rate is torch's 0.01 at lr 1e-3."""
 
     @property
     def nsp(self) -> bool:
@@ -118,9 +121,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            hf_pretraining_class="ModernBertForMaskedLM", hf_masked_lm_class="ModernBertForMaskedLM",
            hf_tokenizer_class="PreTrainedTokenizerFast", network="modernbert", ffn_scale=2 / 3,
            model_defaults=(("layer_norm_eps", 1e-5), ("max_position_embeddings", 8192), ("hidden_dropout", 0.0),
-                           ("attention_dropout", 0.0)),
-           train_defaults=(("masking.mask_prob", 0.3), ("schedule", "wsd"), ("decay_ratio", 0.1), ("dropout", 0.0),
-                           ("batch_warmup_ratio", 0.05), ("weight_decay", 1e-5))),
+                           ("attention_dropout", 0.0), ("global_rope_theta", 10_000.0)),
+           train_defaults=(("masking.mask_prob", 0.3), ("schedule", "wsd"), ("dropout", 0.0), ("batch_warmup_ratio", 0.05),
+                           ("phase2_rope_theta", 160_000.0))),
 )}
 """Every family by its --family name."""
 

@@ -112,6 +112,35 @@ if tuple(FORMS) != BATCH_FORMS:
     raise ImportError(f"trainer/config.py's BATCH_FORMS {BATCH_FORMS} are not the forms {tuple(FORMS)}")
 
 
+_TOKEN_KEYS = ("input_ids", "token_type_ids", "position_ids")
+
+
+def rows_of(batch) -> int:
+    """The rows of a host batch in any form."""
+    if "cu_seqlens" in batch:
+        return len(batch["row_starts"]) if "row_starts" in batch else len(batch["cu_seqlens"]) - 1
+    return len(batch["input_ids"])
+
+
+def first_rows(host, keep: int) -> Callable[[dict], dict]:
+    """A cut of a batch to its first `keep` rows (batch-size warmup, trainer/builders.py batch_share), worked out on the
+    host batch (numpy) and applicable to it and to its device copy alike, so nothing waits for the device. An unpadded
+    batch's rows are contiguous in its tokens and its predictions are in row order: each cut is a prefix."""
+    if "cu_seqlens" not in host:
+        return lambda batch: {k: v[:keep] for k, v in batch.items()}
+    starts = host["row_starts"] if "row_starts" in host else host["cu_seqlens"][:-1]
+    tokens = int(host["cu_seqlens"][-1]) if keep >= len(starts) else int(starts[keep])
+    segments = int(np.searchsorted(host["cu_seqlens"], tokens)) + 1
+    predictions = int((host["mlm_positions"] < tokens).sum())
+    targets = prediction_targets()
+
+    def cut(batch: dict) -> dict:
+        return {k: v[:segments] if k == "cu_seqlens" else v[:tokens] if k in _TOKEN_KEYS else
+                v[:predictions] if k in targets else v[:keep] for k, v in batch.items()}
+
+    return cut
+
+
 def real_tokens(batch) -> int:
     """The real (non-padding) tokens of a host batch in any form (numpy arrays or CPU tensors)."""
     if "cu_seqlens" in batch:

@@ -178,7 +178,7 @@ def test_modernbert_trains_exports_and_loads_in_transformers_with_the_trainers_l
 
     run, hf = str(tmp_path / "run"), str(tmp_path / "hf")
     result = run_cli("train", "--data", os.path.join(prepped_bpe, "pairs"), "--output", run, "--family", "modernbert",
-                     "--zero-stage", str(zero), "--nproc-per-node", str(nproc), *QUICK)
+                     "--zero-stage", str(zero), "--nproc-per-node", str(nproc), "--batch-warmup-ratio", "0.5", *QUICK)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "family: modernbert (mlm)" in result.stdout
     exported = run_cli("export", run, "--output", hf, "--verify")
@@ -228,3 +228,33 @@ def _downstream_commands_run_on_the_export(hf: str, tmp_path) -> None:
         saved = json.load(open(out / "model" / "config.json"))
         assert saved["model_type"] == "modernbert", kind
     shutil.rmtree(tmp_path / "ft-classify")
+
+
+@pytest.mark.integration
+def test_phase_2_extends_the_context_resumes_and_exports_the_longer_length(corpus_dir, tmp_path):
+    """128 → 512 tokens on the tiny shape, the global rotary base raised to phase 2's; stopped inside phase 2 and
+    resumed there; the export's model_max_length is 512 and its config.json has the raised base, its logits ours."""
+    from tests.helpers import run_cli
+
+    short, longer, run, hf = (str(tmp_path / name) for name in ("p128", "p512", "run", "hf"))
+    for out, length, vocab in ((short, "128", ("--vocab-size", "800")), (longer, "512", ("--vocab", f"{short}/vocab"))):
+        result = run_cli("prep", "--input", f"docs={corpus_dir}/part-0.jsonl", "--output", out, "--tokenizer", "bpe",
+                         "--packing", "full-sentences", "--max-seq-len", length, "--validation-fraction", "0.1", *vocab)
+        assert result.returncode == 0, result.stderr[-3000:]
+    flags = ("train", "--data", f"{short}/pairs", "--output", run, "--family", "modernbert", "--phase2-data", f"{longer}/pairs",
+             "--phase2-start", "2", "--max-steps", "4", "--batch-size", "4", "--num-workers", "0", "--precision", "fp32",
+             "--eval-every", "0", "--log-every", "1", "--save-every", "2")
+    first = run_cli(*flags, "--stop-after", "3")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert "modernbert's recipe: --mask-prob 0.3, --schedule wsd, --dropout 0, --batch-warmup-ratio 0.05, " \
+           "--phase2-rope-theta 160000" in first.stdout
+    assert "phase 2 from step 2" in first.stdout and "stopping at step 3 of 4" in first.stdout
+    again = run_cli(*flags)
+    assert again.returncode == 0 and "resumed from step_00000003 at step 3 (phase 2)" in again.stdout, again.stderr[-3000:]
+    exported = run_cli("export", run, "--output", hf, "--verify")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert float(exported.stdout.split("mlm ", 1)[1].split()[0]) <= TOLERANCE
+    config = json.load(open(os.path.join(hf, "config.json")))
+    assert config["rope_parameters"]["full_attention"]["rope_theta"] == 160_000.0
+    assert config["rope_parameters"]["sliding_attention"]["rope_theta"] == 10_000.0
+    assert transformers.AutoTokenizer.from_pretrained(hf).model_max_length == 512

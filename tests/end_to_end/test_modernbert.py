@@ -180,7 +180,7 @@ def test_modernbert_trains_exports_and_loads_in_transformers_with_the_trainers_l
     result = run_cli("train", "--data", os.path.join(prepped_bpe, "pairs"), "--output", run, "--family", "modernbert",
                      "--zero-stage", str(zero), "--nproc-per-node", str(nproc), "--batch-warmup-ratio", "0.5", *QUICK)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "family: modernbert (mlm)" in result.stdout
+    assert "family: modernbert (mlm; modernbert's recipe: --mask-prob 0.3, --schedule wsd, --dropout 0," in result.stdout
     exported = run_cli("export", run, "--output", hf, "--verify")
     assert exported.returncode == 0, exported.stdout + exported.stderr
     config = json.load(open(os.path.join(hf, "config.json")))

@@ -112,7 +112,7 @@ def test_the_report_counts_the_rows_and_their_padding(tiny):
     assert full["pairs"] == {"train": {
         "docs": 4, "sentences": 9, "rows": 5, "shards": 1, "document_separators": 2, "long_sentences": 1,
         "long_sentence_pieces": 2, "row_tokens": 16 + 16 + 15 + 14 + 14, "tokens_per_row": 15.0, "padding_fraction": 0.0625}}
-    assert full["packing"] == {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 2,
+    assert full["packing"] == {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 4,
                                "separator": {"token": "[SEP]", "id": 3}}
     doc, _, _ = tiny["doc-sentences"]
     assert doc["pairs"]["train"]["row_tokens"] == 75 and doc["pairs"]["train"]["padding_fraction"] == round(1 - 75 / 96, 5)
@@ -137,7 +137,7 @@ def test_inspect_shows_the_format_and_the_padding(tiny):
     result = run_cli("inspect", pairs)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "format    packed_rows v2 (--packing full-sentences, documents separated by [SEP]=3)" in lines
+    assert "format    packed_rows v4 (--packing full-sentences, documents separated by [SEP]=3)" in lines
     assert "train      1 shards, 5 rows, 75 tokens (mean 15.0 a row), padding 0.062" in lines
     assert lines[-1] == "checksums all shards verified"
 

@@ -3,8 +3,9 @@
 In:  a directory written by `clozeforge export` of any family (config.json, model.safetensors, tokenizer.json), or
      any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json),
      or an ELECTRA export (ElectraForPreTraining, its generator in generator/).
-Out: (BertForPretraining, ElectraForPretraining or ModernBertForPretraining, in eval mode, tokenizers.Tokenizer); `roles` gives the tokenizer's special tokens by their
-     transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece, <s>/</s>/<pad>/<mask> for RoBERTa's and XLM-R's);
+Out: (BertForPretraining, ElectraForPretraining or ModernBertForPretraining, in eval mode, tokenizers.Tokenizer);
+     `roles` gives the tokenizer's special tokens by their transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece,
+     <s>/</s>/<pad>/<mask> for RoBERTa's, XLM-R's and ModernBERT's byte-level BPE here);
      `batch` encodes texts the way the model reads them (cls ... sep, cut at the model's positions, padded).
 """
 
@@ -22,7 +23,7 @@ from trainer.model.hf_names import WeightsError
 
 
 def load_exported(hf_dir: str):
-    """(BertForPretraining in eval mode, tokenizers.Tokenizer) from an exported directory."""
+    """(the family's network in eval mode, tokenizers.Tokenizer) from an exported directory."""
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 

@@ -141,6 +141,8 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="pretraining seeds (default: 1 2)")
     ap.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these candidates (default: all)")
     ap.add_argument("--precision", default="fp32", help="train --precision (default: fp32, the arithmetic of a CPU without bf16)")
+    ap.add_argument("--probes-only", action="store_true", help="only each candidate's probe: its steps and tokens a second "
+                                                               "here (e.g. ModernBERT's network against BERT's at one width)")
     args = ap.parse_args([] if argv is None else argv)
     if quick:  # a smoke run: seconds of training, one fine-tuning seed
         args.budget, args.seeds = 5.0, args.seeds[:1]
@@ -153,6 +155,16 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     log = os.path.join(work, "log.txt")
     scratch: dict[tuple, str] = {}  # (model shape, corpus kind, tokenizer, family) -> the run whose scratch arm others share
     results = []
+    if args.probes_only:
+        rates = {}
+        for candidate in chosen:
+            r = candidate.recipe()
+            rate = _train_rate(candidate, work, args.precision, log)
+            pairs = os.path.join(recipe_trial.prepared(work, r.seq, r.corpus_mb, log, r.tokenizer, r.packing, r.corpus), "pairs")
+            rates[candidate.name] = {"steps_per_s": round(rate, 3),
+                                     "tokens_per_s": round(rate * r.batch_size * recipe_trial.mean_pair_tokens(pairs))}
+            print(f"== {candidate.name}: {rates[candidate.name]}", flush=True)
+        return {"probes": rates, "probe_steps": PROBE_STEPS, "precision": args.precision}
     for candidate in chosen:
         rate = _train_rate(candidate, work, args.precision, log)
         steps = max(10, int(round(args.budget * rate / 10)) * 10)

@@ -205,8 +205,12 @@ def test_modernbert_trains_exports_and_loads_in_transformers_with_the_trainers_l
 
 
 def _downstream_commands_run_on_the_export(hf: str, tmp_path) -> None:
-    """finetune (every task kind) and embed read a ModernBERT export."""
+    """finetune (every task kind), embed, similarity and senses read a ModernBERT export."""
     import numpy as np
+
+    from downstream.contextual.senses_command import senses_main
+    from downstream.contextual.similarity import similarity_main
+    from tests.downstream.contextual.contextual_assets import docstring_lines, wordnet_rows
 
     from downstream.finetune.command import finetune_main
     from downstream.finetune.tasks import TASK_KINDS
@@ -218,6 +222,15 @@ def _downstream_commands_run_on_the_export(hf: str, tmp_path) -> None:
     embedded = run_cli("embed", hf, "--input", str(tmp_path / "texts.txt"), "--output", str(tmp_path / "v.npy"))
     assert embedded.returncode == 0, embedded.stderr[-2000:]
     assert np.load(tmp_path / "v.npy").shape == (2, 128)
+    lines = docstring_lines(80)
+    (tmp_path / "pairs.tsv").write_text("word1\tword2\tscore\nfile\tdirectory\t7\nlist\ttuple\t8.5\nerror\texception\t9.5\n"
+                                        "read\twrite\t6\ntrue\tfalse\t1\nname\tpath\t3\n")
+    (tmp_path / "contexts.txt").write_text("\n".join(lines) + "\n")
+    assert similarity_main([hf, "--pairs", str(tmp_path / "pairs.tsv"), "--contexts", str(tmp_path / "contexts.txt"),
+                            "--output", str(tmp_path / "similarity"), "--samples", "200"]) == 0
+    assert json.loads((tmp_path / "similarity" / "similarity.json").read_text())
+    wordnet_rows(str(tmp_path / "wordnet"))
+    assert senses_main(["fit", hf, "--train", str(tmp_path / "wordnet" / "train.jsonl"), "--output", str(tmp_path / "senses")]) == 0
     rows = {"classify": classify_rows(), "pair": pair_rows(), "tag": tag_rows(), "span": span_rows()}
     assert set(rows) == set(TASK_KINDS)
     for kind, task_rows in rows.items():

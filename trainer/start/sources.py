@@ -346,8 +346,11 @@ def source_problem(config, manifest) -> str | None:
                 (positions >= manifest.max_seq_len, f"its positions stop at {positions}, --data's rows are up to "
                  f"{manifest.max_seq_len} tokens"),
                 (shape.get("family", "bert") == config.family or config.family is None,
-                 f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} (prep --vocab the source "
-                 "and the packing its family trains on)"),
+                 f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} ("
+                 + (f"pass --family {shape.get('family', 'bert')}: this data is its too"  # e.g. modernbert on RoBERTa's rows
+                    if families.refusal(families.family(shape.get("family", "bert")), manifest.tokenizer,
+                                        manifest.packing["mode"]) is None
+                    else "prep --vocab the source and the packing its family trains on") + ")"),
                 (shape.get("objective", "mlm") == config.objective, f"it was trained with --objective "
                  f"{shape.get('objective', 'mlm')}, this run's is {config.objective} (the networks differ: pass --objective "
                  f"{shape.get('objective', 'mlm')})")]

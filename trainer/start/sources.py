@@ -348,8 +348,9 @@ def source_problem(config, manifest) -> str | None:
                 (shape.get("family", "bert") == config.family or config.family is None,
                  f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} ("
                  + (f"pass --family {shape.get('family', 'bert')}: this data is its too"  # e.g. modernbert on RoBERTa's rows
-                    if families.refusal(families.family(shape.get("family", "bert")), manifest.tokenizer,
-                                        manifest.packing["mode"]) is None
+                    if shape.get("family", "bert") != config.family and config.family is not None
+                    and families.refusal(families.family(shape.get("family", "bert")), manifest.tokenizer,
+                                         manifest.packing["mode"]) is None
                     else "prep --vocab the source and the packing its family trains on") + ")"),
                 (shape.get("objective", "mlm") == config.objective, f"it was trained with --objective "
                  f"{shape.get('objective', 'mlm')}, this run's is {config.objective} (the networks differ: pass --objective "

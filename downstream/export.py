@@ -44,9 +44,9 @@ from process.outputs import OutputDirError
 from schemas import ContractError, Manifest, hf_tokenizers
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
-from schemas.tokenizer_formats import format_of
+from schemas.tokenizer_formats import TOKENIZER_FORMATS, format_of
 from trainer.checkpoint import store
-from trainer.model import BertForPretraining, ModelConfig, build
+from trainer.model import EMBEDDINGS, WEIGHT_WRITERS, BertForPretraining, ModelConfig, build
 from trainer.model import electra as electra_names
 from trainer.model.families import spelling_of
 from trainer.model.hf_names import (  # noqa: F401 (exported_keys: export's API)
@@ -77,11 +77,11 @@ def hf_state_dict(state_dict: dict[str, torch.Tensor], model_config: ModelConfig
         if tied in state_dict and source in state_dict and not torch.equal(state_dict[tied], state_dict[source]):
             raise ExportError(f"state dict has {tied} != {source}; they must be tied (one tensor) to export")
     try:
-        out = to_transformers(state_dict, model_config)
-    except WeightsError as e:
+        out = WEIGHT_WRITERS[model_config.network](state_dict, model_config)
+    except ValueError as e:  # WeightsError, or a network's own writer's
         raise ExportError(str(e)) from None
     want_vocab = (model_config.vocab_size, model_config.hidden_size)
-    embeddings = tuple(state_dict["bert.embeddings.word_embeddings.weight"].shape)
+    embeddings = tuple(state_dict[EMBEDDINGS[model_config.network]].shape)
     if embeddings != want_vocab:
         raise ExportError(f"word embeddings are {embeddings}, ModelConfig says {want_vocab}")
     return out
@@ -105,11 +105,15 @@ def _wordpiece_files(vocab_dir: str, max_length: int, row=None) -> dict[str, str
     }
 
 
-def _bpe_files(vocab_dir: str, max_length: int, _row=None) -> dict[str, str]:
-    """Byte-level BPE (RoBERTa's): tokenizer.json, vocab.json + merges.txt, tokenizer_config.json (schemas/hf_tokenizers.py)."""
+def _bpe_files(vocab_dir: str, max_length: int, row=None) -> dict[str, str]:
+    """Byte-level BPE (RoBERTa's): tokenizer.json, vocab.json + merges.txt, tokenizer_config.json (schemas/hf_tokenizers.py),
+    naming the family's tokenizer class where it is not RoBERTa's (ModernBERT's PreTrainedTokenizerFast, which reads
+    tokenizer.json and returns no token types)."""
     bpe = hf_tokenizers.read_bpe(vocab_dir)
+    own = {} if row is None or row.hf_tokenizer_class == TOKENIZER_FORMATS["bpe"].tokenizer_class else {
+        "tokenizer_class": row.hf_tokenizer_class, "model_input_names": ["input_ids", "attention_mask"]}
     return {vocab_files.TOKENIZER_FILE: bpe.tokenizer_json(), "vocab.json": bpe.vocab_json(), "merges.txt": bpe.merges_txt(),
-            vocab_files.TOKENIZER_CONFIG_FILE: bpe.tokenizer_config_json(model_max_length=max_length)}
+            vocab_files.TOKENIZER_CONFIG_FILE: bpe.tokenizer_config_json(model_max_length=max_length, **own)}
 
 
 def _unigram_files(vocab_dir: str, max_length: int, _row=None) -> dict[str, str]:
@@ -152,7 +156,7 @@ def export_hf(state_dict: dict[str, torch.Tensor], model_config: ModelConfig, vo
     see replace_directory. `trained_seq_len` (default: every position) becomes the tokenizer's model_max_length."""
     from safetensors.torch import save_file
 
-    generator, own = None, OWN_EXPORTS.get(model_config.goal.network)
+    generator, own = None, OWN_EXPORTS.get(model_config.network)
     if own is not None:  # ELECTRA's: the discriminator here, the generator in its own directory
         (tensors, generator), dropped = own.tensors(state_dict, model_config), {}
     else:
@@ -189,7 +193,7 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.56')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
-    own = OWN_EXPORTS.get(model.config.goal.network)
+    own = OWN_EXPORTS.get(model.config.network)
     if own is not None:
         return own.verify(transformers, hf_dir, model, batch)
     row = model.config.row

@@ -3,8 +3,9 @@
 In:  a directory written by `clozeforge export` of any family (config.json, model.safetensors, tokenizer.json), or
      any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json),
      or an ELECTRA export (ElectraForPreTraining, its generator in generator/).
-Out: (BertForPretraining, or ElectraForPretraining, in eval mode, tokenizers.Tokenizer); `roles` gives the tokenizer's special tokens by their
-     transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece, <s>/</s>/<pad>/<mask> for RoBERTa's and XLM-R's);
+Out: (BertForPretraining, ElectraForPretraining or ModernBertForPretraining, in eval mode, tokenizers.Tokenizer);
+     `roles` gives the tokenizer's special tokens by their transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece,
+     <s>/</s>/<pad>/<mask> for RoBERTa's, XLM-R's and ModernBERT's byte-level BPE here);
      `batch` encodes texts the way the model reads them (cls ... sep, cut at the model's positions, padded).
 """
 
@@ -17,12 +18,12 @@ import torch
 
 from schemas import ContractError, objectives
 from schemas.tokenizer_formats import TOKENIZER_FORMATS
-from trainer.model import BertForPretraining, ModelConfig
-from trainer.model.hf_names import WeightsError, from_transformers
+from trainer.model import ModelConfig, build, weights_of
+from trainer.model.hf_names import WeightsError
 
 
 def load_exported(hf_dir: str):
-    """(BertForPretraining in eval mode, tokenizers.Tokenizer) from an exported directory."""
+    """(the family's network in eval mode, tokenizers.Tokenizer) from an exported directory."""
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
@@ -36,10 +37,10 @@ def load_exported(hf_dir: str):
         return _load_electra(hf_dir, hf, architecture), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
     config = ModelConfig(**architecture, nsp_weight=1.0 if ModelConfig(**architecture, nsp_weight=0.0).row.nsp else 0.0,
                          hidden_dropout=0.0, attention_dropout=0.0)
-    model = BertForPretraining(config)
+    model = build(config)  # BertForPretraining, or the family's own network (ModernBERT's)
     where = f"{hf_dir}/model.safetensors"
     try:
-        state, lacking, _ = from_transformers(load_file(os.path.join(hf_dir, "model.safetensors")), config, where)
+        state, lacking, _ = weights_of(load_file(os.path.join(hf_dir, "model.safetensors")), config, where)
     except WeightsError as e:
         raise ContractError(str(e)) from None
     if "MLM head" in lacking:

@@ -67,6 +67,11 @@ CANDIDATES = (
               ("--corpus", "documentation", "--corpus-mb", "15")),
     Candidate("mini", "a wider, deeper model (mini: 4 layers, 256 wide) for the same seconds: fewer steps",
               ("--model", "mini")),
+    Candidate("roberta", "RoBERTa's recipe (Liu et al. 2019): byte-level BPE, packed full sentences, MLM only, 30% masked",
+              ("--tokenizer", "bpe", "--packing", "full-sentences", "--family", "roberta")),
+    Candidate("modernbert", "ModernBERT's recipe (Warner et al. 2024): its network (rotary, GeGLU, local/global attention, "
+              "no biases) at tiny's width, RoBERTa's rows attended per document, 30% masked, warmup-stable-decay, batch "
+              "warmup", ("--tokenizer", "bpe", "--packing", "full-sentences", "--family", "modernbert")),
 )
 """The candidates, in the order they run."""
 
@@ -82,7 +87,7 @@ a 240 s budget."""
 def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> float:
     """Steps a second of the candidate's training on this machine: a short run of the same command."""
     r = candidate.recipe()
-    prep = recipe_trial.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus)
+    prep = recipe_trial.prepared(work, r.seq, r.corpus_mb, log, r.tokenizer, r.packing, r.corpus)
     pairs = os.path.join(prep, "pairs")
     run = os.path.join(work, "probes", candidate.name)
     if not os.path.exists(os.path.join(run, "metrics.jsonl")):
@@ -90,7 +95,7 @@ def _train_rate(candidate: Candidate, work: str, precision: str, log: str) -> fl
         recipe_trial._cli("train", "--data", pairs, "--output", run, "--model", r.model, "--batch-size", str(r.batch_size),
                     "--lr", r.lr, "--mask-prob", r.mask_prob, "--dropout", r.dropout,
                     "--objective", r.objective, "--precision", precision, "--zero-stage", "0",
-                    "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
+                    *(["--family", r.family] if r.family else []), "--max-steps", str(PROBE_STEPS), "--log-every", "20", "--eval-every", "0", "--save-every", str(PROBE_STEPS), log=log)
     return _run_rate(run, pairs, r.batch_size)
 
 
@@ -119,11 +124,11 @@ def combined(per_seed: list[list[dict]]) -> tuple[float, float]:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| candidate | steps | training s (each seed) | selection gain (per seed) | confirmation gain (per seed) |",
-             "|---|---|---|---|---|"]
+    lines = ["| candidate | steps | tokens/s | training s (each seed) | selection gain (per seed) | confirmation gain (per seed) |",
+             "|---|---|---|---|---|---|"]
     for r in results:
         sel, con = r["selection"], r["confirmation"]
-        lines.append(f"| {r['name']}: {r['what']} | {r['steps']:,} | {' / '.join(f'{s:.0f}' for s in r['train_seconds'])} "
+        lines.append(f"| {r['name']}: {r['what']} | {r['steps']:,} | {r.get('tokens_per_s', 0):,} | {' / '.join(f'{s:.0f}' for s in r['train_seconds'])} "
                      f"| **{sel['mean']:+.1f} ± {sel['se']:.1f}** ({' / '.join(f'{m:+.1f}' for m in sel['per_seed'])}) "
                      f"| {con['mean']:+.1f} ± {con['se']:.1f} ({' / '.join(f'{m:+.1f}' for m in con['per_seed'])}) |")
     return "\n".join(lines) + "\n"
@@ -136,6 +141,8 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="pretraining seeds (default: 1 2)")
     ap.add_argument("--only", nargs="+", default=None, metavar="NAME", help="these candidates (default: all)")
     ap.add_argument("--precision", default="fp32", help="train --precision (default: fp32, the arithmetic of a CPU without bf16)")
+    ap.add_argument("--probes-only", action="store_true", help="only each candidate's probe: its steps and tokens a second "
+                                                               "here (e.g. ModernBERT's network against BERT's at one width)")
     args = ap.parse_args([] if argv is None else argv)
     if quick:  # a smoke run: seconds of training, one fine-tuning seed
         args.budget, args.seeds = 5.0, args.seeds[:1]
@@ -146,21 +153,32 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
     work = os.path.abspath(args.work)
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "log.txt")
-    scratch: dict[tuple[str, str], str] = {}  # (model shape, corpus kind) -> the run whose scratch arm the others share
+    scratch: dict[tuple, str] = {}  # (model shape, corpus kind, tokenizer, family) -> the run whose scratch arm others share
     results = []
+    if args.probes_only:
+        rates = {}
+        for candidate in chosen:
+            r = candidate.recipe()
+            rate = _train_rate(candidate, work, args.precision, log)
+            pairs = os.path.join(recipe_trial.prepared(work, r.seq, r.corpus_mb, log, r.tokenizer, r.packing, r.corpus), "pairs")
+            rates[candidate.name] = {"steps_per_s": round(rate, 3),
+                                     "tokens_per_s": round(rate * r.batch_size * recipe_trial.mean_pair_tokens(pairs))}
+            print(f"== {candidate.name}: {rates[candidate.name]}", flush=True)
+        return {"probes": rates, "probe_steps": PROBE_STEPS, "precision": args.precision}
     for candidate in chosen:
         rate = _train_rate(candidate, work, args.precision, log)
         steps = max(10, int(round(args.budget * rate / 10)) * 10)
         print(f"== {candidate.name}: {rate:.2f} steps/s here, {steps} steps in {args.budget:g} s", flush=True)
         r = candidate.recipe()
-        shape = (r.model, r.corpus)  # a corpus kind learns its own vocabulary: its scratch arm is its own
+        # a corpus kind or tokenizer learns its own vocabulary, a family has its own network: its scratch arm is its own
+        shape = (r.model, r.corpus, r.tokenizer, r.family)
         # the first seed's own run is the better measure (its whole length, not a probe's): off by more than
         # TOLERANCE, that run is trained again with the steps its rate gives, and the other seeds train those
         first = os.path.join(work, f"{candidate.name}-s{args.seeds[0]}")
         base = [f"{candidate.name}-s{args.seeds[0]}", "--work", work, "--seed", str(args.seeds[0]), "--precision", args.precision]
         recipe_trial.main([*base, "--steps", str(steps), "--tasks", "none", *candidate.flags])
         trained = _read_steps(first)
-        pairs = os.path.join(recipe_trial.prepared(work, r.seq, r.corpus_mb, log, corpus_kind=r.corpus), "pairs")
+        pairs = os.path.join(recipe_trial.prepared(work, r.seq, r.corpus_mb, log, r.tokenizer, r.packing, r.corpus), "pairs")
         corrected = max(10, int(round(args.budget * _run_rate(os.path.join(first, "run"), pairs, r.batch_size) / 10)) * 10)
         scored = os.path.exists(os.path.join(first, "recipe.json"))  # fine-tuned already: kept as it is, and said so
         if scored and corrected != trained:
@@ -189,7 +207,7 @@ def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None 
                            "tasks": {t: [round(r["gain"], 2) for rows in per_seed for r in rows if r["task"] == t] for t in members}}
         steps = summaries[0]["steps"]  # what the runs trained (a run made before is reused as it is)
         results.append({"name": candidate.name, "what": candidate.what, "flags": list(candidate.flags), "steps": steps,
-                        "steps_per_s": round(rate, 3), "budget_steps": corrected, "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
+                        "steps_per_s": round(rate, 3), "tokens_per_s": round(rate * r.batch_size * recipe_trial.mean_pair_tokens(pairs)), "budget_steps": corrected, "train_seconds": [s.get("train_seconds") or 0.0 for s in summaries],
                         "valid_mlm_accuracy": [s.get("valid_mlm_accuracy") for s in summaries], **sets})
         print(table(results), end="", flush=True)
     winner = max(results, key=lambda r: r["selection"]["mean"])

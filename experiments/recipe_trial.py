@@ -179,6 +179,8 @@ def recipe_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", default="docstrings", choices=sorted(demo_corpus.CORPORA),
                     help="the built-in corpus's kind (demo/corpus.py); another than docstrings learns its own vocabulary")
     ap.add_argument("--objective", default="mlm", choices=("mlm", "electra"), help="train --objective")
+    ap.add_argument("--family", default=None, help="train --family (default: the data's; modernbert takes its recipe's "
+                                                   "schedule and batch warmup from its row)")
     ap.add_argument("--precision", default="auto", help="train --precision (fp32: the arithmetic of a CPU without bf16)")
     ap.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per arm")
     ap.add_argument("--scratch-from", default=None, metavar="RECIPE",
@@ -207,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         seconds = _cli("train", "--data", os.path.join(prep, "pairs"), "--output", run, "--model", args.model, "--batch-size",
                        str(args.batch_size), "--lr", args.lr, "--mask-prob", args.mask_prob, "--dropout", args.dropout,
                        "--objective", args.objective, "--precision", args.precision, "--zero-stage", "0", "--seed", args.seed,
-                       "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
+                       *(["--family", args.family] if args.family else []), "--max-steps", str(args.steps), *phase2, "--log-every", str(max(1, args.steps // 20)),
                        "--eval-every", str(args.steps), "--save-every", str(args.steps), log=log)
         with open(timing, "w") as f:
             json.dump({"train_seconds": round(seconds, 1)}, f)

@@ -14,6 +14,7 @@ Out: the `Family` row: its tokenizer and packings, its objectives, how its netwo
     xlm-roberta  unigram    full-sentences, doc-sentences  mlm         XLMRobertaForMaskedLM   XLMRobertaTokenizerFast
     xlm          wordpiece  full-sentences, doc-sentences  mlm + tlm   XLMWithLMHeadModel      BertTokenizerFast
                             (monolingual), tlm (pairs)
+    modernbert   bpe        full-sentences, doc-sentences  mlm         ModernBertForMaskedLM   PreTrainedTokenizerFast
 
 RoBERTa (Liu et al. 2019): BERT's network without NSP and token types, position ids from padding_idx + 1 (as
 fairseq counts them: position 0 and 1 are never a token's), byte-level BPE, packed full sentences, dynamic masking
@@ -24,7 +25,11 @@ rows and translation language modelling (TLM) on translation pairs (both sides m
 language, positions starting again at the second side), its MLM head one projection tied to the embeddings (no
 transform), languages sampled with alpha = 0.5. Its vocabulary here is WordPiece, loaded as BertTokenizerFast: XLM's
 own tokenizer (Moses pre-tokenisation and fastBPE, transformers' slow XLMTokenizer) has no fast class, and the
-export's tokenizer_config names the class AutoTokenizer loads. Standard library only: prep reads it.
+export's tokenizer_config names the class AutoTokenizer loads. ModernBERT (Warner et al. 2024): a network of its own
+(trainer/model/modernbert.py: pre-norm without biases, GeGLU, rotary positions with a global and a local base, every
+third layer global and the others within a 128-token window), masked LM alone at 30% on packed rows attended per
+document, trained warmup-stable-decay; its byte-level BPE here is RoBERTa's vocabulary kind, exported with
+ModernBERT's own tokenizer class (PreTrainedTokenizerFast over tokenizer.json). Standard library only: prep reads it.
 """
 
 from __future__ import annotations
@@ -71,6 +76,20 @@ class Family:
     XLM's is the tied projection alone."""
     ffn_ratio: int | None = None
     """The feed-forward width its transformers class fixes, as a multiple of the hidden width (XLM's 4); None: free."""
+    network: str | None = None
+    """The trainer's network when the family has one of its own (trainer/model/__init__.py NETWORK_CLASSES: modernbert);
+    None: the objective's (schemas/objectives.py), BERT's encoder for masked LM."""
+    ffn_scale: float = 1.0
+    """A named BERT shape's feed-forward width times this (ModernBERT's GeGLU: 2/3, its two input halves holding the
+    parameters BERT's one projection does, as Shazeer 2020 compared GLU variants)."""
+    model_defaults: tuple[tuple[str, object], ...] = ()
+    """ModelConfig fields the family sets unless given (ModernBERT's norm epsilon, 8,192 rotary positions, no dropout, the
+    global rotary base of its 1,024-token phase)."""
+    train_defaults: tuple[tuple[str, object], ...] = ()
+    """`train` flags the family's recipe sets unless the user gives them (TrainConfig field, value; masking's as
+    "masking.<field>"): ModernBERT's 30% masking, warmup-stable-decay with 1-sqrt decay, no dropout, batch-size warmup,
+    the global rotary base of its context extension. Its decoupled weight decay is train's own (AdamW, none on norms
+    and biases: trainer/optim.py); Composer's 1e-5 per step at the peak rate is torch's 0.01 at lr 1e-3."""
 
     @property
     def nsp(self) -> bool:
@@ -97,6 +116,14 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            spelling="xlm", token_types=False, position_offset="zero", hf_model_type="xlm",
            hf_pretraining_class="XLMWithLMHeadModel", hf_masked_lm_class="XLMWithLMHeadModel",
            hf_tokenizer_class="BertTokenizerFast", mix_alpha=0.5, languages=True, lm_transform=False, ffn_ratio=4),
+    Family(name="modernbert", tokenizer="bpe", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
+           spelling="modernbert", token_types=False, position_offset="zero", hf_model_type="modernbert",
+           hf_pretraining_class="ModernBertForMaskedLM", hf_masked_lm_class="ModernBertForMaskedLM",
+           hf_tokenizer_class="PreTrainedTokenizerFast", network="modernbert", ffn_scale=2 / 3,
+           model_defaults=(("layer_norm_eps", 1e-5), ("max_position_embeddings", 8192), ("hidden_dropout", 0.0),
+                           ("attention_dropout", 0.0), ("global_rope_theta", 10_000.0)),
+           train_defaults=(("masking.mask_prob", 0.3), ("schedule", "wsd"), ("dropout", 0.0), ("batch_warmup_ratio", 0.05),
+                           ("phase2_rope_theta", 160_000.0))),
 )}
 """Every family by its --family name."""
 

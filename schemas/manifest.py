@@ -259,7 +259,7 @@ one component a step (trainer/data/mixture.py); both batches have the same tenso
 
 def _describe(manifest: Manifest) -> str:
     kind = _KIND_WORDS[manifest.row_format.kind]
-    return f"{kind} (--packing {manifest.packing['mode']}, {manifest.row_format.kind} v{manifest.row_format.version})"
+    return f"{kind} (--packing {manifest.packing['mode']}, {manifest.row_format.kind} v{manifest.packing['format_version']})"
 
 
 def mixing_conflict(first: Manifest, second: Manifest) -> str | None:

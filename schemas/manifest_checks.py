@@ -90,8 +90,9 @@ def check_packing(packing: Any, vocab_size: int, where: str) -> None:
     row_format = PACKINGS[packing["mode"]].row_format
     need(packing.get("row_format") == row_format.kind, ".row_format", f"{row_format.kind!r} for --packing {packing['mode']}",
          packing.get("row_format"))
-    need(packing.get("format_version") == row_format.version, ".format_version", f"{row_format.version} (the {row_format.kind} "
-         "format this clozeforge reads)", packing.get("format_version"))
+    need(packing.get("format_version") in row_format.versions, ".format_version",
+         f"{' or '.join(map(str, row_format.versions))} (the {row_format.kind} format this clozeforge reads)",
+         packing.get("format_version"))
     if packing["row_format"] == TLM_PAIRS.kind:
         languages = packing.get("languages")
         need(isinstance(languages, list) and len(languages) >= 2 and all(isinstance(c, str) and c for c in languages)

@@ -25,6 +25,9 @@ Format versions (one counter for the pair shards; a kind keeps the version it wa
      doc_id (the document the row starts in).
   3  tlm_pairs added (the others unchanged): tokens_a, tokens_b, language_a, language_b, num_tokens
      (len(a) + len(b) + 3), source (the pair's direction, `en-de`), doc_id (the pair's file and line, `path:line`).
+  4  packed_rows gains doc_starts: the offsets in `tokens` where each document after the row's first begins (just
+     after its separator; empty for a row of one document), so the trainer attends within each document (ModernBERT's
+     packing). Version 2 shards are still read: no boundaries, attention over the whole row as before.
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ def _packed_fields(ids: pa.DataType) -> list[pa.Field]:
     ]
 
 
+def _packed_fields_v4(ids: pa.DataType) -> list[pa.Field]:
+    return [*_packed_fields(ids)[:2], pa.field("doc_starts", pa.list_(pa.uint16()), nullable=False),  # later documents' starts
+            *_packed_fields(ids)[2:]]
+
+
 def _tlm_fields(ids: pa.DataType) -> list[pa.Field]:
     return [
         pa.field("tokens_a", ids, nullable=False),  # the source sentence's pieces, no [CLS]/[SEP]
@@ -90,15 +98,24 @@ class RowFormat:
     special_tokens: int
     """Tokens the trainer adds around a row's ids: `num_tokens` counts them, `max_seq_len` bounds the total."""
     fields: Callable[[pa.DataType], list[pa.Field]] = dataclasses.field(repr=False, compare=False)
+    older: tuple[tuple[int, Callable[[pa.DataType], list[pa.Field]]], ...] = dataclasses.field(default=(), repr=False,
+                                                                                               compare=False)
+    """Earlier versions of this kind still read, with their columns (packed_rows 2: before doc_starts)."""
 
-    def schema(self, vocab_size: int) -> pa.Schema:
-        """This format's schema for a vocabulary of `vocab_size`, tagged with its kind and version."""
-        return pa.schema(self.fields(pa.list_(token_type(vocab_size))),
-                         metadata={KIND_KEY: self.kind.encode(), VERSION_KEY: str(self.version).encode()})
+    @property
+    def versions(self) -> tuple[int, ...]:
+        """Every version of this kind that is read, the newest (what prep writes) first."""
+        return (self.version, *(v for v, _ in self.older))
+
+    def schema(self, vocab_size: int, version: int | None = None) -> pa.Schema:
+        """This format's schema (or an older version's) for a vocabulary of `vocab_size`, tagged with its kind and version."""
+        fields = self.fields if version in (None, self.version) else dict(self.older)[version]
+        return pa.schema(fields(pa.list_(token_type(vocab_size))),
+                         metadata={KIND_KEY: self.kind.encode(), VERSION_KEY: str(version or self.version).encode()})
 
 
 NSP_PAIRS = RowFormat("nsp_pairs", 1, ("tokens_a", "tokens_b"), 3, _nsp_fields)
-PACKED_ROWS = RowFormat("packed_rows", 2, ("tokens",), 2, _packed_fields)
+PACKED_ROWS = RowFormat("packed_rows", 4, ("tokens",), 2, _packed_fields_v4, older=((2, _packed_fields),))
 TLM_PAIRS = RowFormat("tlm_pairs", 3, ("tokens_a", "tokens_b"), 3, _tlm_fields)
 ROW_FORMATS = {f.kind: f for f in (NSP_PAIRS, PACKED_ROWS, TLM_PAIRS)}
 """Every row format this clozeforge reads and writes, by kind."""
@@ -141,11 +158,12 @@ def validate_pairs_schema(found: pa.Schema, where: str, kind: str = NSP_PAIRS.ki
         raise ContractError(f"{where}: not a clozeforge pair shard (schema tag {tag!r}, expected {kind!r})")
     if tag != kind:
         raise ContractError(f"{where}: a {tag!r} shard (pair format {version}), expected {kind!r}")
-    if version != str(expected_format.version):
-        raise ContractError(f"{where}: pair format version {version!r}, this clozeforge reads version {expected_format.version}")
+    if version not in map(str, expected_format.versions):
+        raise ContractError(f"{where}: pair format version {version!r}, this clozeforge reads version "
+                            f"{' or '.join(map(str, expected_format.versions))}")
     ids_type = found.field(expected_format.id_columns[0]).type if expected_format.id_columns[0] in found.names else None
     vocab_size = _UINT16_MAX_VOCAB if ids_type == pa.list_(pa.uint16()) else _UINT16_MAX_VOCAB + 1
-    expected = expected_format.schema(vocab_size)
+    expected = expected_format.schema(vocab_size, int(version))
     if not found.remove_metadata().equals(expected.remove_metadata()):
         raise ContractError(f"{where}: pair schema mismatch\n  expected: {_fields(expected)}\n  found:    {_fields(found)}")
     return expected_format

@@ -148,6 +148,8 @@ def _exists(url: str) -> bool:
     return fs.isfile(path)
 
 
+GENERIC_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
+"""transformers' tokenizer classes of no model's own, which read tokenizer.json as it is (ModernBERT's export)."""
 _CLASS_PREFIXES = (("XLMRobertaTokenizer", UNIGRAM), ("RobertaTokenizer", BPE), ("BertTokenizer", WORDPIECE))
 
 
@@ -165,6 +167,8 @@ def format_of(directory: str) -> TokenizerFormat:
         return TOKENIZER_FORMATS[name]
     hf_config = read_json(_join(directory, "tokenizer_config.json"))
     klass = hf_config.get("tokenizer_class") if isinstance(hf_config, dict) else None
+    if klass in GENERIC_CLASSES:  # a class of no model (ModernBERT's): its tokenizer.json's model says the kind
+        klass = None
     if klass:
         for prefix, kind in _CLASS_PREFIXES:
             if str(klass).startswith(prefix):

@@ -84,6 +84,8 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
         raise TrainError(f"--data's vocabulary has {manifest.vocab['size']} tokens, the model's embeddings {model_config.vocab_size}")
     if pad != model_config.pad_token_id:
         raise TrainError(f"--data's padding token is id {pad}, the model's pad_token_id {model_config.pad_token_id}")
+    if config.phase2_rope_theta is not None and not model_config.row.network:
+        raise TrainError(f"--phase2-rope-theta: the {model_config.family} family has learned positions, no rotary base")
     if manifest.max_seq_len + model_config.position_offset > model_config.max_position_embeddings:
         raise TrainError(f"rows are up to {manifest.max_seq_len} tokens, the model's positions stop at "
                          f"{model_config.max_position_embeddings - model_config.position_offset}")
@@ -100,19 +102,38 @@ def build_model(config: TrainConfig, manifest: Manifest, *, source=None, archite
 
 
 def lr_lambda(config: TrainConfig):
-    """The learning-rate factor of each step: linear warmup over `config.warmup` steps, then the decay."""
+    """The learning-rate factor of each step: linear warmup over `config.warmup` steps, then the decay (wsd: the peak,
+    then 1 - sqrt(progress) over the last --decay-ratio of the steps)."""
     warmup = config.warmup
+    cooldown = max(1, round(config.decay_ratio * config.max_steps))
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
         if config.schedule == "constant":
             return 1.0
+        if config.schedule == "wsd":
+            start = max(warmup, config.max_steps - cooldown)
+            return 1.0 if step < start else max(0.0, 1.0 - ((step - start + 1) / max(1, config.max_steps - start)) ** 0.5)
         progress = (step - warmup) / max(1, config.max_steps - warmup)
         remaining = max(0.0, 1.0 - progress)
         return remaining if config.schedule == "linear" else remaining**0.5
 
     return factor
+
+
+def batch_share(config: TrainConfig, step: int) -> float:
+    """The share of its global batch step `step` trains on: 1/8 growing linearly to 1 over --batch-warmup-ratio of
+    the steps (ModernBERT's batch-size warmup), 1 after it and when off."""
+    steps = round(config.batch_warmup_ratio * config.max_steps)
+    return 1.0 if step >= steps else 0.125 + 0.875 * step / steps
+
+
+def phase_rope(model, config: TrainConfig, phase: int) -> None:
+    """A rotary network's global base for `phase`: --phase2-rope-theta from phase 2 on (context extension). The model's
+    config changes with it, so a checkpoint (and its export's config.json) records the base its weights run at."""
+    if phase == 2 and config.phase2_rope_theta is not None and model.config.global_rope_theta != config.phase2_rope_theta:
+        model.config = dataclasses.replace(model.config, global_rope_theta=config.phase2_rope_theta)
 
 
 def build_engine(model: BertForPretraining | ElectraForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):

@@ -37,7 +37,7 @@ def _stage(value: str | int) -> int:
         return int(value)
     except ValueError:
         raise ValueError(f"--zero-stage must be auto or 0-3, got {value!r}") from None
-SCHEDULES = ("linear", "polynomial", "constant")
+SCHEDULES = ("linear", "polynomial", "constant", "wsd")
 
 
 class TrainError(Exception):
@@ -114,7 +114,15 @@ class TrainConfig(Config):
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""
     schedule: str = flag("linear", choices=SCHEDULES)
-    """Decay after warmup: linear to 0 at max_steps, polynomial (power 0.5), or constant."""
+    """Decay after warmup: linear to 0 at max_steps, polynomial (power 0.5), constant, or wsd: warmup-stable-decay
+    (trapezoidal; ModernBERT's), the peak held until the last --decay-ratio of the steps, then 1 - sqrt down to 0
+    (Hägele et al. 2024's 1-sqrt cooldown)."""
+    decay_ratio: float = 0.1
+    """--schedule wsd: the fraction of --max-steps, at the end, over which the rate decays."""
+    batch_warmup_ratio: float = 0.0
+    """Batch-size warmup (ModernBERT's): over this fraction of --max-steps each step trains on a share of its global
+    batch growing linearly from 1/8 to all of it; the rows beyond a step's share are read and skipped, so the data
+    position, resume and world size stay those of the full batch. 0: off."""
     weight_decay: float = 0.01
     """Decoupled weight decay; never applied to biases and LayerNorm weights (as in BERT)."""
     optimizer: str = flag("adamw", choices=OPTIMIZERS)
@@ -160,6 +168,10 @@ class TrainConfig(Config):
     """Step at which phase 2 begins (default: 90% of max_steps)."""
     phase2_batch_size: int | None = None
     """Micro batch per rank in phase 2 (default: batch_size)."""
+    phase2_rope_theta: float | None = None
+    """A rotary family's (modernbert's) global rotary base from phase 2 on: context extension raises it with the
+    length (ModernBERT: 10,000 at 1,024 tokens, 160,000 at 8,192). Default for modernbert: 160,000; refused for a
+    family with learned positions."""
     stop_after: int | None = None
     """Train at most this many steps in this invocation, then checkpoint and exit; the schedule still runs to
     max_steps, so the next invocation resumes where this one stopped (for step-budgeted or preemptible jobs)."""
@@ -237,6 +249,9 @@ class TrainConfig(Config):
             (not (self.mix and self.phase2_data), "--mix and --phase2-data cannot be combined yet"),
             (self.phase2_start is None or 0 <= self.phase2_start <= self.max_steps, f"--phase2-start must be in [0, --max-steps], got {self.phase2_start}"),
             (self.phase2_data is not None or (self.phase2_start is None and self.phase2_batch_size is None), "--phase2-start/--phase2-batch-size need --phase2-data"),
+            (0.0 < self.decay_ratio <= 1.0, f"--decay-ratio must be in (0, 1], got {self.decay_ratio}"),
+            (0.0 <= self.batch_warmup_ratio < 1.0, f"--batch-warmup-ratio must be in [0, 1), got {self.batch_warmup_ratio}"),
+            (self.phase2_rope_theta is None or self.phase2_rope_theta > 0, f"--phase2-rope-theta must be positive, got {self.phase2_rope_theta}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -12,6 +12,7 @@ Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mi
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 
@@ -21,7 +22,9 @@ from process.stopping import StopFlag
 from trainer.checkpoint import store
 from trainer.config import TrainConfig
 from trainer.data import default_workers
+from trainer.builders import batch_share, phase_rope
 from trainer.data.audit import RowAudit
+from trainer.data.batch_forms import first_rows, real_tokens, rows_of
 from trainer.data.device import device_batches
 from trainer.evaluate import describe, evaluate, unmoved
 from trainer.heads import loss_keys
@@ -37,6 +40,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     with run_lock.held(config.output, rt.rank, log=rt.log), contextlib.ExitStack() as closing:
         run = steps.start(config, rt)  # a resume, --init-from's source, or random weights; the engine; the phase's data
         config, model, engine, phase, step = run.config, run.model, run.engine, run.phase, run.step
+        phase_rope(model, config, phase.number)  # a run resumed in phase 2 runs at phase 2's rotary base
         log = closing.enter_context(MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step, log=rt.log))
         peak = peak_flops(rt.device_name)
         position = phase.train.state_dict(*phase.train.start)
@@ -71,25 +75,31 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
             while step < end and not stop.agreed():
                 if step == run.next_at:
                     phase = run.next_phase
+                    phase_rope(model, config, phase.number)  # context extension: a rotary network's longer base
                     position = phase.train.state_dict(0, 0)
                     batches.switch(phase.train)
                     rt.log(f"phase 2 from step {step}: {phase.manifest.url} (max_seq_len {phase.manifest.max_seq_len})")
                 logged = (step + 1) % config.log_every == 0 or step + 1 == config.max_steps
                 losses: list[dict[str, torch.Tensor]] = []  # the logged step's micro-batch losses, still on the device
                 lr = engine.get_lr()[0]  # the rate this step uses (the scheduler moves on inside engine.step)
+                share = batch_share(config, step)  # --batch-warmup-ratio's share of the batch; 1 after it
                 for micro in range(config.grad_accum):
                     sent = next(batches)
                     epoch, k = sent.position
                     if audit:
                         audit.write(step, micro, sent.host)
                     torch.manual_seed(hash((config.seed, step, rt.rank, k)) & 0x7FFF_FFFF)  # dropout: explicit per step
+                    host, device = sent.host, sent.device
+                    if share < 1.0:  # the first rows only; the rest were read, so the data position is the full batch's
+                        cut = first_rows(host, max(1, math.ceil(rows_of(host) * share)))
+                        host, device = cut(host), cut(device)
                     if dynamic:
-                        mark_dynamic(sent.device)
-                    out = engine(**sent.device)
+                        mark_dynamic(device)
+                    out = engine(**device)
                     engine.backward(out["loss"])
                     engine.step()
-                    window_tokens += sent.tokens
-                    window_flops += executed.of_batch(sent.host)
+                    window_tokens += sent.tokens if share == 1.0 else real_tokens(host)
+                    window_flops += executed.of_batch(host)
                     if logged:
                         losses.append({key: out[key].detach() for key in logged_losses if key in out})
                     position = phase.train.state_dict(epoch, k + 1)

@@ -1,7 +1,7 @@
 """AdamW as every clozeforge training builds it: pretraining, fine-tuning and the benchmarks.
 
 In:  a model (its parameters that require a gradient), the learning rate, the weight decay, betas and eps.
-Out: a torch.optim.AdamW with BERT's two groups (weight decay on every weight, none on biases and LayerNorms),
+Out: a torch.optim.AdamW with BERT's two groups (weight decay on every weight, none on biases and norms),
      on torch's fused kernel where this torch has one for the parameters' device.
 
 The fused kernel does AdamW's update in one pass over each parameter where the default (foreach) makes several:
@@ -24,10 +24,10 @@ except ImportError:  # pragma: no cover
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW's two groups, as in BERT: weight decay on every weight but the biases and LayerNorms. Frozen
-    parameters (requires_grad False) are left out."""
+    """AdamW's two groups, as in BERT: weight decay on every weight but the biases and norms (any 1-D parameter: BERT's
+    LayerNorm and ModernBERT's `norm`s alike). Frozen parameters (requires_grad False) are left out."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    exempt = [n.endswith(".bias") or "LayerNorm" in n for n, _ in named]
+    exempt = [n.endswith(".bias") or "LayerNorm" in n or p.dim() < 2 for n, p in named]
     return [{"params": [p for (_, p), e in zip(named, exempt) if not e], "weight_decay": weight_decay},
             {"params": [p for (_, p), e in zip(named, exempt) if e], "weight_decay": 0.0}]
 

@@ -2,8 +2,8 @@
 
 In:  tokenized documents (sentences of ids) in the order they are packed, the length budget (max_seq_len minus
      the two special tokens the trainer adds around a row), and the document separator id, or None.
-Out: PackedRow records (the row's ids, the index of the document it starts in), in order, and the counts of
-     what happened, added to the caller's Counter.
+Out: PackedRow records (the row's ids, the index of the document it starts in, where each later document starts in
+     it), in order, and the counts of what happened, added to the caller's Counter.
 
 FULL-SENTENCES (a separator id): "each input is packed with full sentences sampled contiguously from one or more
 documents, such that the total length is at most 512 tokens. Inputs may cross document boundaries. When we reach
@@ -39,6 +39,9 @@ class PackedRow:
     """The row's ids, separators included, without the two special tokens the trainer adds."""
     first_document: int
     """Index (in the input order) of the document the row starts in."""
+    doc_starts: list[int] = dataclasses.field(default_factory=list)
+    """Offsets in `tokens` of each later document's first token (just after its separator); empty for one document.
+    What the trainer attends within (ModernBERT's per-document attention, schemas/pairs.py version 4)."""
 
 
 def pieces(sentence: Sentence, budget: int, stats: Counter) -> Iterable[Sentence]:
@@ -58,6 +61,7 @@ def pack(documents: Iterable[Sequence[Sentence]], *, budget: int, separator: int
     if budget < 2:
         raise ValueError(f"budget must be >= 2 ids, got {budget}")  # room for a separator and a token
     row: list[int] = []
+    starts: list[int] = []
     first = 0
     for index, document in enumerate(documents):
         boundary = bool(row)  # a row is open as this document starts: its first sentence needs a separator
@@ -67,12 +71,13 @@ def pack(documents: Iterable[Sequence[Sentence]], *, budget: int, separator: int
                 need = len(piece) + boundary
                 if row and len(row) + need > budget:
                     stats["rows"] += 1
-                    yield PackedRow(row, first)
-                    row, boundary = [], False
+                    yield PackedRow(row, first, starts)
+                    row, starts, boundary = [], [], False
                 if not row:
                     first = index
                 elif boundary:
                     row.append(separator)
+                    starts.append(len(row))
                     stats["document_separators"] += 1
                 boundary = False
                 row.extend(piece)
@@ -82,4 +87,4 @@ def pack(documents: Iterable[Sequence[Sentence]], *, budget: int, separator: int
             row = []
     if row:
         stats["rows"] += 1
-        yield PackedRow(row, first)
+        yield PackedRow(row, first, starts)

@@ -17,7 +17,9 @@ fill in, because then a row *is* the ids the model reads between its two special
 (fairseq's: `</s>` between documents; transformers' RoBERTa pair: `<s> A </s></s> B </s>`): the collator adds
 two tokens and pads, with no per-row list to expand, and any reader (inspect, a user's script) sees the text
 as trained. The price: a reader that wants document boundaries looks for the separator id, and the trainer
-must keep that id out of masking as it keeps its own [CLS]/[SEP] (Manifest.separator_id names it).
+must keep that id out of masking as it keeps its own [CLS]/[SEP] (Manifest.separator_id names it). Since pair format 4
+each row also records where its later documents start (`doc_starts`, the offsets just after each separator), so the
+trainer attends within documents (trainer/data/collate.py) without trusting that no text tokenizes to the separator.
 
 In:  TokenizedDoc (Tokenize's), the vocabulary summary (a side input: its size fixes the id type, its directory
      holds the separator) and the corpus' document count (for the validation share).
@@ -125,7 +127,7 @@ class BucketRows:
                 stats["row_tokens"] += num_tokens
                 key = keys.key64(seed, "shuffle", f"{doc.doc_id}:packed:{started[doc.doc_id]}")
                 started[doc.doc_id] += 1
-                packed = (array(typecode, row.tokens).tobytes(), num_tokens, doc.source, doc.doc_id)
+                packed = (array(typecode, row.tokens).tobytes(), num_tokens, row.doc_starts, doc.source, doc.doc_id)
                 yield split, key, packed, len(row.tokens)
         for name, count in stats.items():
             if name != "docs":

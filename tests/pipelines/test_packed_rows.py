@@ -112,7 +112,7 @@ def test_the_report_counts_the_rows_and_their_padding(tiny):
     assert full["pairs"] == {"train": {
         "docs": 4, "sentences": 9, "rows": 5, "shards": 1, "document_separators": 2, "long_sentences": 1,
         "long_sentence_pieces": 2, "row_tokens": 16 + 16 + 15 + 14 + 14, "tokens_per_row": 15.0, "padding_fraction": 0.0625}}
-    assert full["packing"] == {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 2,
+    assert full["packing"] == {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 4,
                                "separator": {"token": "[SEP]", "id": 3}}
     doc, _, _ = tiny["doc-sentences"]
     assert doc["pairs"]["train"]["row_tokens"] == 75 and doc["pairs"]["train"]["padding_fraction"] == round(1 - 75 / 96, 5)
@@ -137,7 +137,7 @@ def test_inspect_shows_the_format_and_the_padding(tiny):
     result = run_cli("inspect", pairs)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "format    packed_rows v2 (--packing full-sentences, documents separated by [SEP]=3)" in lines
+    assert "format    packed_rows v4 (--packing full-sentences, documents separated by [SEP]=3)" in lines
     assert "train      1 shards, 5 rows, 75 tokens (mean 15.0 a row), padding 0.062" in lines
     assert lines[-1] == "checksums all shards verified"
 
@@ -285,3 +285,14 @@ def test_the_rows_hold_the_corpus_tokens_each_once(worker_runs, packing):
     report = json.loads(open(os.path.join(out, "report.json")).read())
     assert separators == sum(stats.get("document_separators", 0) for stats in report["pairs"].values())
     assert (separators > 0) == (packing == "full-sentences")
+
+
+def test_each_row_records_where_its_later_documents_start(tiny):
+    """Pair format 4: `doc_starts` is the offset just after each separator in the row; none in doc-sentences rows."""
+    for packing in ("full-sentences", "doc-sentences"):
+        out = tiny[packing][2]
+        tokens = open(os.path.join(out, "vocab", "vocab.txt")).read().splitlines()
+        for row in shard_rows(os.path.join(out, "pairs")):
+            after_separators = [i + 1 for i, t in enumerate(row["tokens"]) if tokens[t] == "[SEP]"]
+            assert row["doc_starts"] == after_separators
+    assert sum(len(row["doc_starts"]) for row in shard_rows(os.path.join(tiny["full-sentences"][2], "pairs"))) == 2

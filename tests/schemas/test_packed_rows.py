@@ -1,5 +1,5 @@
 """The packed-row contracts (issue 43): the two row formats of pairs/, the manifest's `packing` (version 2, and
-version 1 still read), and the check that refuses to mix NSP pairs with packed rows in one training run."""
+version 1 still read; packed rows' format 4, with the documents' starts (issue 61), and format 2 still read), and the check that refuses to mix NSP pairs with packed rows in one training run."""
 
 from __future__ import annotations
 
@@ -27,16 +27,19 @@ def test_packed_rows_validate_at_either_id_width_and_say_their_format():
     for size in (50_265, 250_002):  # RoBERTa's vocabulary (uint16), XLM-R's (uint32)
         schema = PACKED_ROWS.schema(size)
         assert validate_pairs_schema(schema, "a.arrow", "packed_rows") is PACKED_ROWS
-        assert schema.metadata == {b"clozeforge.schema": b"packed_rows", b"clozeforge.format_version": b"2"}
+        assert schema.metadata == {b"clozeforge.schema": b"packed_rows", b"clozeforge.format_version": b"4"}
+        assert validate_pairs_schema(PACKED_ROWS.schema(size, 2), "old.arrow", "packed_rows") is PACKED_ROWS  # still read
     assert PACKED_ROWS.schema(250_002).field("tokens").type == pa.list_(pa.uint32())
+    assert PACKED_ROWS.schema(100).field("doc_starts").type == pa.list_(pa.uint16())
+    assert "doc_starts" not in PACKED_ROWS.schema(100, 2).names
     assert validate_pairs_schema(pairs_schema(100), "b.arrow") is NSP_PAIRS  # NSP is what a reader expects by default
 
 
 @pytest.mark.parametrize("schema, kind, message", [
     (pairs_schema(100), "packed_rows", "a.arrow: a 'nsp_pairs' shard (pair format 1), expected 'packed_rows'"),
-    (PACKED_ROWS.schema(100), "nsp_pairs", "a.arrow: a 'packed_rows' shard (pair format 2), expected 'nsp_pairs'"),
+    (PACKED_ROWS.schema(100), "nsp_pairs", "a.arrow: a 'packed_rows' shard (pair format 4), expected 'nsp_pairs'"),
     (PACKED_ROWS.schema(100).with_metadata({b"clozeforge.schema": b"packed_rows", b"clozeforge.format_version": b"1"}),
-     "packed_rows", "a.arrow: pair format version '1', this clozeforge reads version 2"),
+     "packed_rows", "a.arrow: pair format version '1', this clozeforge reads version 4 or 2"),
     (pa.schema([pa.field("tokens", pa.list_(pa.uint16()))], metadata={b"clozeforge.schema": b"rows"}), "packed_rows",
      "a.arrow: not a clozeforge pair shard (schema tag 'rows', expected 'packed_rows')"),
 ])
@@ -53,8 +56,8 @@ def test_a_packed_schema_with_other_fields_shows_both_lists():
         validate_pairs_schema(found, "c.arrow", "packed_rows")
     assert str(e.value).splitlines() == [
         "c.arrow: pair schema mismatch",
-        "  expected: tokens: list<item: uint32>, num_tokens: uint16, source: string, doc_id: string",
-        "  found:    tokens: list<item: int32>, num_tokens: uint16, source: string, doc_id: string",
+        "  expected: tokens: list<item: uint32>, num_tokens: uint16, doc_starts: list<item: uint16>, source: string, doc_id: string",
+        "  found:    tokens: list<item: int32>, num_tokens: uint16, doc_starts: list<item: uint16>, source: string, doc_id: string",
     ]
 
 
@@ -65,8 +68,9 @@ def manifest(packing: dict | None = None, url: str = "") -> Manifest:
     return Manifest(**body, **({"packing": packing} if packing else {}), url=url)
 
 
-FULL = {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 2, "separator": {"token": "[SEP]", "id": 3}}
-DOC = {"mode": "doc-sentences", "row_format": "packed_rows", "format_version": 2}
+FULL = {"mode": "full-sentences", "row_format": "packed_rows", "format_version": 4, "separator": {"token": "[SEP]", "id": 3}}
+DOC = {"mode": "doc-sentences", "row_format": "packed_rows", "format_version": 4}
+OLD_DOC = {**DOC, "format_version": 2}  # a prep run from before format 4: read, but not mixed with format 4's rows
 
 
 def test_the_packing_round_trips_and_a_version_1_manifest_reads_as_nsp(tmp_path):
@@ -85,7 +89,7 @@ def test_the_packing_round_trips_and_a_version_1_manifest_reads_as_nsp(tmp_path)
 @pytest.mark.parametrize("packing, message", [
     ({**FULL, "mode": "blocks"}, 'packing.mode must be one of nsp, full-sentences, doc-sentences, tlm, got "blocks"'),
     ({**FULL, "row_format": "nsp_pairs"}, "packing.row_format must be 'packed_rows' for --packing full-sentences, got \"nsp_pairs\""),
-    ({**FULL, "format_version": 3}, "packing.format_version must be 2 (the packed_rows format this clozeforge reads), got 3"),
+    ({**FULL, "format_version": 3}, "packing.format_version must be 4 or 2 (the packed_rows format this clozeforge reads), got 3"),
     ({k: v for k, v in FULL.items() if k != "separator"}, 'packing.separator must be {"token": ..., "id": an id below the '
      "vocabulary size 100}, got null"),
     ({**FULL, "separator": {"token": "[SEP]", "id": 100}}, 'packing.separator must be {"token": ..., "id": an id below the '
@@ -106,10 +110,13 @@ def test_a_bad_packing_is_refused_naming_the_field(tmp_path, packing, message):
 def test_nsp_pairs_and_packed_rows_never_mix_and_the_two_packed_modes_do():
     nsp, full, doc = manifest(url="a/pairs/manifest.json"), manifest(FULL, "b/pairs/manifest.json"), manifest(DOC, "c/pairs/manifest.json")
     assert mixing_conflict(nsp, full) == (
-        "b/pairs/manifest.json holds packed rows (--packing full-sentences, packed_rows v2), a/pairs/manifest.json holds "
+        "b/pairs/manifest.json holds packed rows (--packing full-sentences, packed_rows v4), a/pairs/manifest.json holds "
         "NSP pairs (--packing nsp, nsp_pairs v1): one training run reads one row format")
     assert mixing_conflict(doc, nsp).startswith("a/pairs/manifest.json holds NSP pairs (--packing nsp, nsp_pairs v1), ")
     assert mixing_conflict(full, doc) is None and mixing_conflict(doc, full) is None
+    assert mixing_conflict(full, manifest(OLD_DOC, "e/pairs/manifest.json")) == (
+        "e/pairs/manifest.json holds packed rows (--packing doc-sentences, packed_rows v2), b/pairs/manifest.json holds "
+        "packed rows (--packing full-sentences, packed_rows v4): one training run reads one row format")
     assert mixing_conflict(nsp, nsp) is None and mixing_conflict(full, full) is None
     other = manifest({**FULL, "separator": {"token": "</s>", "id": 2}}, "d/pairs/manifest.json")
     assert mixing_conflict(full, other) == ("d/pairs/manifest.json separates documents with {'token': '</s>', 'id': 2}, "

@@ -233,7 +233,7 @@ def test_init_is_bert_like_and_seeded():
 
 
 def test_presets_shapes_and_bert_base_size():
-    assert PRESET_NAMES == ("tiny", "mini", "small", "base", "large")
+    assert PRESET_NAMES == ("tiny", "mini", "small", "base", "large", "modernbert-base", "modernbert-large")
     tiny = ModelConfig.preset("tiny", vocab_size=VOCAB)
     assert (tiny.num_layers, tiny.hidden_size, tiny.num_heads, tiny.intermediate_size) == (2, 128, 2, 512)
     with torch.device("meta"):  # shapes only
@@ -243,7 +243,7 @@ def test_presets_shapes_and_bert_base_size():
 
 
 def test_config_validation_messages():
-    with pytest.raises(ValueError, match="tiny, mini, small, base, large"):
+    with pytest.raises(ValueError, match="tiny, mini, small, base, large, modernbert-base"):
         ModelConfig.preset("huge", vocab_size=VOCAB)
     with pytest.raises(ValueError, match="unknown keys.*hidden.*valid keys.*hidden_size"):
         ModelConfig.preset("tiny", vocab_size=VOCAB, hidden=64)

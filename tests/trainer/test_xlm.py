@@ -84,7 +84,7 @@ def test_tlm_rows_collate_with_each_sides_language_and_positions_restarting_at_t
     assert batch["position_ids"][2].tolist() == [0, 1, 2, 3, 4, 0, 1, 0, 0, 0]
     assert batch["special_mask"][0].tolist() == [True, False, False, False, False, True, False, False, True, True]  # both sides maskable
     assert batch["next_sentence_label"].tolist() == [0, 0, 0]
-    table = pa.table({"tokens": [[7, 8]], "num_tokens": [4], "source": ["ja"], "doc_id": ["x"]}, schema=PACKED_ROWS.schema(600))
+    table = pa.table({"tokens": [[7, 8]], "num_tokens": [4], "source": ["ja"], "doc_id": ["x"]}, schema=PACKED_ROWS.schema(600, 2))
     manifest = SimpleNamespace(special_id={"cls_token": 2, "sep_token": 3, "pad_token": 0}.__getitem__, max_seq_len=40, separator_id=None)
     with pytest.raises(ValueError, match="rows in ja, not a language of the model"):
         ROW_COLLATORS[PACKED_ROWS.kind]([(table.to_batches()[0], np.arange(1))], manifest, 1, {c: i for i, c in enumerate(LANGUAGES)})

@@ -10,8 +10,10 @@ Out: the same rows and masks in the form's shape:
     static    every batch (batch, max_seq_len) and (batch, predictions): one shape for the whole run, what CUDA graphs
               (torch.compile mode="reduce-overhead") need; `predictions` also caps the masker (NVIDIA's BERT: 20 at 128)
     unpadded  rows packed: the real tokens of every row concatenated, (tokens,) `input_ids`, `token_type_ids` and
-              `position_ids` (a token's place in its row, or the batch's own: TLM's), `cu_seqlens` (batch + 1,) int32 where each row starts, no
-              `attention_mask`; the predictions (N,) real ones only, their positions counted in the packed tokens
+              `position_ids` (a token's place in its row, or the batch's own: TLM's, per-document rows'), `cu_seqlens` (batch + 1,)
+              int32 where each row starts, no `attention_mask`; the predictions (N,) real ones only, their positions
+              counted in the packed tokens. Rows with `documents` (packed rows that record them) get one cu_seqlens
+              segment per document instead, and `row_starts` (batch,), where each row starts (what the pooler reads)
 
 Unpadded rows are sorted longest first (stable), their NSP labels with them, so rows of one length are neighbours
 (trainer/model/attention.py attends each such run in one call); a micro batch's loss is a mean over its rows and
@@ -29,7 +31,7 @@ import numpy as np
 from trainer.config import BATCH_FORMS
 from trainer.heads import IGNORE_INDEX, prediction_targets
 
-_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0}
+_SEQ_FILL = {"attention_mask": 0, "token_type_ids": 0, "position_ids": 0, "documents": 0}
 
 
 def default_predictions(mask_prob: float, max_seq_len: int) -> int:
@@ -68,15 +70,23 @@ def unpadded(arrays: dict[str, np.ndarray], *, max_seq_len: int, predictions: in
     out = {"cu_seqlens": cu, "input_ids": arrays["input_ids"][order][real], "token_type_ids": arrays["token_type_ids"][order][real],
            "position_ids": (arrays["position_ids"][order] if "position_ids" in arrays  # TLM's, restarting at B
                             else np.broadcast_to(np.arange(real.shape[1]), real.shape))[real]}
+    row_starts = cu[:-1].astype(np.int64)
+    if "documents" in arrays:  # a segment per document: where the (row, document) pair changes along the tokens
+        rows_of = np.repeat(np.arange(len(order)), lengths[order])
+        documents = arrays["documents"][order][real]
+        new = np.ones(len(documents), dtype=bool)
+        new[1:] = (rows_of[1:] != rows_of[:-1]) | (documents[1:] != documents[:-1])
+        out["cu_seqlens"] = np.append(np.flatnonzero(new), len(documents)).astype(np.int32)
+        out["row_starts"] = row_starts
     labelled = arrays["mlm_labels"][order] != IGNORE_INDEX  # (batch, P)
     rows, _ = np.nonzero(labelled)
-    start = cu[:-1].astype(np.int64)[rows]  # (N,) where each prediction's row starts in the packed tokens
+    start = row_starts[rows]  # (N,) where each prediction's row starts in the packed tokens
     for key, target in prediction_targets().items():
         if key in arrays:
             values = arrays[key][order][labelled]
             out[key] = start + values if target.position else values
     for key, value in arrays.items():
-        if key not in out and key != "attention_mask":
+        if key not in out and key not in ("attention_mask", "documents"):
             out[key] = value[order]  # (batch,): the NSP labels
     return out
 
@@ -100,6 +110,35 @@ FORMS: dict[str, BatchForm] = {f.name: f for f in (
 """Every form by its --batch-form name (trainer/config.py's BATCH_FORMS, the flag's choices, in the same order)."""
 if tuple(FORMS) != BATCH_FORMS:
     raise ImportError(f"trainer/config.py's BATCH_FORMS {BATCH_FORMS} are not the forms {tuple(FORMS)}")
+
+
+_TOKEN_KEYS = ("input_ids", "token_type_ids", "position_ids")
+
+
+def rows_of(batch) -> int:
+    """The rows of a host batch in any form."""
+    if "cu_seqlens" in batch:
+        return len(batch["row_starts"]) if "row_starts" in batch else len(batch["cu_seqlens"]) - 1
+    return len(batch["input_ids"])
+
+
+def first_rows(host, keep: int) -> Callable[[dict], dict]:
+    """A cut of a batch to its first `keep` rows (batch-size warmup, trainer/builders.py batch_share), worked out on the
+    host batch (numpy) and applicable to it and to its device copy alike, so nothing waits for the device. An unpadded
+    batch's rows are contiguous in its tokens and its predictions are in row order: each cut is a prefix."""
+    if "cu_seqlens" not in host:
+        return lambda batch: {k: v[:keep] for k, v in batch.items()}
+    starts = host["row_starts"] if "row_starts" in host else host["cu_seqlens"][:-1]
+    tokens = int(host["cu_seqlens"][-1]) if keep >= len(starts) else int(starts[keep])
+    segments = int(np.searchsorted(host["cu_seqlens"], tokens)) + 1
+    predictions = int((host["mlm_positions"] < tokens).sum())
+    targets = prediction_targets()
+
+    def cut(batch: dict) -> dict:
+        return {k: v[:segments] if k == "cu_seqlens" else v[:tokens] if k in _TOKEN_KEYS else
+                v[:predictions] if k in targets else v[:keep] for k, v in batch.items()}
+
+    return cut
 
 
 def real_tokens(batch) -> int:

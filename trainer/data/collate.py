@@ -2,7 +2,10 @@
 
     nsp_pairs    segments A and B → `[CLS] A [SEP] B [SEP] [PAD]...`, token types 0 then 1, the NSP label
     packed_rows  one segment of whole sentences → `[CLS] tokens [SEP] [PAD]...` (`<s> ... </s> <pad>` with RoBERTa's
-                 vocabulary), token types 0; a document separator inside the row is special (never masked)
+                 vocabulary), token types 0; a document separator inside the row is special (never masked); a row
+                 that records where its documents start (pair format 4's `doc_starts`) also gets `documents`, each
+                 token's document number in its row, and `position_ids` starting again at each document, so every
+                 document is attended, and placed, as it would be alone (trainer/model/attention.py)
     tlm_pairs    a translation pair → `[CLS] A [SEP] B [SEP] [PAD]...` with `position_ids` starting again at B's first
                  token (XLM's TLM); both sides are masked
 
@@ -162,6 +165,22 @@ def _nsp_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, in
                             pad_to_multiple_of=pad_to_multiple_of)
 
 
+def documents_of(parts, seq: int) -> np.ndarray | None:
+    """(batch, seq) each token's document number in its row ([CLS] and the first document's tokens 0, the separator
+    with the document it ends), from the rows' `doc_starts`; None when no row records a boundary (pair format 2's
+    rows record none: attention spans the row, as before). Every batch of format 4 rows has them, boundaries or not,
+    so the chunks of one step carry the same arrays (trainer/data/partitions.py merges them)."""
+    if not all("doc_starts" in batch.schema.names for batch, _ in parts):
+        return None
+    values, starts, lengths = gather_segments(parts, "doc_starts")
+    total = int(lengths.sum())
+    within = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # index inside each row's list
+    offsets = np.asarray(values, np.int64)[np.repeat(starts, lengths) + within]
+    marks = np.zeros((len(lengths), seq + 1), dtype=np.int64)
+    np.add.at(marks, (np.repeat(np.arange(len(lengths)), lengths), offsets + 1), 1)  # + 1: the row's [CLS] comes first
+    return np.cumsum(marks, axis=1)[:, :seq]
+
+
 def _packed_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     arrays = collate_single(*gather_segments(parts, "tokens"), cls_id=manifest.special_id("cls_token"),
                             sep_id=manifest.special_id("sep_token"), pad_id=manifest.special_id("pad_token"),
@@ -169,6 +188,12 @@ def _packed_batch(parts, manifest, pad_to_multiple_of: int, languages: dict[str,
                             separator_id=manifest.separator_id)
     if languages:
         arrays["token_type_ids"] = _language_ids(parts, "source", languages)[:, None] * arrays["attention_mask"]
+    documents = documents_of(parts, arrays["input_ids"].shape[1])
+    if documents is not None:
+        col = np.arange(documents.shape[1])
+        first = np.maximum.accumulate(np.where(np.diff(documents, axis=1, prepend=0) > 0, col, 0), axis=1)
+        arrays["documents"] = documents
+        arrays["position_ids"] = (col - first) * arrays["attention_mask"]  # each document's own count from 0
     return arrays
 
 

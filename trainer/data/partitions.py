@@ -33,7 +33,7 @@ MIN_CHUNK = 16
 chunk is collated and masked on its own, and a chunk of 1 pair makes the input path ~20x slower than one
 chunk per batch (`python bench/run.py elastic`); --partitions trades that for more possible world sizes."""
 
-_SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask", "position_ids")  # position_ids: TLM rows
+_SEQ_KEYS = ("input_ids", "token_type_ids", "attention_mask", "position_ids", "documents")  # TLM's, per-document rows
 
 
 @dataclasses.dataclass(frozen=True)

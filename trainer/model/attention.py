@@ -7,6 +7,12 @@ In:  a batch's layout, built once per forward (`layout_of`): `Padded` for (batch
 Out: the attention output in the same layout ((batch, seq, hidden) or (tokens, hidden)), and each row's first token
      (the [CLS] the pooler reads).
 
+Packed rows that record their documents (prep's `doc_starts`, trainer/data/batch_forms.py) attend per document: in the
+unpadded form each document is a segment of cu_seqlens of its own, in the padded form `Padded` gets each token's
+document number and its mask is block-diagonal. A `window` (ModernBERT's local layers) limits a token to the keys at
+most window // 2 positions away, as transformers' sliding-window mask does: a band over the key mask (padded), or over
+each run's rows (packed); FlashAttention's varlen kernel is used for global attention only.
+
 Padded: the additive key mask is built once per forward and dtype, not in every layer. Packed rows are exact: a row
 attends to its own tokens only, nothing is computed at padding and no mask exists. Its kernels, the first that applies:
 
@@ -39,31 +45,52 @@ def _varlen():
     return varlen_attn
 
 
+def band(length: int, window: int | None, device) -> torch.Tensor | None:
+    """(length, length) True where |query - key| <= window // 2, or None when that holds everywhere (no window, or a
+    row no longer than half of it)."""
+    if window is None or length <= window // 2 + 1:
+        return None
+    at = torch.arange(length, device=device)
+    return (at[:, None] - at[None, :]).abs() <= window // 2
+
+
+def additive(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as an additive one in `dtype`. Additive rather than boolean: a row whose keys are all masked then
+    gets a finite uniform softmax on every torch version and backend (boolean masks gave NaN there on some; torch 2.13
+    CPU returns zeros)."""
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
+
+
 class Padded:
-    """(batch, seq, hidden) rows; `keep` (batch, seq) is True at real tokens, or None when nothing is padded."""
+    """(batch, seq, hidden) rows; `keep` (batch, seq) is True at real tokens, or None when nothing is padded;
+    `documents` (batch, seq), each token's document number in its row (packed rows that record them), or None."""
 
-    def __init__(self, attention_mask: torch.Tensor | None):
+    def __init__(self, attention_mask: torch.Tensor | None, documents: torch.Tensor | None = None):
         self.keep = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (batch, 1, 1, seq)
-        self.biases: dict[torch.dtype, torch.Tensor] = {}
+        if documents is not None:  # block-diagonal: a query sees the keys of its own document only
+            same = (documents[:, :, None] == documents[:, None, :])[:, None]  # (batch, 1, seq, seq)
+            self.keep = same if self.keep is None else same & self.keep
+        self.biases: dict[tuple, torch.Tensor] = {}
 
-    def bias(self, dtype: torch.dtype) -> torch.Tensor | None:
-        """The additive key mask in the attention's dtype (which autocast may change), built once per forward.
-        Additive rather than boolean: a row whose keys are all padding then gets a finite uniform softmax on every
-        torch version and backend (boolean masks gave NaN there on some; torch 2.13 CPU returns zeros)."""
-        if self.keep is None:
-            return None
-        if dtype not in self.biases:
-            self.biases[dtype] = torch.zeros(self.keep.shape, dtype=dtype, device=self.keep.device).masked_fill_(
-                ~self.keep, torch.finfo(dtype).min)
-        return self.biases[dtype]
+    def bias(self, dtype: torch.dtype, window: int | None = None, length: int = 0) -> torch.Tensor | None:
+        """The additive mask in the attention's dtype (which autocast may change), built once per forward and window."""
+        if (dtype, window) not in self.biases:
+            near = band(length, window, None if self.keep is None else self.keep.device)
+            keep = self.keep if near is None else near if self.keep is None else self.keep & near
+            self.biases[dtype, window] = None if keep is None else additive(keep, dtype)
+        return self.biases[dtype, window]
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, attend: Attend, p: float) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, attend: Attend, p: float,
+               window: int | None = None) -> torch.Tensor:
         b, s, h = q.shape
 
         def split(t: torch.Tensor) -> torch.Tensor:  # (batch, seq, hidden) -> (batch, heads, seq, head_dim)
             return t.view(b, s, heads, h // heads).transpose(1, 2)
 
-        return attend(split(q), split(k), split(v), self.bias(q.dtype), p).transpose(1, 2).reshape(b, s, h)
+        if window is not None and self.keep is None and band(s, window, None) is not None:
+            self.keep = torch.ones((b, 1, 1, s), dtype=torch.bool, device=q.device)  # the band needs a device
+        bias = self.bias(q.dtype, window, s)
+        return attend(split(q), split(k), split(v), bias, p).transpose(1, 2).reshape(b, s, h)
 
     def first_tokens(self, x: torch.Tensor) -> torch.Tensor:
         return x[:, 0]  # (batch, hidden)
@@ -73,9 +100,11 @@ class Packed:
     """(tokens, hidden): the rows' tokens concatenated, row i at cu_seqlens[i] .. cu_seqlens[i + 1]; `bound` is at
     least the longest row (what the varlen kernel sizes its grid by, so no host read is needed for it)."""
 
-    def __init__(self, cu_seqlens: torch.Tensor, bound: int):
+    def __init__(self, cu_seqlens: torch.Tensor, bound: int, row_starts: torch.Tensor | None = None):
         self.cu_seqlens, self.bound = cu_seqlens, bound
+        self.row_starts = cu_seqlens[:-1] if row_starts is None else row_starts  # a segment a document: rows differ
         self._runs: list[tuple[int, int, int]] | None = None
+        self._bands: dict[tuple, torch.Tensor | None] = {}
 
     @property
     def runs(self) -> list[tuple[int, int, int]]:
@@ -92,11 +121,13 @@ class Packed:
             self._runs = runs
         return self._runs
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, attend: Attend, p: float) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, attend: Attend, p: float,
+               window: int | None = None) -> torch.Tensor:
         t, h = q.shape
         d = h // heads
         # FlashAttention's kernels take half precision only: an fp32 run on a GPU attends by runs
-        varlen = _varlen() if q.is_cuda and p == 0.0 and q.dtype in (torch.float16, torch.bfloat16) else None
+        plain = window is None and q.is_cuda and p == 0.0 and q.dtype in (torch.float16, torch.bfloat16)
+        varlen = _varlen() if plain else None
         if varlen is not None:
             cu = self.cu_seqlens.to(torch.int32)
             out = varlen(q.view(t, heads, d), k.view(t, heads, d), v.view(t, heads, d), cu, cu, self.bound, self.bound)
@@ -108,17 +139,23 @@ class Packed:
             def split(x: torch.Tensor) -> torch.Tensor:  # (rows * length, hidden) -> (rows, heads, length, head_dim)
                 return x[start:end].view(rows, length, heads, d).transpose(1, 2)
 
-            parts.append(attend(split(q), split(k), split(v), None, p).transpose(1, 2).reshape(rows * length, h))
+            if (length, q.dtype, window) not in self._bands:
+                near = band(length, window, q.device)
+                self._bands[length, q.dtype, window] = None if near is None else additive(near, q.dtype)
+            bias = self._bands[length, q.dtype, window]
+            parts.append(attend(split(q), split(k), split(v), bias, p).transpose(1, 2).reshape(rows * length, h))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def first_tokens(self, x: torch.Tensor) -> torch.Tensor:
-        return x.index_select(0, self.cu_seqlens[:-1].long())  # (batch, hidden)
+        return x.index_select(0, self.row_starts.long())  # (batch, hidden)
 
 
-def layout_of(attention_mask: torch.Tensor | None, cu_seqlens: torch.Tensor | None, bound: int) -> Padded | Packed:
-    """The layout of one batch: packed when it has cu_seqlens (then no attention mask), else padded."""
+def layout_of(attention_mask: torch.Tensor | None, cu_seqlens: torch.Tensor | None, bound: int,
+              documents: torch.Tensor | None = None, row_starts: torch.Tensor | None = None) -> Padded | Packed:
+    """The layout of one batch: packed when it has cu_seqlens (then no attention mask; one segment a document where
+    the rows record them), else padded (block-diagonal over `documents` when given)."""
     if cu_seqlens is None:
-        return Padded(attention_mask)
+        return Padded(attention_mask, documents)
     if attention_mask is not None:
         raise ValueError("a packed batch (cu_seqlens) has no attention_mask: its rows hold no padding")
-    return Packed(cu_seqlens, bound)
+    return Packed(cu_seqlens, bound, row_starts)

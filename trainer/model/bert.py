@@ -300,7 +300,8 @@ class BertForPretraining(nn.Module):
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                attention_mask: torch.Tensor | None = None, output_hidden_states: bool = False, *,
-               cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None):
+               cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+               documents: torch.Tensor | None = None, row_starts: torch.Tensor | None = None):
         """(sequence_output (batch, seq, hidden), pooled (batch, hidden; None without a pooler), hidden states or None).
 
         `attention_mask` is 1 for real tokens and 0 for padding, or None when nothing is padded. In a family whose token
@@ -308,10 +309,12 @@ class BertForPretraining(nn.Module):
         (trainer/data/batch_forms.py) gives (tokens,) ids, token types and `position_ids` (each token's place in its row)
         with `cu_seqlens` (batch + 1,) instead, and gets (tokens, hidden) back (trainer/model/attention.py). The hidden
         states, when asked for, are the embedding output then each layer's output (num_layers + 1 tensors),
-        as transformers returns them."""
+        as transformers returns them. Packed rows that record their documents (trainer/data/collate.py) come with
+        `documents` (padded: (batch, seq), attention block-diagonal) or a cu_seqlens segment a document and `row_starts`
+        (unpadded: where each row, whose first token the pooler reads, starts)."""
         if token_type_ids is None and not self.config.row.languages:  # XLM's: no language named, none added
             token_type_ids = torch.zeros_like(input_ids)
-        layout = layout_of(attention_mask, cu_seqlens, self.config.max_tokens)
+        layout = layout_of(attention_mask, cu_seqlens, self.config.max_tokens, documents, row_starts)
         x = self.bert.embeddings(input_ids, token_type_ids, position_ids)
         states = [x] if output_hidden_states else None
         x = self.bert.encoder(x, layout, states)
@@ -333,6 +336,7 @@ class BertForPretraining(nn.Module):
                 sbo_left: torch.Tensor | None = None, sbo_right: torch.Tensor | None = None,
                 sbo_rel_pos: torch.Tensor | None = None, sbo_labels: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                documents: torch.Tensor | None = None, row_starts: torch.Tensor | None = None,
                 **targets: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """Logits, losses and counts for one batch.
 
@@ -357,7 +361,7 @@ class BertForPretraining(nn.Module):
         """
         cfg = self.config
         sequence_output, pooled, _ = self.encode(input_ids, token_type_ids, attention_mask, cu_seqlens=cu_seqlens,
-                                                 position_ids=position_ids)
+                                                 position_ids=position_ids, documents=documents, row_starts=row_starts)
         out: dict[str, torch.Tensor] = {} if pooled is None else {"nsp_logits": self.cls.seq_relationship(pooled)}
         weighted: list[torch.Tensor] = []
         if mlm_positions is not None:

@@ -13,6 +13,11 @@ tied decoder counted once, vocabulary 30,522):
     small   4 layers  512 hidden   8 heads  2048 ffn    29.1M
     base   12 layers  768 hidden  12 heads  3072 ffn   110.1M   (BERT-base)
     large  24 layers 1024 hidden  16 heads  4096 ffn   336.2M   (BERT-large)
+    modernbert-base   22 layers  768 hidden  12 heads  1152 GeGLU ffn  (ModernBERT-base, 149M with its 50,368 tokens)
+    modernbert-large  28 layers 1024 hidden  16 heads  2624 GeGLU ffn  (ModernBERT-large)
+
+A family whose row scales the feed-forward width (`Family.ffn_scale`: ModernBERT's GeGLU, 2/3, so its two input
+projections hold what BERT's one did) takes the BERT presets' ffn times that; the modernbert-* shapes are as published.
 """
 
 from __future__ import annotations
@@ -41,8 +46,12 @@ _PRESETS: dict[str, dict[str, int]] = {
     "small": dict(num_layers=4, hidden_size=512, num_heads=8, intermediate_size=2048),
     "base": dict(num_layers=12, hidden_size=768, num_heads=12, intermediate_size=3072),
     "large": dict(num_layers=24, hidden_size=1024, num_heads=16, intermediate_size=4096),
+    # ModernBERT's published shapes (answerdotai/ModernBERT-base and -large config.json): GeGLU widths, taken as they are
+    "modernbert-base": dict(num_layers=22, hidden_size=768, num_heads=12, intermediate_size=1152, glu_width=True),
+    "modernbert-large": dict(num_layers=28, hidden_size=1024, num_heads=16, intermediate_size=2624, glu_width=True),
 }
 PRESET_NAMES = tuple(_PRESETS)
+_ROTARY_FIELDS = ("global_attention_every", "local_window", "global_rope_theta", "local_rope_theta")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -101,6 +110,15 @@ class ModelConfig(Config):
     languages: tuple[str, ...] = ()
     """The languages of a family whose token types are languages (XLM's language embeddings), a token type id the
     index of its language here; empty for every other family."""
+    global_attention_every: int = 3
+    """A rotary family's (ModernBERT's) layer i attends globally when i % N == 0, the others within --local-window."""
+    local_window: int = 128
+    """A rotary family's local window: a token attends to the tokens at most local_window // 2 away (transformers'
+    `local_attention`)."""
+    global_rope_theta: float = 160_000.0
+    """The rotary base of the global layers (ModernBERT's 160,000 at 8,192 tokens; 10,000 in its 1,024-token phase)."""
+    local_rope_theta: float = 10_000.0
+    """The rotary base of the local layers."""
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
@@ -123,6 +141,12 @@ class ModelConfig(Config):
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelConfig.{name} must be >= 0, got {getattr(self, name)}")
         families.family(self.family)  # a ContractError (a ValueError) naming the families otherwise
+        if self.global_attention_every < 1 or self.local_window < 2 or min(self.global_rope_theta, self.local_rope_theta) <= 0:
+            raise ValueError("ModelConfig: global_attention_every >= 1, local_window >= 2 and positive rotary bases, got "
+                             f"{self.global_attention_every}, {self.local_window}, {self.global_rope_theta}, {self.local_rope_theta}")
+        if self.row.network and (self.use_sbo or self.pre_layernorm or self.nsp_weight):
+            raise ValueError(f"ModelConfig: a {self.family} model is pre-norm by construction with a masked-LM head only "
+                             "(no --pre-layernorm, no span masking's SBO head, no NSP)")
         if self.row.languages:
             if len(self.languages) < 2 or len(set(self.languages)) != len(self.languages) or self.type_vocab_size != len(self.languages):
                 raise ValueError(f"ModelConfig: a {self.family} model embeds two or more distinct languages, one token type "
@@ -163,6 +187,10 @@ class ModelConfig(Config):
             raise ValueError(f"unknown model preset {name!r}; valid presets: {', '.join(PRESET_NAMES)}")
         fields = {**_PRESETS[name], **overrides, "vocab_size": vocab_size}
         row = families.family(fields.get("family", "bert"))
+        if not fields.pop("glu_width", False) and "intermediate_size" not in overrides:  # a BERT width, in the family's FFN
+            fields["intermediate_size"] = round(fields["intermediate_size"] * row.ffn_scale)
+        for key, value in row.model_defaults:  # the family's norm epsilon, positions, dropout (ModernBERT's)
+            fields.setdefault(key, value)
         if row.languages:
             fields.setdefault("type_vocab_size", len(fields.get("languages", ())))
         elif not row.token_types:
@@ -196,6 +224,11 @@ class ModelConfig(Config):
         return families.family(self.family)
 
     @property
+    def network(self) -> str:
+        """The trainer's network (trainer/model/__init__.py NETWORK_CLASSES): the family's own, else the objective's."""
+        return self.row.network or self.goal.network
+
+    @property
     def position_offset(self) -> int:
         """The position id of a sequence's first token: 0, or padding_idx + 1 for RoBERTa's (fairseq's count)."""
         return self.row.first_position(self.pad_token_id)
@@ -207,6 +240,12 @@ class ModelConfig(Config):
         goal = objectives.of_model_type(body.get("model_type"))  # ELECTRA's "electra": the bert family's network
         family = families.family(goal.families[0]) if goal else families.of_model_type(body.get("model_type"), where)
         spelling = SPELLINGS[family.spelling]
+        try:
+            # from the class's own keys; a family without them, ModelConfig's defaults (every source states each field)
+            own = spelling.fields(body) if spelling.fields is not None else {
+                f.name: f.default for f in dataclasses.fields(cls) if f.name in _ROTARY_FIELDS}
+        except ValueError as e:
+            raise ContractError(f"{where}: {e}") from None
         if spelling.architecture is not None:  # a class whose config names the fields otherwise (XLM's emb_dim, ...)
             try:
                 body = spelling.architecture(body)
@@ -218,7 +257,7 @@ class ModelConfig(Config):
             raise ContractError(f"{where}: embedding_size {body['embedding_size']} differs from hidden_size "
                                          f"{shape['hidden_size']}; clozeforge's ELECTRA discriminator has one width")
         languages = tuple(body["languages"]) if family.languages else ()
-        return {"family": family.name, **shape, "languages": languages, "pre_layernorm": False,
+        return {"family": family.name, **shape, **own, "languages": languages, "pre_layernorm": False,
                 **({"objective": goal.name} if goal else {})}
 
     @property

@@ -108,17 +108,19 @@ class ElectraForPretraining(nn.Module):
         """Distinct parameters (the tied decoder and the shared embeddings counted once), generator included."""
         return sum(p.numel() for p in {id(p): p for p in self.parameters()}.values())
 
-    def _keep(self, attention_mask: torch.Tensor | None) -> Padded:
-        return Padded(attention_mask)  # padded rows (trainer/model/attention.py): ELECTRA takes no unpadded batch yet
+    def _keep(self, attention_mask: torch.Tensor | None, documents: torch.Tensor | None = None) -> Padded:
+        return Padded(attention_mask, documents)  # padded rows (trainer/model/attention.py): no unpadded batch yet
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
-               output_hidden_states: bool = False):
-        """The discriminator's (sequence_output, None: no pooler, hidden states or None), as BertForPretraining.encode."""
+               output_hidden_states: bool = False, *, position_ids: torch.Tensor | None = None,
+               documents: torch.Tensor | None = None):
+        """The discriminator's (sequence_output, None: no pooler, hidden states or None), as BertForPretraining.encode
+        (packed rows' `documents` and `position_ids` per document as there)."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.electra.embeddings(input_ids, token_type_ids)
+        x = self.electra.embeddings(input_ids, token_type_ids, position_ids)
         states = [x] if output_hidden_states else None
-        x = self.electra.encoder(x, self._keep(attention_mask), states)
+        x = self.electra.encoder(x, self._keep(attention_mask, documents), states)
         return x, None, None if states is None else tuple(states)
 
     def discriminator_logits(self, sequence_output: torch.Tensor) -> torch.Tensor:
@@ -126,14 +128,15 @@ class ElectraForPretraining(nn.Module):
         return self.discriminator_predictions(sequence_output)
 
     def generator_hidden(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor:
+                         attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None = None,
+                         documents: torch.Tensor | None = None) -> torch.Tensor:
         """The generator's last hidden states (batch, seq, generator hidden) over the shared embeddings."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        x = self.electra.embeddings(input_ids, token_type_ids)
+        x = self.electra.embeddings(input_ids, token_type_ids, position_ids)
         if self.generator.electra.embeddings_project is not None:
             x = self.generator.electra.embeddings_project(x)
-        return self.generator.electra.encoder(x, self._keep(attention_mask))
+        return self.generator.electra.encoder(x, self._keep(attention_mask, documents))
 
     def generator_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """MLM logits (..., vocab) from generator hidden states: transformers' ElectraForMaskedLM `logits`."""
@@ -145,13 +148,14 @@ class ElectraForPretraining(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
                 mlm_positions: torch.Tensor | None = None, mlm_labels: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, documents: torch.Tensor | None = None,
                 **unused: torch.Tensor | None) -> dict[str, torch.Tensor]:
         """Losses and counts for one batch (module docstring); the inputs are BertForPretraining.forward's (NSP and
         SBO inputs, which an ELECTRA batch may carry, are not read)."""
         cfg = self.config
         if mlm_positions is None or mlm_labels is None:
             raise ValueError("ElectraForPretraining needs mlm_positions and mlm_labels (a masked batch)")
-        hidden = self.generator_hidden(input_ids, token_type_ids, attention_mask)
+        hidden = self.generator_hidden(input_ids, token_type_ids, attention_mask, position_ids, documents)
         logits = self.generator_logits(gather(hidden, mlm_positions).flatten(0, 1))  # (batch * P, vocab)
         labels = mlm_labels.reshape(-1).long()
         valid = labels != IGNORE_INDEX
@@ -163,7 +167,8 @@ class ElectraForPretraining(nn.Module):
         original = input_ids.scatter(1, positions, torch.where(valid.view_as(shown), labels.view_as(shown), shown))
         replaced_input = input_ids.scatter(1, positions, torch.where(valid.view_as(shown), sampled.view_as(shown), shown))
         replaced = (replaced_input != original).float()  # (batch, seq)
-        sequence_output, _, _ = self.encode(replaced_input, token_type_ids, attention_mask)
+        sequence_output, _, _ = self.encode(replaced_input, token_type_ids, attention_mask, position_ids=position_ids,
+                                            documents=documents)
         rtd = self.discriminator_logits(sequence_output).float()  # (batch, seq)
         real = torch.ones_like(replaced, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         count = real.sum()

@@ -43,7 +43,8 @@ from trainer.model.hf_names import WeightsError
 from trainer.start.rate import read_card
 
 ARCHITECTURE = ("family", "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
-                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm", "languages")
+                "type_vocab_size", "layer_norm_eps", "initializer_range", "pad_token_id", "pre_layernorm", "languages",
+                "global_attention_every", "local_window", "global_rope_theta", "local_rope_theta")  # the last four: ModernBERT's
 """The ModelConfig fields a source fixes; the rest (dropout, loss weights, SBO) are the run's own."""
 OBJECTIVE_FIELDS = ("objective", "generator_fraction")
 """What an ELECTRA source fixes besides (schemas/objectives.py); a source without them is a masked LM."""
@@ -345,8 +346,12 @@ def source_problem(config, manifest) -> str | None:
                 (positions >= manifest.max_seq_len, f"its positions stop at {positions}, --data's rows are up to "
                  f"{manifest.max_seq_len} tokens"),
                 (shape.get("family", "bert") == config.family or config.family is None,
-                 f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} (prep --vocab the source "
-                 "and the packing its family trains on)"),
+                 f"it is a {shape.get('family', 'bert')} model, --data's family is {config.family} ("
+                 + (f"pass --family {shape.get('family', 'bert')}: this data is its too"  # e.g. modernbert on RoBERTa's rows
+                    if shape.get("family", "bert") != config.family and config.family is not None
+                    and families.refusal(families.family(shape.get("family", "bert")), manifest.tokenizer,
+                                         manifest.packing["mode"]) is None
+                    else "prep --vocab the source and the packing its family trains on") + ")"),
                 (shape.get("objective", "mlm") == config.objective, f"it was trained with --objective "
                  f"{shape.get('objective', 'mlm')}, this run's is {config.objective} (the networks differ: pass --objective "
                  f"{shape.get('objective', 'mlm')})")]

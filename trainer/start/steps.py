@@ -85,6 +85,15 @@ def family_of(config: TrainConfig, given: set[str]) -> tuple[TrainConfig, list[s
     if row.mix_alpha is not None and mix and config.mix_alpha is None and not weighted:
         changes["mix_alpha"] = row.mix_alpha
         notes.append(f"mix_alpha {row.mix_alpha:g} ({row.name}'s language sampling)")
+    recipe = [(key, value) for key, value in row.train_defaults if key not in given]  # the family's own recipe
+    masking = {key.split(".", 1)[1]: value for key, value in recipe if key.startswith("masking.")}
+    changes.update({key: value for key, value in recipe if not key.startswith("masking.")})
+    if masking:
+        changes["masking"] = dataclasses.replace(config.masking, **masking)
+    if recipe:
+        notes.append(f"{row.name}'s recipe: " + ", ".join(f"--{key.split('.')[-1].replace('_', '-')} {value:g}"
+                                                          if isinstance(value, float) else f"--{key.replace('_', '-')} {value}"
+                                                          for key, value in recipe))
     return dataclasses.replace(config, **changes), notes
 
 

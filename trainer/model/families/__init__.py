@@ -6,19 +6,20 @@ spelling, registered in SPELLINGS (the family's row, schemas/families.py, names 
     bert.py     BERT: our tensors already carry BertForPreTraining's names
     roberta.py  RoBERTa and XLM-R: the same encoder under `roberta.`, the MLM head as `lm_head.`, no pooler nor NSP head
     xlm.py      XLM: the encoder under `transformer.` in per-layer lists, languages for token types, `pred_layer.proj`
+    modernbert.py  ModernBERT: its own network's names are ModernBertForMaskedLM's; its config.json's keys both ways
 
 Our model (trainer/model/bert.py) keeps one set of tensor names for every family; a spelling says how each of them is
 spelled in its transformers class (export writes those names, --init-from reads them back) and how published
 checkpoints of it spell them otherwise. The network itself, BERT's or ELECTRA's, is the objective's
-(schemas/objectives.py `Objective.network`), not the family's.
+(schemas/objectives.py `Objective.network`), unless the family has its own (`Family.network`: ModernBERT's).
 """
 
 from __future__ import annotations
 
-from trainer.model.families import bert, roberta, xlm
+from trainer.model.families import bert, modernbert, roberta, xlm
 from trainer.model.families.spelling import Spelling
 
-SPELLINGS: dict[str, Spelling] = {s.name: s for s in (bert.SPELLING, roberta.SPELLING, xlm.SPELLING)}
+SPELLINGS: dict[str, Spelling] = {s.name: s for s in (bert.SPELLING, roberta.SPELLING, xlm.SPELLING, modernbert.SPELLING)}
 
 
 def spelling_of(model_config) -> Spelling:

@@ -40,6 +40,9 @@ class Spelling:
     """(BERT's config.json body, the ModelConfig) → this class's body, where its config class names fields otherwise."""
     architecture: Callable[[dict[str, Any]], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)
     """A config.json body of this class → BERT's keys (what ModelConfig.architecture_of_hf reads), the inverse."""
+    fields: Callable[[dict[str, Any]], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)
+    """A config.json body of this class → the ModelConfig fields it fixes besides BERT's keys (ModernBERT's rotary
+    bases, window and global layers)."""
 
     def theirs(self, ours: str) -> str:
         return _rename(ours, tuple((_pattern(mine), their) for mine, their in self.renames))

@@ -5,8 +5,9 @@ Out: `plan(path, config)`: None (read the file whole) or its Splits. An uncompre
      .txt with --txt-mode line) over `split_bytes` is cut into byte ranges of that size; a record belongs to
      the range where its first byte lies, so a reader skips the partial line it starts in and reads past
      its end to finish its last line. A Parquet file with several row groups is cut into its row groups.
-     Whole, by nature of the format: .gz / .zst / .zstd streams (they cannot be entered mid-way), .txt in
-     document or paragraph mode (a record spans lines), small files, and files the binary probe rejects.
+     Whole, by nature of the format: compressed streams (they cannot be entered mid-way), the formats whose
+     schemas/formats.py row says `whole`, .txt in document or paragraph mode (a record spans lines), small files,
+     and files the binary probe rejects.
 
 Line numbers stay those of the whole file (documents/keys and doc ids are derived from them, and errors
 name them): a range's first line number comes from the newlines before it, which `count_newlines` counts
@@ -20,6 +21,8 @@ import dataclasses
 from collections.abc import Iterable
 
 import fsspec
+
+from schemas import formats
 
 _SCAN = 1 << 20
 _BINARY_PROBE = 8192
@@ -36,12 +39,13 @@ class Split:
 
 
 def _is_compressed(path: str) -> bool:
-    return path.lower().endswith((".gz", ".zst", ".zstd"))
+    return formats.compression_of(path) is not None
 
 
 def plan(path: str, fmt: str, split_bytes: int, txt_mode: str) -> list[Split] | None:
     """The Splits of `path` (format `fmt`, as readers.file_format gives it), or None to read it whole."""
-    if _is_compressed(path) or fmt == "unknown" or (fmt == "txt" and txt_mode != "line"):
+    row = formats.FORMATS.get(fmt)
+    if _is_compressed(path) or row is None or row.split == "whole" or (fmt == "txt" and txt_mode != "line"):
         return None
     try:
         if fmt == "parquet":

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator
 
 from pipelines.documents import remote
-from pipelines.documents.formats import READERS
+from pipelines.documents.formats import LEFT_OUT, READERS
 from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile, open_input
 from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
 from pipelines.documents.splits import Split, first_line_start
@@ -122,7 +122,7 @@ def read_file(source: str, path: str, config: ReadConfig, split: Split | None = 
             yield from _read_lines(source, path, ids, fmt, config, split)
         else:  # the readers of pipelines/documents/formats/: their drops go through --strict here
             for item in READERS[fmt](source, path, ids, config):
-                yield from _bad(config, item) if isinstance(item, Drop) else [item]
+                yield from _bad(config, item) if isinstance(item, Drop) and item.reason not in LEFT_OUT else [item]
     except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
         yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from pipelines.documents.formats import arrow_ipc, delimited, mediawiki, warc, wikiextractor
 
+LEFT_OUT = frozenset({"redirect", "disambiguation", "namespace", "not_content", "http_status", "not_html"})
+"""Drop reasons that are a format's records prep does not want (a redirect page, a crawl's request record), not bad
+input: --strict does not stop at them."""
+
 READERS = {
     "csv": delimited.read,
     "tsv": delimited.read,

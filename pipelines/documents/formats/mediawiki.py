@@ -75,7 +75,7 @@ def read(source: str, path: str, ids: str, config):
     with open_input(path) as f:
         stream = LineStream(f, path, config.max_record_bytes)
         parser = ET.XMLPullParser(events=("start", "end"))
-        root, number = None, 0
+        root, number, started = None, 0, 0
         try:
             for block in stream.blocks():
                 parser.feed(block)
@@ -83,6 +83,7 @@ def read(source: str, path: str, ids: str, config):
                     if root is None:
                         root = element
                     if event != "end":
+                        started += _local(element.tag) == "page"
                         continue
                     tag = _local(element.tag)
                     if tag == "namespace" and element.get("key") and element.text:
@@ -96,7 +97,7 @@ def read(source: str, path: str, ids: str, config):
         except ET.ParseError as e:
             yield Drop(path, "bad_xml", number + 1, str(e)[:80])
         if stream.truncated:  # the page being read when the stream stopped, if one had started
-            if root is not None and any(_local(c.tag) == "page" for c in root):
+            if started > number:
                 yield Drop(path, "truncated_stream", number + 1, "a page cut by the end of the stream")
             yield Event(path, "truncated_stream", number + 1)
 

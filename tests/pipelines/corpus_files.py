@@ -15,8 +15,8 @@ import sys
 import pytest
 
 ENWIKI = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-"""206 pages of English Wikipedia (April 2016): 106 articles (8 of them disambiguation pages), 99 redirects and one
-page of another namespace (pipelines/documents/formats/mediawiki.py's counts)."""
+"""206 pages of English Wikipedia (April 2016): 106 articles (8 of them disambiguation pages, one a list alone, which
+becomes no text), 99 redirects and one page of another namespace."""
 MODULES = ("json", "textwrap", "argparse", "csv", "gettext")
 
 

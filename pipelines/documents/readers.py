@@ -5,10 +5,12 @@ Out: an iterator of RawDoc (kept), Drop (with reason, line and a sample) and Eve
      record) — never an exception for bad data, unless `strict` is set, in which case the first bad record
      (or a truncated stream) raises a one-line PrepError naming the file and line.
 
-Formats by suffix: .txt (whole file, blank-line paragraphs or lines as documents), .jsonl / .json /
-.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). With a Split
-(pipelines/documents/splits.py), only that byte range's lines or those row groups are read, numbered as in
-the whole file, so the records, their ids and their drops are the same however a file is split. Bytes come from
+Formats come from schemas/formats.py's table (by suffix, else by the file's first bytes). Read here: .txt (whole file,
+blank-line paragraphs or lines as documents), .jsonl / .json / .ndjson (one JSON object per line), .parquet (row
+groups streamed); the others (CSV/TSV, Arrow, MediaWiki dumps, WikiExtractor output, WARC/WET) by
+pipelines/documents/formats/, whose drops pass through --strict here. Any compression of the table (.gz .zst .bz2
+.xz). With a Split (pipelines/documents/splits.py), only that byte range's lines or those row groups are read,
+numbered as in the whole file, so the records, their ids and their drops are the same however a file is split. Bytes come from
 pipelines/documents/line_stream.py: compressed streams are decoded incrementally; a truncated stream keeps every
 complete line before the cut (in .txt document and paragraph modes, also the cut record's decoded part)
 and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes makes the whole file one

@@ -85,8 +85,9 @@ class Format:
     text_field: str | None
     """The field or column holding the text (--text-field's default applies); None: the format says where."""
     split: str
-    """How one uncompressed file is cut for several workers: `lines` (byte ranges at line starts), `row_groups`,
-    or `whole` (one worker a file; parallelism comes from many files)."""
+    """How one file is cut for several workers: `lines` (byte ranges at line starts, uncompressed files),
+    `row_groups`, `streams` (a multistream .bz2 by the bz2 streams its index lists), or `whole` (one worker a file;
+    parallelism comes from many files)."""
     extra: str | None = None
     """The clozeforge extra its reader needs beyond `prep`."""
     table: bool = False
@@ -105,7 +106,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("arrow", (".arrow",), "one record a row of an Arrow IPC stream (datasets' save_to_disk)", "text", "whole",
            table=True),
     Format("mediawiki", (".xml",), "a <page> of a MediaWiki XML export (pages-articles dumps): its wikitext as plain text",
-           None, "whole", extra="wiki", sniff=_mediawiki),
+           None, "streams", extra="wiki", sniff=_mediawiki),
     Format("wikiextractor", (), "a <doc id url title> block of WikiExtractor's output", None, "whole",
            sniff=_starts(b"<doc id=")),
     Format("warc", (".warc", ".wet", ".warc.wet"), "a WET conversion record, or a WARC response's HTML as text", None,

@@ -123,7 +123,7 @@ def read_file(source: str, path: str, config: ReadConfig, split: Split | None = 
         elif fmt in ("txt", "jsonl"):
             yield from _read_lines(source, path, ids, fmt, config, split)
         else:  # the readers of pipelines/documents/formats/: their drops go through --strict here
-            for item in READERS[fmt](source, path, ids, config):
+            for item in READERS[fmt](source, path, ids, config, split):
                 yield from _bad(config, item) if isinstance(item, Drop) and item.reason not in LEFT_OUT else [item]
     except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
         yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))

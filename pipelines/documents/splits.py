@@ -45,6 +45,11 @@ def _is_compressed(path: str) -> bool:
 def plan(path: str, fmt: str, split_bytes: int, txt_mode: str) -> list[Split] | None:
     """The Splits of `path` (format `fmt`, as readers.file_format gives it), or None to read it whole."""
     row = formats.FORMATS.get(fmt)
+    if row is not None and row.split == "streams":
+        try:
+            return _streams(path, split_bytes)
+        except Exception:  # noqa: BLE001 - an index that cannot be read: the dump is read whole, which says what is wrong
+            return None
     if _is_compressed(path) or row is None or row.split == "whole" or (fmt == "txt" and txt_mode != "line"):
         return None
     try:
@@ -74,6 +79,34 @@ def _row_groups(path: str) -> list[Split] | None:
         splits.append(Split(index, index + 1, before))
         before += metadata.row_group(index).num_rows
     return splits
+
+
+def multistream_index(path: str) -> str | None:
+    """The index beside a multistream dump (`...-multistream.xml.bz2` → `...-multistream-index.txt.bz2`), if any."""
+    if not path.endswith(".xml.bz2"):
+        return None
+    index = path[: -len(".xml.bz2")] + "-index.txt.bz2"
+    fs, local = fsspec.core.url_to_fs(index)
+    return index if fs.exists(local) else None
+
+
+def _streams(path: str, split_bytes: int) -> list[Split] | None:
+    """Byte ranges of whole bz2 streams of a multistream dump, each at least `split_bytes` (the last aside), from the
+    stream offsets its index lists (`offset:page id:title` a line); None without an index or for one range."""
+    index = multistream_index(path)
+    if index is None:
+        return None
+    with fsspec.open(index, "rb", compression="bz2") as f:
+        offsets = sorted({int(line.split(b":", 1)[0]) for line in f if line.strip()})
+    fs, local = fsspec.core.url_to_fs(path)
+    size = fs.size(local)
+    starts = [0]
+    for offset in offsets:
+        if offset - starts[-1] >= split_bytes:
+            starts.append(offset)
+    if len(starts) < 2:
+        return None
+    return [Split(a, b) for a, b in zip(starts, starts[1:] + [size])]
 
 
 def count_newlines(path: str, split: Split) -> int:

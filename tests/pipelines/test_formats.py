@@ -24,7 +24,7 @@ from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
 from pipelines.errors import PrepError
 from schemas import formats
 from schemas.tables import TABLE_FORMATS, read_table
-from tests.pipelines.corpus_files import gensim_dump, man_page_html, pydoc_page, sample_warc, wikiextractor, write_warc
+from tests.pipelines.corpus_files import gensim_dump, man_page_html, multistream_dump, pydoc_page, sample_warc, wikiextractor
 
 MARKUP = re.compile(r"\{\{|\[\[|<ref|\|-")
 
@@ -184,3 +184,15 @@ def test_decontamination_and_finetune_tables_read_the_new_compressions(tmp_path)
     assert text in list(evaluation_texts("dev.tsv.bz2", bz2.compress(data)))
     (tmp_path / "dev.tsv.xz").write_bytes(lzma.compress(data))
     assert read_table(str(tmp_path / "dev.tsv.xz")).rows == [(2, {"sentence": text, "label": "1"})]
+
+
+def test_a_multistream_dump_split_by_its_streams_reads_as_whole(tmp_path):
+    from pipelines.documents import splits
+
+    path = multistream_dump(tmp_path)
+    whole = list(read_file("wiki", path, ReadConfig()))
+    parts = splits.plan(path, "mediawiki", 200_000, "document")
+    assert parts is not None and len(parts) >= 3
+    split = [item for part in parts for item in read_file("wiki", path, ReadConfig(), part)]
+    assert split == whole and sum(isinstance(i, RawDoc) for i in whole) == 97
+    assert splits.plan(gensim_dump(), "mediawiki", 200_000, "document") is None  # no index beside it: read whole

@@ -1,5 +1,5 @@
 """prep end to end on the formats users have, each a real file: gensim's enwiki dump, WikiExtractor's output of it (its
-`<doc>` files and its --json files, extensionless), a CSV of its articles, a WARC/WET of real pages and a `datasets`
+`<doc>` files and its --json files, extensionless), the dump as a multistream dump with its index, a CSV of its articles, a WARC/WET of real pages and a `datasets`
 directory: the same documents, ids and report on one worker and on two with every splittable file cut in ranges; every
 reader's drops counted per input file. And the README's section "The corpora BERT and RoBERTa used", run as written."""
 
@@ -18,7 +18,7 @@ import pytest
 from pipelines import prep
 from pipelines.outputs.shards import read_clean_shard
 from tests.helpers import ROOT
-from tests.pipelines.corpus_files import gensim_dump, sample_warc, wikiextractor
+from tests.pipelines.corpus_files import gensim_dump, multistream_dump, sample_warc, wikiextractor
 
 pytestmark = pytest.mark.integration  # Beam worker processes, WikiExtractor runs
 
@@ -31,6 +31,7 @@ def corpus(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("formats")
     (root / "wiki").mkdir()
     shutil.copy(gensim_dump(), root / "wiki" / os.path.basename(gensim_dump()))
+    multistream_dump(root / "wiki")  # split by its bz2 streams under --split-bytes; its index is no input
     wikiextractor(gensim_dump(), str(root / "we"))
     json_files = wikiextractor(gensim_dump(), str(root / "wejson"), "--json")
     articles = [json.loads(line) for f in json_files for line in open(f, encoding="utf-8")]
@@ -68,9 +69,11 @@ def test_every_format_reads_alike_on_one_worker_and_on_two_with_forced_splits(co
     ids = [doc_id for _, doc_id in _ids(str(tmp_path / "one"))]
     assert ids and sorted(ids) == sorted(doc_id for _, doc_id in _ids(str(tmp_path / "two")))
     files = {path.split(corpus, 1)[1]: stats for path, stats in one["files"].items()}
-    dump = files[f"/wiki/{os.path.basename(gensim_dump())}"]
-    assert dump["read"] == 206 and {k: dump["dropped"][k] for k in ("redirect", "disambiguation", "namespace")} == \
-        {"redirect": 99, "disambiguation": 8, "namespace": 1}
+    for name in (os.path.basename(gensim_dump()), "enwiki-20160407-pages-articles-multistream.xml.bz2"):
+        dump = files[f"/wiki/{name}"]
+        assert dump["read"] == 206 and {k: dump["dropped"][k] for k in ("redirect", "disambiguation", "namespace")} == \
+            {"redirect": 99, "disambiguation": 8, "namespace": 1}
+    assert not any(p.endswith("-index.txt.bz2") for p in files)
     assert sum(s["read"] for p, s in files.items() if p.startswith("/we/")) == 106
     assert files["/web/crawl.warc.gz"]["dropped"]["http_status"] == 1 and files["/web/crawl.warc.gz"]["kept"] >= 5
     assert not any(p.endswith(("state.json", "dataset_info.json")) for p in files) and files["/hf/data-00000-of-00001.arrow"]["kept"]

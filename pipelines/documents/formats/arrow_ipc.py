@@ -27,7 +27,7 @@ def _batches(f, path: str):
             raise UnreadableFile(f"not an Arrow IPC stream or file ({e})") from None
 
 
-def read(source: str, path: str, ids: str, config):
+def read(source: str, path: str, ids: str, config, split=None):  # whole files: `split` is always None
     import pyarrow as pa
 
     with open_input(path) as f:

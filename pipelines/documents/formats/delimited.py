@@ -21,7 +21,7 @@ from pipelines.errors import PrepError
 from schemas.tables import TABLE_FORMATS
 
 
-def read(source: str, path: str, ids: str, config):
+def read(source: str, path: str, ids: str, config, split=None):  # whole files: `split` is always None
     fmt = TABLE_FORMATS["tsv" if path.lower().rstrip("/").split("/")[-1].split(".")[-1] == "tsv" else "csv"]
     with open_input(path) as f:
         stream = LineStream(f, path, config.max_record_bytes)

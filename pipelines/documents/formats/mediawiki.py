@@ -5,7 +5,7 @@ In:  an XML export of any schema version (0.3 to 0.11: the namespace of the tags
      XML declaration names; plain, or compressed as any of schemas/formats.COMPRESSIONS (a multistream .bz2 is a run
      of bz2 streams and reads the same).
 Out: a RawDoc per kept page: its title, a blank line, then its wikitext as plain text (`plain_text`); its id made
-     from the page id, its `line` the page's number in the file. Dropped with their own reasons: `redirect`,
+     from the page id, its `line` the page id (its number in the file where it has none). Dropped with their own reasons: `redirect`,
      `disambiguation` (an English disambiguation template), `namespace` (a namespace not in --wiki-namespaces),
      `empty_text`, `record_too_long`, a page cut by the end of a cut stream (`truncated_stream`, also an event) and
      XML that does not parse (`bad_xml`, the rest of the file with it).
@@ -18,6 +18,9 @@ The parser is wikitextparser (the `wiki` extra): on the 106 articles of gensim's
 and left 8 pieces of markup in 474,778 words, mwparserfromhell 27 s and 50 (bench/README.md, "wiki").
 
 Memory: each page's element is cleared once read (XMLPullParser fed block by block), so a reader holds one page.
+Splitting: a multistream dump (`...-multistream.xml.bz2` with its `-index.txt.bz2` beside it) is read by several
+workers, each a run of whole bz2 streams (splits.py): the streams after the first hold pages only, and are read inside
+a document element given here.
 """
 
 from __future__ import annotations
@@ -73,43 +76,67 @@ def _child(element: ET.Element, name: str) -> ET.Element | None:
     return next((c for c in element if _local(c.tag) == name), None)
 
 
-def read(source: str, path: str, ids: str, config):
+class _Slice:
+    """Bytes [0, size) of a file from where it stands: one worker's run of a multistream dump's bz2 streams."""
+
+    def __init__(self, f, size: int):
+        self.f, self.left = f, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.f.read(n) if n > 0 else b""
+        self.left -= len(data)
+        return data
+
+
+def read(source: str, path: str, ids: str, config, split=None):
+    """The pages of `path`, or of `split`'s bz2 streams (pipelines/documents/splits.py: a multistream dump's)."""
     wtp = require("wikitextparser", "wiki", path)
     keep = config.namespaces()
     prefixes: dict[str, int] = {}  # <siteinfo>'s namespace names, for exports without <ns>
     with open_input(path) as f:
-        stream = LineStream(f, path, config.max_record_bytes)
         parser = ET.XMLPullParser(events=("start", "end"))
-        root, number, started = None, 0, 0
+        if split is not None:
+            f.seek(split.start)
+            f = _Slice(f, split.end - split.start)
+            if split.start:  # a stream after the first holds pages only: they get their document element here
+                parser.feed(b"<mediawiki>")
+        stream = LineStream(f, path, config.max_record_bytes)
+        root, pages, started, closed, last = None, 0, 0, False, 0
         try:
             for block in stream.blocks():
                 parser.feed(block)
                 for event, element in parser.read_events():
-                    if root is None:
-                        root = element
-                    if event != "end":
-                        started += _local(element.tag) == "page"
-                        continue
+                    root = element if root is None else root
                     tag = _local(element.tag)
-                    if tag == "namespace" and element.get("key") and element.text:
+                    if event == "start":
+                        started += tag == "page"
+                    elif element is root:
+                        closed = True
+                    elif tag == "namespace" and element.get("key") and element.text:
                         prefixes[element.text.strip().lower()] = int(element.get("key"))
                     elif tag == "page":
-                        number += 1
-                        yield _page(source, path, ids, config, element, number, keep, prefixes, wtp)
+                        pages += 1
+                        record = _page(source, path, ids, config, element, pages, keep, prefixes, wtp)
+                        last = record.line
+                        yield record
                         root.clear()  # the page and everything before it: memory stays one page
             if not stream.truncated:
+                if split is not None and not closed:  # a run of streams before the last: no </mediawiki>
+                    parser.feed(b"</mediawiki>")
                 parser.close()
         except ET.ParseError as e:
-            yield Drop(path, "bad_xml", number + 1, str(e)[:80])
+            yield Drop(path, "bad_xml", last, f"after page {last}: {e}"[:80])
         if stream.truncated:  # the page being read when the stream stopped, if one had started
-            if started > number:
-                yield Drop(path, "truncated_stream", number + 1, "a page cut by the end of the stream")
-            yield Event(path, "truncated_stream", number + 1)
+            if started > pages:
+                yield Drop(path, "truncated_stream", last, f"the page after page {last}, cut by the end of the stream")
+            yield Event(path, "truncated_stream", last)
 
 
-def _page(source, path, ids, config, page, number, keep, prefixes, wtp) -> RawDoc | Drop:
+def _page(source, path, ids, config, page, ordinal, keep, prefixes, wtp) -> RawDoc | Drop:
     title = (_child(page, "title").text or "") if _child(page, "title") is not None else ""
-    page_id = _child(page, "id")
+    page_id = (_child(page, "id").text or "").strip() if _child(page, "id") is not None else ""
+    number = int(page_id) if page_id.isdigit() else ordinal  # the page's own id, the same however the dump is split
     revisions = [c for c in page if _local(c.tag) == "revision"]
     text_element = _child(revisions[-1], "text") if revisions else None
     wikitext = (text_element.text or "") if text_element is not None else ""
@@ -129,5 +156,5 @@ def _page(source, path, ids, config, page, number, keep, prefixes, wtp) -> RawDo
     text = plain_text(wikitext, wtp)
     if not text:
         return Drop(path, "empty_text", number, title[:80])
-    key = f"page:{page_id.text.strip()}" if page_id is not None and page_id.text else number
+    key = f"page:{page_id}" if page_id.isdigit() else ordinal
     return RawDoc(source=source, path=path, line=number, doc_id=make_doc_id(ids, key), text=f"{title}\n\n{text}")

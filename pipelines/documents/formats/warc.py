@@ -45,7 +45,7 @@ def _known(codec: str) -> bool:
         return False
 
 
-def read(source: str, path: str, ids: str, config):
+def read(source: str, path: str, ids: str, config, split=None):  # whole files: `split` is always None
     warc = require("fastwarc.warc", "web", path)
     require("resiliparse.extract.html2text", "web", path)
     kinds = warc.WarcRecordType

@@ -21,7 +21,7 @@ _ATTRIBUTE = re.compile(rb'(\w+)="([^"]*)"')
 _SAMPLE = 80
 
 
-def read(source: str, path: str, ids: str, config):
+def read(source: str, path: str, ids: str, config, split=None):  # whole files: `split` is always None
     with open_input(path) as f:
         stream = LineStream(f, path, config.max_record_bytes)
         start, attributes, parts, size = 0, {}, [], 0

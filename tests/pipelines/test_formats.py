@@ -196,3 +196,16 @@ def test_a_multistream_dump_split_by_its_streams_reads_as_whole(tmp_path):
     split = [item for part in parts for item in read_file("wiki", path, ReadConfig(), part)]
     assert split == whole and sum(isinstance(i, RawDoc) for i in whole) == 97
     assert splits.plan(gensim_dump(), "mediawiki", 200_000, "document") is None  # no index beside it: read whole
+
+
+def test_an_hf_url_without_huggingface_hub_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    from pipelines.stages.read_corpus import matched_files
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # the package as missing: importing it fails
+    monkeypatch.delitem(importlib.import_module("fsspec.registry")._registry, "hf", raising=False)
+    with pytest.raises(PrepError) as err:
+        matched_files([("input0", "hf://datasets/owner/name/*.parquet")])
+    assert str(err.value) == "--input hf://datasets/owner/name/*.parquet: pip install 'clozeforge[hub]' to read it"

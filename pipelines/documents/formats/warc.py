@@ -12,8 +12,8 @@ Out: a RawDoc per WET `conversion` record (its text, UTF-8 as Common Crawl write
 
 HTML's encoding: the HTTP header's charset, else the page's own <meta> or byte statistics (resiliparse's
 detect_encoding); undecodable bytes become U+FFFD. Why fastwarc and resiliparse (the `web` extra): one maintained
-project, compiled parsers; on 35 real pages (pywb's sample WARCs, pydoc's) resiliparse extracted text 15x faster than
-trafilatura 2.3 (8.7 against 0.57 MB of HTML a CPU second; bench/README.md, "wiki").
+project, compiled parsers; on 35 real pages (pywb's sample WARCs, pydoc's) resiliparse extracted text 12x faster than
+trafilatura 2.3 (7.9 against 0.65 MB of HTML a CPU second, about as many words; bench/README.md, "wiki").
 """
 
 from __future__ import annotations

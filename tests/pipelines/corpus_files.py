@@ -87,15 +87,15 @@ def sample_warc(path: str, gzip: bool = True) -> dict[str, int]:
     return {"not_content": 1 + len(pages), "http_status": 1, "not_html": 1}
 
 
-def multistream_dump(folder) -> str:
-    """gensim's dump rewritten as Wikipedia writes a multistream dump: a bz2 stream of the header, one of every 20
-    pages, one of the footer, and `-index.txt.bz2` beside it (`offset:page id:title` a page)."""
+def multistream_dump(folder, pages: int | None = None) -> str:
+    """gensim's dump (its first `pages`) rewritten as Wikipedia writes a multistream dump: a bz2 stream of the header,
+    one of every 20 pages, one of the footer, and `-index.txt.bz2` beside it (`offset:page id:title` a page)."""
     import bz2
     import re
 
     xml = bz2.decompress(open(gensim_dump(), "rb").read())
     first, last = xml.index(b"  <page>"), xml.rindex(b"</page>") + len(b"</page>\n")
-    pages = re.findall(rb"  <page>.*?</page>\n", xml[first:last], re.S)
+    pages = re.findall(rb"  <page>.*?</page>\n", xml[first:last], re.S)[:pages]
     streams = [xml[:first]] + [b"".join(pages[i:i + 20]) for i in range(0, len(pages), 20)] + [xml[last:]]
     path = os.path.join(str(folder), "enwiki-20160407-pages-articles-multistream.xml.bz2")
     index, offset = [], 0

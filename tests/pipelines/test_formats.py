@@ -24,7 +24,7 @@ from pipelines.documents.readers import ReadConfig, file_format, read_file
 from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
 from pipelines.errors import PrepError
 from schemas import formats
-from schemas.tables import TABLE_FORMATS, read_table
+from schemas.tables import TABLE_FORMATS, TableReading, read_table
 from tests.pipelines.corpus_files import gensim_dump, man_page_html, multistream_dump, pydoc_page, sample_warc, wikiextractor
 
 MARKUP = re.compile(r"\{\{|\[\[|<ref|\|-")
@@ -135,13 +135,22 @@ def test_csv_and_tsv_read_each_record_and_a_missing_column_is_one_line(tmp_path,
         writer.writerows(rows)
     (tmp_path / "a.tsv").write_text("title\ttext\n" + "".join(f"{r['title']}\t{r['text'].replace(chr(10), ' ')}\n" for r in rows)
                                     + "only one field\n")
+    with open(tmp_path / "a.csv", "a", encoding="utf-8") as f:
+        f.write('x,"a "bad" quote"\n')  # a quote inside a quoted field that is not doubled
     docs, drops, _ = tally(str(tmp_path / "a.csv"))
-    assert [d.text for d in docs] == [r["text"] for r in rows if r["text"].strip()]
-    assert read_table(str(tmp_path / "a.csv")).rows[0][1]["text"] == docs[0].text  # finetune's reader agrees
+    assert [d.text for d in docs] == [r["text"] for r in rows if r["text"].strip()] and drops == {"bad_quoting": 1}
+    table = read_table(str(tmp_path / "a.csv"), TableReading(skip_bad_rows=True))  # finetune's reader agrees
+    assert [row["text"] for _, row in table.rows if row["text"].strip()] == [d.text for d in docs]
+    assert table.account.dropped == {"bad_quoting": 1}
     docs, drops, _ = tally(str(tmp_path / "a.tsv"))
     assert len(docs) == sum(bool(r["text"].strip()) for r in rows) and drops == {"field_count": 1}
     with pytest.raises(PrepError, match=r"a.csv:1: no column 'body' \(columns: title, text; name yours with --text-field\)"):
         tally(str(tmp_path / "a.csv"), ReadConfig(text_field="body"))
+
+
+def test_a_bad_wiki_namespaces_is_one_line():
+    with pytest.raises(PrepError, match=r"^--wiki-namespaces 0,talk: not a comma-separated list of numbers$"):
+        ReadConfig(wiki_namespaces="0,talk")
 
 
 def test_a_datasets_arrow_file_reads_row_by_row(tmp_path, articles):

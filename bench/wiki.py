@@ -6,7 +6,7 @@ Out: one dict of figures:
     (`we_words_kept`) and the share of prep's words WikiExtractor's lacks (`ours_not_in_we`), over all words, with
     the 5 worst pages; `markup_left`: `{{`, `[[`, `<ref`, `|-` in prep's text per word (and in WikiExtractor's).
   - speed: MB of uncompressed XML per CPU second, prep's reader (bz2 decoding, parsing, wikitext to text) and
-    WikiExtractor 3 (`--processes 1`, its child processes' CPU time), `ratio` = ours / WikiExtractor.
+    WikiExtractor (`--processes 1`, its child processes' CPU time), `ratio` = ours / WikiExtractor.
   - memory: tracemalloc's peak while prep's reader streams the dump's XML written 1x and 4x over (page ids
     renumbered): flat means the reader holds a page, not the dump.
   - parsers: CPU seconds of wikitext to text by wikitextparser (ours) and mwparserfromhell's strip_code on the same

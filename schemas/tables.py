@@ -2,9 +2,9 @@
 a counted reason. The one reader of `clozeforge finetune` and `clozeforge embed` (standard library and pyarrow;
 fsspec, imported when called, opens the file).
 
-In:  a local path or fsspec URL (.gz / .zst inferred) in one of TABLE_FORMATS: .tsv and .csv (a header line, then
-     records), .jsonl / .json / .ndjson (one JSON object a line), .parquet (one record a row), .txt (one text a
-     line, the column `text`); a `TableReading` (how delimited fields are quoted, whether a bad record stops the
+In:  a local path or fsspec URL (compression by suffix: .gz .zst .bz2 .xz) in one of the `table` formats of
+     schemas/formats.py: .tsv and .csv (a header line, then records), .jsonl / .json / .ndjson (one JSON object a
+     line), .parquet and .arrow (one record a row), .txt (one text a line, the column `text`); a `TableReading` (how delimited fields are quoted, whether a bad record stops the
      read), the text encoding, and the format of a name with none of these suffixes.
 Out: `Table`: the (line, row) pairs kept, the file's sha256, and its `Account`: physical lines, records read,
      dropped per reason with the first line numbers of each. A caller that drops more rows records them in the
@@ -35,6 +35,7 @@ import io
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from schemas import formats
 from schemas.config import Config, check_choices, flag
 from schemas.jsonl import JsonLineError, json_object
 
@@ -128,7 +129,7 @@ class _Bad:
 
 class _Format:
     name: ClassVar[str]
-    suffixes: ClassVar[tuple[str, ...]]
+    """Its row in schemas/formats.FORMATS (which says the suffixes)."""
     text: ClassVar[bool] = True
 
     def records(self, url: str, data: Any, reading: TableReading, account: Account) -> Iterator[tuple[int, dict] | _Bad]:
@@ -145,7 +146,7 @@ def _lines(text: str) -> list[str]:
 
 
 class _Txt(_Format):
-    name, suffixes = "txt", (".txt",)
+    name = "txt"
 
     def records(self, url, data, reading, account):
         lines = _lines(data)
@@ -155,7 +156,7 @@ class _Txt(_Format):
 
 
 class _JsonLines(_Format):
-    name, suffixes = "jsonl", (".jsonl", ".json", ".ndjson")
+    name = "jsonl"
 
     def records(self, url, data, reading, account):
         lines = _lines(data)
@@ -231,15 +232,15 @@ class _Delimited(_Format):
 
 
 class _Tsv(_Delimited):
-    name, suffixes, delimiter, default_quoting = "tsv", (".tsv",), "\t", "none"
+    name, delimiter, default_quoting = "tsv", "\t", "none"
 
 
 class _Csv(_Delimited):
-    name, suffixes, delimiter, default_quoting = "csv", (".csv",), ",", "csv"
+    name, delimiter, default_quoting = "csv", ",", "csv"
 
 
 class _Parquet(_Format):
-    name, suffixes, text = "parquet", (".parquet",), False
+    name, text = "parquet", False
 
     def records(self, url, data, reading, account):
         import pyarrow.parquet as pq
@@ -252,15 +253,31 @@ class _Parquet(_Format):
         yield from enumerate(rows, 1)
 
 
-TABLE_FORMATS: dict[str, _Format] = {f.name: f for f in (_Tsv(), _Csv(), _JsonLines(), _Parquet(), _Txt())}
-"""Every format, by name; a file's is found from its suffix (compression suffixes aside)."""
+class _Arrow(_Format):
+    name, text = "arrow", False
+
+    def records(self, url, data, reading, account):
+        import pyarrow as pa
+
+        try:
+            rows = pa.ipc.open_stream(io.BytesIO(data)).read_all().to_pylist()
+        except (pa.ArrowInvalid, OSError):
+            try:
+                rows = pa.ipc.open_file(io.BytesIO(data)).read_all().to_pylist()
+            except (pa.ArrowInvalid, OSError) as e:
+                raise TableError(f"{url}: not an Arrow IPC file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        account.lines = len(rows)
+        yield from enumerate(rows, 1)
+
+
+TABLE_FORMATS: dict[str, _Format] = {f.name: f for f in (_Tsv(), _Csv(), _JsonLines(), _Parquet(), _Arrow(), _Txt())}
+"""The readers of schemas/formats.FORMATS' `table` rows, by the row's name."""
 
 
 def format_of(url: str, default: str = "jsonl") -> _Format:
-    name = url.rsplit("/", 1)[-1].lower()
-    for suffix in (".gz", ".zst", ".zstd"):
-        name = name.removesuffix(suffix)
-    return next((f for f in TABLE_FORMATS.values() if name.endswith(f.suffixes)), TABLE_FORMATS[default])
+    """The table reader of `url`'s format (schemas/formats.py, by suffix); `default`'s for a name that says none."""
+    found = formats.by_suffix(url)
+    return TABLE_FORMATS[found.name] if found is not None and found.table else TABLE_FORMATS[default]
 
 
 def _decode(url: str, raw: bytes, encoding: str) -> str:
@@ -283,11 +300,12 @@ def codec_name(encoding: str) -> str:
 
 
 def read_bytes(url: str) -> bytes:
-    """The file's bytes, decompressed by its suffix; TableError when it cannot be read."""
+    """The file's bytes, decompressed by its suffix (schemas/formats.COMPRESSIONS); TableError when it cannot be read."""
     import fsspec
 
+    compression = formats.compression_of(url)
     try:
-        with fsspec.open(url, "rb", compression="infer") as f:
+        with fsspec.open(url, "rb", compression=compression.fsspec if compression else None) as f:
             return f.read()
     except FileNotFoundError:
         raise TableError(f"{url}: no such file") from None

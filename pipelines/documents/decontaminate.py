@@ -1,7 +1,7 @@
 """Decontamination: which documents share a 13-word n-gram with evaluation text (pure, no Beam import).
 
-In:  evaluation files (a benchmark's validation and test files: JSON such as SQuAD's, JSON lines, GLUE's TSV,
-     CoNLL's column files, plain text) and documents' text.
+In:  evaluation files (a benchmark's validation and test files: JSON such as SQuAD's, JSON lines, GLUE's TSV, CSV,
+     Parquet, CoNLL's column files, plain text; any compression of schemas/formats.py) and documents' text.
 Out: `EvalFile`s (URL and sha256, for report.json), an `NgramIndex` of their n-grams, and for a document the
      first n-gram it shares with them (or None): prep drops such a document as `contaminated`.
 
@@ -21,16 +21,19 @@ n-grams is ~5e-14, so a billion-word corpus expects no false match.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
-import gzip
 import hashlib
+import io
 import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from schemas import formats
 
 NGRAM = 13
 """Words per n-gram (GPT-3's)."""
@@ -76,16 +79,29 @@ def ngram_hashes(words: Sequence[str], n: int = NGRAM) -> np.ndarray:
 
 
 def evaluation_texts(url: str, data: bytes) -> Iterator[str]:
-    """The texts of one evaluation file, by its format (see the module docstring)."""
-    if url.endswith(".gz"):
-        data, url = gzip.decompress(data), url[:-3]
+    """The texts of one evaluation file, by its format (schemas/formats.py; see the module docstring)."""
+    data = formats.decompress(url, data)
+    found = formats.format_of(url, data[: formats.SNIFF_BYTES])
+    name = found.name if found is not None else "txt"
+    if name in ("parquet", "arrow"):
+        from schemas.tables import TABLE_FORMATS, Account, TableReading
+
+        for _, row in TABLE_FORMATS[name].records(url, data, TableReading(), Account(format=name)):
+            yield from _strings(row)
+        return
     text = data.decode("utf-8-sig", errors="replace")
-    if url.endswith(".json"):
-        yield from _strings(json.loads(text))
-    elif url.endswith(".jsonl"):
+    if name == "jsonl":
+        try:  # a whole JSON document (SQuAD's .json), else one object a line
+            yield from _strings(json.loads(text))
+            return
+        except ValueError:
+            pass
         for line in text.splitlines():
             if line.strip():
                 yield from _strings(json.loads(line))
+    elif name == "csv":
+        for fields in csv.reader(io.StringIO(text, newline="")):
+            yield from fields
     elif _is_column_file(text):
         yield from _column_sentences(text)
     else:

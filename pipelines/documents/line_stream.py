@@ -1,6 +1,6 @@
 """Decoded lines of one file, in bounded memory: the byte layer under pipelines/documents/readers.py.
 
-In:  an open binary file, its path (a .gz / .zst / .zstd suffix means compressed) and the longest line
+In:  an open binary file, its path (its suffix names the compression: schemas/formats.py) and the longest line
      to hold in memory.
 Out: `LineStream`, an iterator of lines (bytes, newline removed) in which a line longer than the bound
      comes out as `TooLong(size)`: skipped up to its newline, never buffered. `head()` reads ahead the
@@ -15,19 +15,25 @@ pending buffer that was split again whole (quadratic), and takes 0.28 s this way
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
 import io
-import zlib
 from collections.abc import Iterator
 
+import fsspec
+
 from pipelines.documents import remote
+from schemas import formats
 
 _BLOCK = 1 << 20
 
 
 class UnreadableFile(Exception):
     """The file cannot be opened, read, or decoded at all (nothing about a single record)."""
+
+
+class BadStream(Exception):
+    """Compressed bytes that do not decode (a corrupt or foreign stream)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,38 +44,31 @@ class TooLong:
 
 
 def decoded_blocks(f: io.BufferedIOBase, path: str, size: int = _BLOCK) -> Iterator[bytes]:
-    """Decoded bytes of `f`, block by block; raises EOFError when a compressed stream is cut short."""
-    name = path.lower()
-    if name.endswith(".gz"):
-        # One zlib object per gzip member (concatenated members are valid gzip); unlike GzipFile.read, this
-        # hands out everything decoded before a cut instead of losing the last block to the EOFError.
-        new_frame = functools.partial(zlib.decompressobj, wbits=31)
-    elif name.endswith((".zst", ".zstd")):
-        import zstandard  # part of the prep extra
-
-        # NOTE: zstandard's stream_reader reports a frame cut mid-way as a clean EOF, so frames are decoded
-        # one by one with decompressobj(), whose `eof` flag says whether the frame's end was reached.
-        new_frame = zstandard.ZstdDecompressor().decompressobj
-    else:
+    """Decoded bytes of `f`, block by block, by its name's compression (schemas/formats.py: .gz, .zst, .bz2, .xz);
+    raises EOFError when a compressed stream is cut short."""
+    compression = formats.compression_of(path)
+    if compression is None:
         while block := f.read(size):
             yield block
         return
-    frame, fed = new_frame(), False
+    # One decoder per member (concatenated members are valid gzip, bzip2, xz and zstd); unlike GzipFile.read, this
+    # hands out everything decoded before a cut instead of losing the last block to the EOFError.
+    frame, fed = compression.decompressor(), False
     while compressed := f.read(size):
         while compressed:
-            if out := frame.decompress(compressed):
+            try:
+                out = frame.decompress(compressed)
+            except Exception as e:  # zlib.error, OSError (bz2), LZMAError, ZstdError: the bytes, not the store
+                raise BadStream(str(e) or type(e).__name__) from None
+            if out:
                 yield out
             fed = True
             if frame.eof:
-                compressed, frame, fed = frame.unused_data, new_frame(), False
+                compressed, frame, fed = frame.unused_data, compression.decompressor(), False
             else:
                 compressed = b""
     if fed and not frame.eof:
         raise EOFError("compressed stream ended before its end marker")
-
-
-def _is_decode_error(e: Exception) -> bool:
-    return isinstance(e, zlib.error) or type(e).__name__ == "ZstdError"  # ZstdError derives from Exception only
 
 
 def _trim_partial_utf8(data: bytes) -> bytes:
@@ -82,6 +81,19 @@ def _trim_partial_utf8(data: bytes) -> bytes:
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return data[:-back] if back < need else data
     return data
+
+
+@contextlib.contextmanager
+def open_input(path: str) -> Iterator[io.BufferedIOBase]:
+    """`path` opened for reading; a file that cannot be opened is UnreadableFile, a store that fails raises."""
+    try:
+        f = fsspec.open(path, "rb").open()
+    except OSError as e:
+        if remote.is_store_failure(e):  # the store's, not the file's: ReadCorpus stops the run naming the input
+            raise
+        raise UnreadableFile(f"{type(e).__name__}: {e}") from None
+    with f:
+        yield f
 
 
 class LineStream:
@@ -109,9 +121,7 @@ class LineStream:
             if remote.is_store_failure(e):  # the store's, not the file's (pipelines/documents/remote.py)
                 raise
             raise UnreadableFile(f"{type(e).__name__}: {e}") from None
-        except Exception as e:
-            if not _is_decode_error(e):
-                raise
+        except BadStream as e:
             if not self._decoded_any:  # not a compressed stream at all: the whole file is unreadable
                 raise UnreadableFile(f"not a valid {self.path.rsplit('.', 1)[-1]} stream ({e})") from None
             self.truncated = True  # corrupt mid-way: keep what decoded before, as for a cut
@@ -126,6 +136,14 @@ class LineStream:
             self._ahead.append(block)
             have += len(block)
         return b"".join(self._ahead)[:size]
+
+    def blocks(self) -> Iterator[bytes]:
+        """The decoded bytes, block by block (those `head` read ahead first): for readers that parse bytes, not lines."""
+        return self._all_blocks()
+
+    def as_file(self) -> io.RawIOBase:
+        """The decoded bytes as a read-only binary file (a WARC parser's input)."""
+        return _BlockFile(self._all_blocks())
 
     def _all_blocks(self) -> Iterator[bytes]:
         yield from self._ahead
@@ -163,3 +181,34 @@ class LineStream:
             else:
                 tail = b"".join(parts)
                 yield _trim_partial_utf8(tail) if self.truncated else tail
+
+
+class _BlockFile(io.RawIOBase):
+    """Read-only, forward-only; `tell` and a forward `seek` work (fastwarc asks for them)."""
+
+    def __init__(self, blocks: Iterator[bytes]):
+        self._blocks, self._rest, self._at = blocks, b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset if whence == io.SEEK_SET else self._at + offset if whence == io.SEEK_CUR else -1
+        if target < self._at:
+            raise io.UnsupportedOperation("a decoded stream only seeks forward")
+        while self._at < target and self.read(min(target - self._at, _BLOCK)):
+            pass
+        return self._at
+
+    def readinto(self, buffer) -> int:
+        while not self._rest:
+            self._rest = next(self._blocks, b"")
+            if not self._rest:
+                return 0
+        n = min(len(buffer), len(self._rest))
+        buffer[:n], self._rest = self._rest[:n], self._rest[n:]
+        self._at += n
+        return n

@@ -5,10 +5,12 @@ Out: an iterator of RawDoc (kept), Drop (with reason, line and a sample) and Eve
      record) — never an exception for bad data, unless `strict` is set, in which case the first bad record
      (or a truncated stream) raises a one-line PrepError naming the file and line.
 
-Formats by suffix: .txt (whole file, blank-line paragraphs or lines as documents), .jsonl / .json /
-.jsonl.gz / .jsonl.zst (one JSON object per line), .parquet (row groups streamed). With a Split
-(pipelines/documents/splits.py), only that byte range's lines or those row groups are read, numbered as in
-the whole file, so the records, their ids and their drops are the same however a file is split. Bytes come from
+Formats come from schemas/formats.py's table (by suffix, else by the file's first bytes). Read here: .txt (whole file,
+blank-line paragraphs or lines as documents), .jsonl / .json / .ndjson (one JSON object per line), .parquet (row
+groups streamed); the others (CSV/TSV, Arrow, MediaWiki dumps, WikiExtractor output, WARC/WET) by
+pipelines/documents/formats/, whose drops pass through --strict here. Any compression of the table (.gz .zst .bz2
+.xz). With a Split (pipelines/documents/splits.py), only that byte range's lines or those row groups are read,
+numbered as in the whole file, so the records, their ids and their drops are the same however a file is split. Bytes come from
 pipelines/documents/line_stream.py: compressed streams are decoded incrementally; a truncated stream keeps every
 complete line before the cut (in .txt document and paragraph modes, also the cut record's decoded part)
 and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes makes the whole file one
@@ -17,19 +19,17 @@ and counts a `truncated_stream` event. A NUL in the first 8 KiB of decoded bytes
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 from collections.abc import Iterator
 
-import fsspec
-
 from pipelines.documents import remote
-from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile
-from pipelines.documents.records import Drop, RawDoc, make_doc_id
+from pipelines.documents.formats import LEFT_OUT, READERS
+from pipelines.documents.line_stream import LineStream, TooLong, UnreadableFile, open_input
+from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
 from pipelines.documents.splits import Split, first_line_start
 from pipelines.errors import PrepError
+from schemas import formats
 from schemas.config import check_choices, flag
 
 TXT_MODES = ("document", "paragraph", "line")
@@ -57,6 +57,9 @@ class ReadConfig:
     """A record whose bytes do not decode under --encoding: drop it (counted as `invalid_utf8`), or replace the
     bad bytes with U+FFFD and keep it (counted as an event; cleaning then removes the U+FFFD, and the letters
     they stood for are lost: "Café" in latin-1 becomes "Caf")."""
+    wiki_namespaces: str = flag("0", metavar="N,N")
+    """MediaWiki dumps: the namespaces whose pages are kept (0: articles; e.g. 0,14 adds categories); pages of the
+    others are `namespace` drops."""
     strict: bool = False
     """Stop at the first bad record with an error naming file and line, instead of counting a drop."""
     max_record_bytes: int = flag(64 << 20, metavar="N")
@@ -76,6 +79,10 @@ class ReadConfig:
             raise PrepError(f"--split-bytes must be a positive number of bytes, got {self.split_bytes!r}")
         check_choices(self, PrepError)
         try:
+            self.namespaces()
+        except ValueError:
+            raise PrepError(f"--wiki-namespaces {self.wiki_namespaces}: not a comma-separated list of numbers") from None
+        try:
             ascii_safe = "\n a".encode(self.encoding) == b"\n a"
         except LookupError:
             raise PrepError(f"--encoding {self.encoding}: no such codec (e.g. utf-8, latin-1, cp1252)") from None
@@ -84,27 +91,21 @@ class ReadConfig:
         if not ascii_safe:  # lines are split at b"\n" before decoding: UTF-16 and the like cannot be read so
             raise PrepError(f"--encoding {self.encoding}: not an ASCII-compatible codec (convert the files to UTF-8)")
 
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """Something that happened to a file and is worth counting but is not a dropped record."""
-
-    path: str
-    kind: str  # "invalid_utf8_replaced", "truncated_stream"
-    line: int = 0
+    def namespaces(self) -> frozenset[int]:
+        return frozenset(int(n) for n in self.wiki_namespaces.split(","))
 
 
 def file_format(path: str) -> str:
-    name = path.lower()
-    for suffix in (".gz", ".zst", ".zstd"):
-        name = name.removesuffix(suffix)
-    if name.endswith(".parquet"):
-        return "parquet"
-    if name.endswith(JSONL_SUFFIXES):
-        return "jsonl"
-    if name.endswith(".txt") or "." not in name.rsplit("/", 1)[-1]:
-        return "txt"
-    return "unknown"
+    """The name of `path`'s row in schemas/formats.FORMATS ("unknown": none), from its name, else its first bytes."""
+    head = None
+    if formats.needs_sniff(path):
+        try:
+            with open_input(path) as f:
+                head = LineStream(f, path, _BINARY_PROBE).head(formats.SNIFF_BYTES)
+        except UnreadableFile:
+            head = b""
+    found = formats.format_of(path, head)
+    return found.name if found is not None else "unknown"
 
 
 def read_file(source: str, path: str, config: ReadConfig, split: Split | None = None,
@@ -119,8 +120,11 @@ def read_file(source: str, path: str, config: ReadConfig, split: Split | None = 
     try:
         if fmt == "parquet":
             yield from _read_parquet(source, path, ids, config, split)
-        else:
+        elif fmt in ("txt", "jsonl"):
             yield from _read_lines(source, path, ids, fmt, config, split)
+        else:  # the readers of pipelines/documents/formats/: their drops go through --strict here
+            for item in READERS[fmt](source, path, ids, config, split):
+                yield from _bad(config, item) if isinstance(item, Drop) and item.reason not in LEFT_OUT else [item]
     except UnreadableFile as e:  # only the file as a whole: per-record problems are drops where they occur
         yield from _bad(config, Drop(path, "unreadable_file", 0, str(e)[:_SAMPLE_CHARS]))
 
@@ -132,24 +136,12 @@ def _bad(config: ReadConfig, drop: Drop) -> Iterator[Drop]:
     yield drop
 
 
-@contextlib.contextmanager
-def _open(path: str) -> Iterator[io.BufferedIOBase]:
-    try:
-        f = fsspec.open(path, "rb").open()
-    except OSError as e:
-        if remote.is_store_failure(e):  # the store's, not the file's: ReadCorpus stops the run naming the input
-            raise
-        raise UnreadableFile(f"{type(e).__name__}: {e}") from None
-    with f:
-        yield f
-
-
 # -- line-oriented formats --------------------------------------------------------------------------
 
 
 def _read_lines(source: str, path: str, ids: str, fmt: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     limit = config.max_record_bytes
-    with _open(path) as f:
+    with open_input(path) as f:
         if split is not None:  # planned by splits.plan: uncompressed, one record per line, not binary
             start = first_line_start(f, split.start)
             first = split.before + 1 + (start > split.start)  # a partial line skipped: its newline was in range
@@ -271,7 +263,7 @@ def _record(source: str, path: str, ids: str, fmt: str, line: int, raw: bytes, c
 def _read_parquet(source: str, path: str, ids: str, config: ReadConfig, split: Split | None) -> Iterator[RawDoc | Drop | Event]:
     import pyarrow.parquet as pq
 
-    with _open(path) as f:
+    with open_input(path) as f:
         pf = _unreadable_if_failing(lambda: pq.ParquetFile(f))
         groups = range(pf.metadata.num_row_groups) if split is None else range(split.start, split.end)
         first = 1 if split is None else split.before + 1

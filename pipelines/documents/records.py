@@ -61,6 +61,15 @@ class Drop:
 
 
 @dataclasses.dataclass(frozen=True)
+class Event:
+    """Something that happened to a file and is worth counting but is not a dropped record."""
+
+    path: str
+    kind: str  # "invalid_utf8_replaced", "truncated_stream"
+    line: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Pair:
     """A translation pair (prep --parallel: pipelines/documents/parallel.py)."""
 

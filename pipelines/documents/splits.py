@@ -5,8 +5,9 @@ Out: `plan(path, config)`: None (read the file whole) or its Splits. An uncompre
      .txt with --txt-mode line) over `split_bytes` is cut into byte ranges of that size; a record belongs to
      the range where its first byte lies, so a reader skips the partial line it starts in and reads past
      its end to finish its last line. A Parquet file with several row groups is cut into its row groups.
-     Whole, by nature of the format: .gz / .zst / .zstd streams (they cannot be entered mid-way), .txt in
-     document or paragraph mode (a record spans lines), small files, and files the binary probe rejects.
+     Whole, by nature of the format: compressed streams (they cannot be entered mid-way), the formats whose
+     schemas/formats.py row says `whole`, .txt in document or paragraph mode (a record spans lines), small files,
+     and files the binary probe rejects.
 
 Line numbers stay those of the whole file (documents/keys and doc ids are derived from them, and errors
 name them): a range's first line number comes from the newlines before it, which `count_newlines` counts
@@ -20,6 +21,8 @@ import dataclasses
 from collections.abc import Iterable
 
 import fsspec
+
+from schemas import formats
 
 _SCAN = 1 << 20
 _BINARY_PROBE = 8192
@@ -36,12 +39,18 @@ class Split:
 
 
 def _is_compressed(path: str) -> bool:
-    return path.lower().endswith((".gz", ".zst", ".zstd"))
+    return formats.compression_of(path) is not None
 
 
 def plan(path: str, fmt: str, split_bytes: int, txt_mode: str) -> list[Split] | None:
     """The Splits of `path` (format `fmt`, as readers.file_format gives it), or None to read it whole."""
-    if _is_compressed(path) or fmt == "unknown" or (fmt == "txt" and txt_mode != "line"):
+    row = formats.FORMATS.get(fmt)
+    if row is not None and row.split == "streams":
+        try:
+            return _streams(path, split_bytes)
+        except Exception:  # noqa: BLE001 - an index that cannot be read: the dump is read whole, which says what is wrong
+            return None
+    if _is_compressed(path) or row is None or row.split == "whole" or (fmt == "txt" and txt_mode != "line"):
         return None
     try:
         if fmt == "parquet":
@@ -70,6 +79,34 @@ def _row_groups(path: str) -> list[Split] | None:
         splits.append(Split(index, index + 1, before))
         before += metadata.row_group(index).num_rows
     return splits
+
+
+def multistream_index(path: str) -> str | None:
+    """The index beside a multistream dump (`...-multistream.xml.bz2` → `...-multistream-index.txt.bz2`), if any."""
+    if not path.endswith(".xml.bz2"):
+        return None
+    index = path[: -len(".xml.bz2")] + "-index.txt.bz2"
+    fs, local = fsspec.core.url_to_fs(index)
+    return index if fs.exists(local) else None
+
+
+def _streams(path: str, split_bytes: int) -> list[Split] | None:
+    """Byte ranges of whole bz2 streams of a multistream dump, each at least `split_bytes` (the last aside), from the
+    stream offsets its index lists (`offset:page id:title` a line); None without an index or for one range."""
+    index = multistream_index(path)
+    if index is None:
+        return None
+    with fsspec.open(index, "rb", compression="bz2") as f:
+        offsets = sorted({int(line.split(b":", 1)[0]) for line in f if line.strip()})
+    fs, local = fsspec.core.url_to_fs(path)
+    size = fs.size(local)
+    starts = [0]
+    for offset in offsets:
+        if offset - starts[-1] >= split_bytes:
+            starts.append(offset)
+    if len(starts) < 2:
+        return None
+    return [Split(a, b) for a, b in zip(starts, starts[1:] + [size])]
 
 
 def count_newlines(path: str, split: Split) -> int:

@@ -28,7 +28,13 @@ from pipelines.documents.readers import Event, ReadConfig, file_format, read_fil
 from pipelines.documents.records import Drop
 from pipelines.errors import PrepError
 from pipelines.outputs import ownership
+from schemas import formats
 from pipelines.stages.accounting import NAMESPACE
+
+
+PROTOCOL_EXTRAS = {"hf": "hub", "gs": "gcs", "gcs": "gcs", "s3": "s3"}
+"""The clozeforge extra that brings a URL protocol's fsspec filesystem."""
+DATASETS_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
 
 
 def expand_inputs(inputs: Sequence[tuple[str, str]], output: str | None = None) -> list[tuple[str, str]]:
@@ -51,7 +57,10 @@ def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) 
         flag = f"--input {typed_input(name, pattern, index)}"
         try:
             fs, _ = fsspec.core.url_to_fs(pattern)
-        except (ImportError, ValueError) as e:
+        except ImportError as e:
+            extra = PROTOCOL_EXTRAS.get(fsspec.core.split_protocol(pattern)[0] or "")
+            raise PrepError(f"{flag}: " + (f"pip install 'clozeforge[{extra}]' to read it" if extra else str(e))) from None
+        except ValueError as e:
             raise PrepError(f"{flag}: {e}") from None
         folder = _folder(pattern)
         with remote.quiet_clients():
@@ -59,7 +68,7 @@ def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) 
             try:
                 if fs.isdir(pattern):
                     folder, pattern = pattern, pattern.rstrip("/") + "/**"
-                found = sorted(p for p in fs.glob(pattern) if fs.isfile(p))
+                found = _without_sidecars(sorted(p for p in fs.glob(pattern) if fs.isfile(p)))
             except Exception as e:  # noqa: BLE001  (each object store's client has its own errors; the listing failed)
                 raise PrepError(f"{flag}: cannot list it ({remote.describe(e)})") from None
         matches = []
@@ -79,6 +88,16 @@ def matched_files(inputs: Sequence[tuple[str, str]], output: str | None = None) 
         files.extend((name, url(p)) for p in matches)
         roots[name] = url(root) if all(p.startswith(root) for p in matches) else ""
     return files, roots, skipped
+
+
+def _without_sidecars(paths: list[str]) -> list[str]:
+    """`paths` less the files that describe others rather than hold text: the JSON files `datasets`' save_to_disk
+    writes beside its .arrow files (a directory of its is read as its Arrow files), and a multistream dump's index
+    beside its dump (splits.py reads it to split the dump)."""
+    folders = {p.rsplit("/", 1)[0] for p in paths if p.endswith(".arrow")}
+    dumps = {p[: -len(".xml.bz2")] + "-index.txt.bz2" for p in paths if p.endswith(".xml.bz2")}
+    return [p for p in paths if p not in dumps
+            and not (p.rsplit("/", 1)[-1] in DATASETS_METADATA and p.rsplit("/", 1)[0] in folders)]
 
 
 def _folder(pattern: str) -> str:
@@ -103,7 +122,7 @@ class PlanSplitsFn(beam.DoFn):
             yield source, path, None
             return
         for split in planned:
-            if fmt == "parquet":
+            if formats.FORMATS[fmt].split != "lines":  # row groups, bz2 streams: known without counting
                 yield source, path, split
             else:
                 yield beam.pvalue.TaggedOutput("ranges", (source, path, split))

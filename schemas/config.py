@@ -45,13 +45,16 @@ class _Flag:
     """Not a flag at all (set by code or a config file only)."""
     doc_from: tuple[type, str] | None = None
     """Take the help from another config's field, where the same setting is documented."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings of the same flag, for a user who reaches for another tool's name (`--text-column`)."""
 
 
 def flag(default: Any = dataclasses.MISSING, *, name: str | None = None, choices: tuple | None = None,
          metavar: str | None = None, convert: Callable[[Any], Any] | None = None, hidden: bool = False,
-         doc_from: tuple[type, str] | None = None, default_factory: Any = dataclasses.MISSING) -> Any:
+         doc_from: tuple[type, str] | None = None, default_factory: Any = dataclasses.MISSING,
+         aliases: tuple[str, ...] = ()) -> Any:
     """A dataclass field with what its flag needs beyond the name, type and docstring of the field."""
-    meta = {_FLAG: _Flag(name, choices, metavar, convert, hidden, doc_from)}
+    meta = {_FLAG: _Flag(name, choices, metavar, convert, hidden, doc_from, aliases)}
     if doc_from is not None and default is dataclasses.MISSING and default_factory is dataclasses.MISSING:
         default = _field(*doc_from).default
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
@@ -145,7 +148,7 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
             kwargs["choices"] = spec.choices
         if spec.metavar is not None or (spec.choices is None and kwargs.get("type") in _METAVARS):
             kwargs["metavar"] = spec.metavar or _METAVARS[kwargs["type"]]
-        parser.add_argument(option, **kwargs)
+        parser.add_argument(option, *spec.aliases, **kwargs)
 
 
 def from_flags(cls: type, namespace: argparse.Namespace, *, prefix: str = "") -> Any:

@@ -43,8 +43,8 @@ _BINARY_PROBE = 8192
 class ReadConfig:
     """Reading input files"""
 
-    text_field: str = flag("text", metavar="NAME")
-    """JSON / parquet field holding the document text."""
+    text_field: str = flag("text", metavar="NAME", aliases=("--text-column",))
+    """JSON field or CSV / TSV / Parquet / Arrow column holding the document text (--text-column: the same flag)."""
     id_field: str = flag("id", metavar="NAME")
     """Field holding the user's document id (optional; the id becomes part of clozeforge's doc_id)."""
     txt_mode: str = flag("document", choices=TXT_MODES)

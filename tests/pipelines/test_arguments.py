@@ -67,3 +67,9 @@ def test_cli_unquoted_glob_exits_2_with_one_line_and_reads_nothing(tmp_path):
     assert typo.returncode == 2 and typo.stderr.strip().splitlines() == [
         ("clozeforge prep: error: unknown flag --vocabsize (did you mean --vocab-size?) (not a prep flag nor a Beam "
         "pipeline option; see clozeforge prep --help)")]
+
+
+@pytest.mark.parametrize("spelling", ["--text-field", "--text-column"])
+def test_text_column_is_another_spelling_of_text_field(spelling):
+    config, _ = prep.parse([*BASE, spelling, "body"])
+    assert config.read.text_field == "body"

@@ -79,6 +79,8 @@ class Source:
     training: dict | None = None
     """The training config the source was trained with, where it records one (trainer/start/rate.py reads its lr)."""
     training_where: str | None = None
+    lacking: list[str] = []  # noqa: RUF012 (replaced, never changed in place)
+    """The parts `state_dict` found the source lacks (they start fresh)."""
     pooling: dict | None = None
     """How a sentence-transformers source pools its sentence vectors (schemas/encoder_layout.py Pooling), else None."""
 
@@ -95,9 +97,10 @@ class Source:
     def state_dict(self, model_config: ModelConfig) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         """(our state dict, parts lacking, names dropped) for `model_config` (built from `architecture`)."""
         try:
-            return weights_of(self.tensors(), model_config, self.weights_where())
+            state, self.lacking, dropped = weights_of(self.tensors(), model_config, self.weights_where())
         except WeightsError as e:
             raise TrainError(f"--init-from {e}") from None
+        return state, self.lacking, dropped
 
     def weights_where(self) -> str:
         return self.url

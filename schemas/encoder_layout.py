@@ -170,3 +170,39 @@ def read(cat: Cat, where: str) -> Layout | None:
                 raise ContractError(problem)
             return found
     return None
+
+
+RUN_KEY = "init_pooling"
+"""The key of RUN/train_config.json holding a sentence-transformers source's Pooling (trainer/start/steps.py)."""
+CARD_KEY = "sentence_pooling"
+"""The model card entry (downstream/export_card.py writes a key as a "## Sentence pooling" table) of an export whose
+run continued a sentence-transformers source: that source's Pooling, which `embed` uses by default."""
+CARD_SECTION = "## " + CARD_KEY.replace("_", " ").capitalize()
+
+
+def pooling_of_card(text: str, where: str) -> Pooling | None:
+    """The Pooling a model card's CARD_SECTION table records (`| key | value |` rows), or None when it has none."""
+    lines = text.splitlines()
+    if CARD_SECTION not in lines:
+        return None
+    rows: dict[str, str] = {}
+    for line in lines[lines.index(CARD_SECTION) + 1:]:
+        if line.startswith("#"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("key", "") and not set(cells[0]) <= {"-"}:
+            rows[cells[0]] = cells[1]
+    length = rows.get("max_seq_length", "None")
+    return Pooling.from_dict({"mode": rows.get("mode"), "normalize": rows.get("normalize") == "True",
+                              "max_seq_length": int(length) if length.isdigit() else None}, f"{where} ({CARD_SECTION})")
+
+
+def recorded_pooling(cat: Cat, where: str) -> Pooling | None:
+    """A directory's sentence pooling: a sentence-transformers directory's own, or what an export's card records."""
+    layout = read(cat, where)
+    if layout is not None and layout.pooling is not None:
+        return layout.pooling
+    try:
+        return pooling_of_card(cat("README.md").decode("utf-8", errors="replace"), f"{where}/README.md")
+    except FileNotFoundError:
+        return None

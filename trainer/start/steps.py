@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 
-from schemas import ContractError, Manifest, families, objectives
+from schemas import ContractError, Manifest, encoder_layout, families, objectives
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import recorded
@@ -173,7 +173,9 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
     # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume
-    kept = {warmup.RECORD_KEY: before.get(warmup.RECORD_KEY)} if before and config.init_from else {}  # a resume's warm-up
+    # a resume keeps its warm-up and its source's sentence pooling (what export's card says); a new run records the pooling
+    kept = ({k: before.get(k) for k in (warmup.RECORD_KEY, encoder_layout.RUN_KEY)} if before and config.init_from else
+            {encoder_layout.RUN_KEY: source.pooling} if source is not None and source.pooling else {})
     config, tag, universal = resume.prepare(config, manifest, rt, before,
                                             extra={ARCHITECTURE_KEY: architecture, **kept} if architecture else None)
     # 2. what trains: the model (the source's weights, or random) in its DeepSpeed engine, a checkpoint loaded

@@ -19,6 +19,7 @@ from trainer.checkpoint import store  # noqa: E402
 from trainer.model.hf_names import our_name  # noqa: E402
 from trainer.start import warmup  # noqa: E402
 
+pytestmark = pytest.mark.integration  # starts processes (CLI, DeepSpeed ranks)
 QUICK = ("--batch-size", "4", "--log-every", "1", "--eval-every", "0", "--num-workers", "0", "--precision", "fp32")
 
 
@@ -87,9 +88,21 @@ def test_zero_2_on_two_ranks_holds_the_source_during_the_warm_up(prepped, bare, 
     assert len(moved) == len(bare["tensors"]), sorted(set(bare["tensors"]) - set(moved))[:5]
 
 
-def test_zero_skips_the_warm_up(prepped, bare, tmp_path):
+def test_zero_skips_the_warm_up_and_a_sentence_transformers_pooling_reaches_the_export_card(prepped, bare, tmp_path):
+    source = shutil.copytree(bare["path"], tmp_path / "st")  # the bare encoder as a sentence-transformers directory
+    (source / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (source / "1_Pooling").mkdir()
+    (source / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
     run = str(tmp_path / "run")
-    said = train(prepped, run, "--init-from", bare["path"], "--zero-stage", "0", "--max-steps", "2", "--head-warmup-steps", "0")
-    assert "head warm-up" not in said
+    said = train(prepped, run, "--init-from", str(source), "--zero-stage", "0", "--max-steps", "2", "--head-warmup-steps", "0")
+    assert "head warm-up" not in said and "sentence-transformers: BertModel, cls pooling" in said
     moved, _ = changed(run, 2, bare["tensors"])
     assert moved, "the encoder trains from the first step"
+    assert run_cli("export", run, "--output", str(tmp_path / "hf")).returncode == 0
+    with open(tmp_path / "hf" / "README.md") as f:
+        card = f.read()
+    from schemas.encoder_layout import pooling_of_card
+
+    assert pooling_of_card(card, "README.md").to_dict() == {"mode": "cls", "normalize": False, "max_seq_length": None}

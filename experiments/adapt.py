@@ -156,8 +156,8 @@ Out: WORK/study.json (and the last line): for each adaptation seed, `train --ini
      from the export with `--baseline MiniLM` (the same --seeds, --lr, --epochs for both arms: the paired gain per
      task); per set (selection: the demo's tasks; confirmation: raise-messages and stdlib-comments) the mean gain over
      tasks and seeds with race.py's SE (the larger of the adaptation seeds' spread and the fine-tuning seeds' SE).
-     --warmup-arm also trains seed 1 with --head-warmup-steps 0 (no warm-up) beside the default, scored alike on the
-     held-out lines and on --warmup-task: the warm-up default's figures."""
+     --warmup-arms N ... also trains the first seed with --head-warmup-steps N (0: none) beside the default, scored
+     alike on the held-out lines (paired with the default) and on --warmup-task: the warm-up default's figures."""
 
 
 def study(argv: list[str] | None = None, quick: bool = False) -> dict:
@@ -177,8 +177,9 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
     ap.add_argument("--finetune-seeds", type=int, default=3)
     ap.add_argument("--lr", default="1e-4", help="fine-tuning rate of both arms (default: %(default)s)")
     ap.add_argument("--epochs", default="3", help="fine-tuning epochs of both arms (default: %(default)s)")
-    ap.add_argument("--tasks", nargs="+", default=[*DEMO, *HELD_OUT])
-    ap.add_argument("--warmup-arm", action="store_true", help="also seed 1 without the heads' warm-up")
+    ap.add_argument("--tasks", nargs="*", default=[*DEMO, *HELD_OUT], help="tasks fine-tuned (none: adaptation and held-out only)")
+    ap.add_argument("--warmup-arms", type=int, nargs="*", default=[], metavar="N",
+                    help="also the first seed with --head-warmup-steps N, for each N (0: none), beside the default")
     ap.add_argument("--warmup-task", default="man-sections")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--max-lines", type=int, default=500, help="held-out lines scored (default: %(default)s)")
@@ -205,8 +206,7 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
              "--rows-per-shard", "50000", "--overwrite", log=log)
     heldout = heldout_lines(prep, os.path.join(work, "heldout.txt"))
     arms = [(f"s{seed}", seed, []) for seed in args.seeds]
-    if args.warmup_arm:
-        arms.append(("s1-no-warmup", args.seeds[0], ["--head-warmup-steps", "0"]))
+    arms += [(f"s{args.seeds[0]}-warmup-{n}", args.seeds[0], ["--head-warmup-steps", str(n)]) for n in args.warmup_arms]
     adapted = {}
     for name, seed, flags in arms:
         here = os.path.join(work, name)
@@ -229,14 +229,18 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
         with open(timing) as f:
             adapted[name] = {"seed": seed, "flags": flags, "hf": hf, **json.load(f), "last_validation": last_validation(run_dir),
                              "valid_curve": {r["step"]: round(r["mlm_acc"], 4) for r in valid if "mlm_acc" in r}}
-    scored = score([adapted[n]["hf"] for n, _, _ in arms], heldout, args.max_lines)
-    for name, _, _ in arms:
-        adapted[name]["heldout_mlm_acc"] = scored["models"][adapted[name]["hf"]]
+    first = arms[0][0]  # each arm against the first seed's default run, paired on the same held-out masks
+    scored = score([adapted[first]["hf"]], heldout, args.max_lines)
+    adapted[first]["heldout_mlm_acc"] = scored["models"][adapted[first]["hf"]]
+    for name, _, _ in arms[1:]:
+        against = score([adapted[first]["hf"], adapted[name]["hf"]], heldout, args.max_lines)
+        adapted[name]["heldout_mlm_acc"] = against["models"][adapted[name]["hf"]]
+        adapted[name]["heldout_gain_over_" + first] = against["gain"]
     finetune = ["--seeds", str(args.finetune_seeds), "--lr", args.lr, "--baseline-lr", args.lr, "--epochs", args.epochs,
                 "--baseline-epochs", args.epochs, "--patience", "0", "--max-seq-len", str(args.seq), "--overwrite"]
     per_arm: dict[str, list[dict]] = {}
     for name, _, _ in arms:
-        chosen = args.tasks if not name.endswith("no-warmup") else [args.warmup_task]
+        chosen = args.tasks if "-warmup-" not in name else [args.warmup_task]
         results = {}
         for task in [t for t in chosen if t in tasks]:
             out = os.path.join(work, name, "finetune", task)

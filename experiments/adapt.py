@@ -151,8 +151,9 @@ In:  the MiniLM package (downstream/public_encoders.py); the demo's documentatio
      prepped with MiniLM's vocabulary (`prep --vocab`) into rows of --seq tokens and decontaminated against every
      built-in task's validation and test files, as the demo prepares its corpus.
 Out: WORK/study.json (and the last line): for each adaptation seed, `train --init-from MiniLM` for --steps steps of
-     --batch-size rows (the CPU budget: its seconds are recorded), its validation MLM accuracy curve (step 0: MiniLM's
-     fresh head) and the held-out MLM accuracy of the export on the demo's documentation; then every task fine-tuned
+     --batch-size rows (the CPU budget: its seconds are recorded), its validation MLM accuracy curve (the documents
+     prep held out of training, the same masks for every arm of one seed; step 0: MiniLM's fresh head), and with
+     --max-lines the held-out accuracy of the exports by `clozeforge score`; then every task fine-tuned
      from the export with `--baseline MiniLM` (the same --seeds, --lr, --epochs for both arms: the paired gain per
      task); per set (selection: the demo's tasks; confirmation: raise-messages and stdlib-comments) the mean gain over
      tasks and seeds with race.py's SE (the larger of the adaptation seeds' spread and the fine-tuning seeds' SE).
@@ -182,7 +183,9 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
                     help="also the first seed with --head-warmup-steps N, for each N (0: none), beside the default")
     ap.add_argument("--warmup-task", default="man-sections")
     ap.add_argument("--precision", default="fp32")
-    ap.add_argument("--max-lines", type=int, default=500, help="held-out lines scored (default: %(default)s)")
+    ap.add_argument("--max-lines", type=int, default=0,
+                    help="also score this many held-out lines with `clozeforge score`'s scorer (its pseudo-perplexity takes a "
+                         "forward pass a token: minutes for MiniLM on a CPU); default 0: the trainer's validation split only")
     args = ap.parse_args([] if argv is None else argv)
     if quick:  # a check that the study runs: its figures mean nothing
         args.steps, args.seeds, args.finetune_seeds, args.corpus_mb, args.epochs = 10, args.seeds[:1], 1, 0.3, "1"
@@ -204,7 +207,6 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
         _cli("prep", *demo_corpus.inputs(corpus, "documentation"), "--output", prep, "--vocab", source,
              *demo_corpus.decontaminate_flags(everything), "--max-seq-len", str(args.seq), "--validation-fraction", "0.05",
              "--rows-per-shard", "50000", "--overwrite", log=log)
-    heldout = heldout_lines(prep, os.path.join(work, "heldout.txt"))
     arms = [(f"s{seed}", seed, []) for seed in args.seeds]
     arms += [(f"s{args.seeds[0]}-warmup-{n}", args.seeds[0], ["--head-warmup-steps", str(n)]) for n in args.warmup_arms]
     adapted = {}
@@ -228,14 +230,17 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
             valid = [r for r in map(json.loads, f) if r.get("split") == "validation"]
         with open(timing) as f:
             adapted[name] = {"seed": seed, "flags": flags, "hf": hf, **json.load(f), "last_validation": last_validation(run_dir),
-                             "valid_curve": {r["step"]: round(r["mlm_acc"], 4) for r in valid if "mlm_acc" in r}}
-    first = arms[0][0]  # each arm against the first seed's default run, paired on the same held-out masks
-    scored = score([adapted[first]["hf"]], heldout, args.max_lines)
-    adapted[first]["heldout_mlm_acc"] = scored["models"][adapted[first]["hf"]]
-    for name, _, _ in arms[1:]:
-        against = score([adapted[first]["hf"], adapted[name]["hf"]], heldout, args.max_lines)
-        adapted[name]["heldout_mlm_acc"] = against["models"][adapted[name]["hf"]]
-        adapted[name]["heldout_gain_over_" + first] = against["gain"]
+                             "valid_curve": {r["step"]: [round(r["mlm_acc"], 4), round(r.get("mlm_acc_se", 0), 4)]
+                                             for r in valid if "mlm_acc" in r}}
+    first, scored = arms[0][0], {}  # each arm against the first seed's default run, paired on the same held-out masks
+    if args.max_lines:
+        heldout = heldout_lines(prep, os.path.join(work, "heldout.txt"))
+        scored = score([adapted[first]["hf"]], heldout, args.max_lines)
+        adapted[first]["heldout_mlm_acc"] = scored["models"][adapted[first]["hf"]]
+        for name, _, _ in arms[1:]:
+            against = score([adapted[first]["hf"], adapted[name]["hf"]], heldout, args.max_lines)
+            adapted[name]["heldout_mlm_acc"] = against["models"][adapted[name]["hf"]]
+            adapted[name]["heldout_gain_over_" + first] = against["gain"]
     finetune = ["--seeds", str(args.finetune_seeds), "--lr", args.lr, "--baseline-lr", args.lr, "--epochs", args.epochs,
                 "--baseline-epochs", args.epochs, "--patience", "0", "--max-seq-len", str(args.seq), "--overwrite"]
     per_arm: dict[str, list[dict]] = {}

@@ -30,7 +30,8 @@ import dataclasses
 from collections.abc import Callable
 
 DEFAULT_STEPS, DEFAULT_FRACTION = 100, 0.1
-"""--head-warmup-steps unset: 10% of --max-steps, at most 100 (experiments/README.md "Head warm-up")."""
+"""--head-warmup-steps unset: 10% of --max-steps, at most 100: LP-FT's head-first order at a small share of the run;
+not yet measured against none (experiments/README.md "Issue 60" says what was and the command that measures it)."""
 TRAINED_BY: dict[str, Callable] = {
     "pooler": lambda c: c.nsp_weight > 0,
     "MLM head": lambda c: c.mlm_weight > 0,

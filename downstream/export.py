@@ -42,6 +42,7 @@ from process.exits import fail
 from process.logs import quiet_startup
 from process.outputs import OutputDirError
 from schemas import ContractError, Manifest, hf_tokenizers
+from schemas import encoder_layout
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
 from schemas.tokenizer_formats import TOKENIZER_FORMATS, format_of
@@ -306,6 +307,9 @@ def export_checkpoint(run_dir: str, tag: str | None, output_dir: str, *, overwri
         objectives = model.config.objectives_text()
         card = {"description": f"A {model.config.family} encoder continued from {source} with clozeforge ({objectives}) "
                                "on a corpus of its own.", "continued_from": source, **card}
+        pooling = _recorded(run_dir).get(encoder_layout.RUN_KEY)
+        if pooling:  # a sentence-transformers source's pooling: what `embed` on the export uses by default
+            card[encoder_layout.CARD_KEY] = pooling
     length = trained_length(client)
     if length is None:
         print(f"clozeforge export: note: {tag} does not record its trained sequence length and its manifests cannot "
@@ -344,12 +348,17 @@ def trained_length(client: dict) -> int | None:
     return max(lengths)
 
 
-def _data_fingerprint(run_dir: str) -> str | None:
+def _recorded(run_dir: str) -> dict:
+    """RUN/train_config.json ({} when it is not there)."""
     path = os.path.join(run_dir, run_layout.TRAIN_CONFIG)
     if not os.path.exists(path):
-        return None
+        return {}
     with open(path) as f:
-        return json.load(f).get("data_fingerprint")
+        return json.load(f)
+
+
+def _data_fingerprint(run_dir: str) -> str | None:
+    return _recorded(run_dir).get("data_fingerprint")
 
 
 def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
@@ -364,9 +373,3 @@ def _final_metrics(run_dir: str, up_to_step: int | None) -> dict:
         prefix = "valid_" if r.get("split") == "validation" else "train_"
         out.update({prefix + k: v for k, v in r.items() if k not in ("split",) and isinstance(v, (int, float))})
     return out
-
-
-
-
-
-

@@ -2,7 +2,8 @@
 
 In:  a directory written by `clozeforge export` of any family (config.json, model.safetensors, tokenizer.json), or
      any transformers directory of a family member (BertForPreTraining, RobertaForMaskedLM, ... with tokenizer.json),
-     or an ELECTRA export (ElectraForPreTraining, its generator in generator/).
+     or an ELECTRA export (ElectraForPreTraining, its generator in generator/); with `masked_lm=False` (embed) a bare
+     encoder too, and a sentence-transformers directory (its encoder where modules.json says: `encoder_layout`).
 Out: (BertForPretraining, ElectraForPretraining or ModernBertForPretraining, in eval mode, tokenizers.Tokenizer);
      `roles` gives the tokenizer's special tokens by their transformers role ([CLS]/[SEP]/[PAD]/[MASK] for WordPiece,
      <s>/</s>/<pad>/<mask> for RoBERTa's, XLM-R's and ModernBERT's byte-level BPE here);
@@ -22,10 +23,27 @@ from trainer.model import ModelConfig, build, weights_of
 from trainer.model.hf_names import WeightsError
 
 
-def load_exported(hf_dir: str):
-    """(the family's network in eval mode, tokenizers.Tokenizer) from an exported directory."""
+def encoder_layout_of(hf_dir: str):
+    """(the folder of the directory's encoder, its schemas/encoder_layout.py Layout or None); ContractError for a
+    directory that would need code of its own."""
+    from schemas import encoder_layout
+
+    def cat(path: str) -> bytes:
+        with open(os.path.join(hf_dir, path), "rb") as f:
+            return f.read()
+
+    layout = encoder_layout.read(cat, hf_dir)
+    return (os.path.join(hf_dir, layout.encoder_dir) if layout and layout.encoder_dir else hf_dir), layout
+
+
+def load_exported(hf_dir: str, masked_lm: bool = True):
+    """(the family's network in eval mode, tokenizers.Tokenizer) from an exported directory; `masked_lm=False`: a
+    bare encoder is enough (its heads stay random, unread)."""
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
+
+    if not masked_lm:
+        hf_dir, _ = encoder_layout_of(hf_dir)
 
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not os.path.exists(os.path.join(hf_dir, name)):
@@ -43,7 +61,7 @@ def load_exported(hf_dir: str):
         state, lacking, _ = weights_of(load_file(os.path.join(hf_dir, "model.safetensors")), config, where)
     except WeightsError as e:
         raise ContractError(str(e)) from None
-    if "MLM head" in lacking:
+    if "MLM head" in lacking and masked_lm:
         raise ContractError(f"{where}: no masked-LM head (a bare encoder: export a pre-training model)")
     model.load_state_dict(state, strict=False)  # the tied decoder entries, and a head the file lacks (NSP) stay
     return model.eval(), Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))

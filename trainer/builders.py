@@ -30,6 +30,7 @@ from trainer.metrics import train_flops_per_token
 from trainer.model import BertForPretraining, ElectraForPretraining, ModelConfig, build
 from trainer.optim import adamw, parameter_groups
 from trainer.run.runtime import Runtime
+from trainer.start.warmup import lr_factors
 
 
 def build_maskers(config: TrainConfig, manifest: Manifest, predictions: int | None = None) -> tuple[Masker, Masker]:
@@ -136,7 +137,10 @@ def phase_rope(model, config: TrainConfig, phase: int) -> None:
         model.config = dataclasses.replace(model.config, global_rope_theta=config.phase2_rope_theta)
 
 
-def build_engine(model: BertForPretraining | ElectraForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False):
+def build_engine(model: BertForPretraining | ElectraForPretraining, config: TrainConfig, rt: Runtime, load_universal: bool = False,
+                 head_warmup=None):
+    """The DeepSpeed engine; `head_warmup` (trainer/start/warmup.py): the source's weights in groups of their own,
+    held at rate 0 for its steps."""
     import deepspeed
 
     factor, ds_config = lr_lambda(config), deepspeed_config(config, rt.resolved_precision)
@@ -147,10 +151,10 @@ def build_engine(model: BertForPretraining | ElectraForPretraining, config: Trai
             raise TrainError("--optimizer lamb uses DeepSpeed's fused CUDA kernel; on CPU use --optimizer adamw")
         from deepspeed.ops.lamb import FusedLamb
 
-        optimizer = FusedLamb(parameter_groups(model, config.weight_decay), lr=config.lr)
+        optimizer = FusedLamb(parameter_groups(model, config.weight_decay, head_warmup and head_warmup.held), lr=config.lr)
     else:
-        optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        optimizer = adamw(model, lr=config.lr, weight_decay=config.weight_decay, eps=1e-6, held=head_warmup and head_warmup.held)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factors(factor, config, head_warmup, optimizer.param_groups))
     if load_universal:  # the latest checkpoint was saved on another world size (trainer/checkpoint/resume.py)
         ds_config["checkpoint"] = {**ds_config.get("checkpoint", {}), "load_universal": True}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)

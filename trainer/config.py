@@ -110,6 +110,10 @@ class TrainConfig(Config):
     warmup_ratio: float = 0.06
     """Linear warmup from 0 to `lr` over this fraction of max_steps (RoBERTa's 6%), so the schedule fits any run
     length, also with --init-from (whose optimizer state starts fresh); --warmup-steps overrides it."""
+    head_warmup_steps: int | None = None
+    """With --init-from: the heads the source lacks (an MLM head for a bare encoder or a sentence-transformers model)
+    train alone for this many first steps, the source's weights held (their rate 0), before the whole model trains
+    on the schedule (trainer/start/warmup.py). Unset: 10% of --max-steps, at most 100; 0: no warm-up."""
     warmup_steps: int | None = None
     """Linear warmup over exactly this many steps (instead of --warmup-ratio); a value >= max_steps leaves no
     decay and is warned about."""
@@ -230,6 +234,8 @@ class TrainConfig(Config):
             (self.partitions is None or self.partitions >= 1, f"--partitions must be >= 1, got {self.partitions}"),
             (self.lr > 0, f"--lr must be positive, got {self.lr}"),
             (self.warmup_steps is None or self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}"),
+            (self.head_warmup_steps is None or 0 <= self.head_warmup_steps < self.max_steps,
+             f"--head-warmup-steps must be >= 0 and below --max-steps {self.max_steps}, got {self.head_warmup_steps}"),
             (0 <= self.warmup_ratio < 1, f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}"),
             (self.zero_stage in ("auto", 0, 1, 2, 3), f"--zero-stage must be auto or 0-3, got {self.zero_stage!r}"),
             (self.optimizer != "lamb" or self.zero_stage in ("auto", 0), f"--optimizer lamb needs --zero-stage 0, got {self.zero_stage}"),

@@ -6,7 +6,8 @@ Out: RUN/checkpoints/, RUN/metrics.jsonl (+ TensorBoard), RUN/curves.png, RUN/mi
      checkpoint: model, optimizer, scheduler and data position; dropout is re-seeded per step. A new run starts
      from random weights or from --init-from's source (fresh optimizer, schedule and data position), which with
      --eval-every is evaluated at step 0 too (the source's score), and warned about when its first evaluation after
-     that has not moved.
+     that has not moved; the heads such a source lacked warm up first (trainer/start/warmup.py), and metrics.jsonl
+     marks the records of those steps `"head_warmup": true`.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                         losses.append({key: out[key].detach() for key in logged_losses if key in out})
                     position = phase.train.state_dict(epoch, k + 1)
                 step += 1
+                if step == run.head_warmup:
+                    rt.log(f"head warm-up over at step {step}: the source's weights train from here")
                 if logged:
                     stats = rt.all_reduce_mean(mean_losses(losses, config.grad_accum))  # the one read of the window
                     elapsed = time.time() - window_start  # after the read: the device has finished the window
@@ -112,14 +115,16 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
                     record = {"step": step, **stats, "lr": lr, "tokens_per_s": tokens_per_s, "epoch": epoch, "phase": phase.number,
                               "executed_flops": window_flops, "executed_flops_per_s": flops_per_s,
                               "mfu": tokens_per_s * phase.flops_per_token / (peak * rt.world_size) if peak else None,
-                              "mfu_executed": flops_per_s / (peak * rt.world_size) if peak else None}
+                              "mfu_executed": flops_per_s / (peak * rt.world_size) if peak else None,
+                              **({"head_warmup": True} if step <= run.head_warmup else {})}
                     log.write(record)
                     log.progress(record)
                     window_tokens, window_flops, window_start = 0, 0, time.time()
                 if (config.eval_every and step % config.eval_every == 0) or step == config.max_steps:
                     last = evaluate(engine, phase.valid, config.eval_batches, rt.device, rt)
                     if last:
-                        log.write({"step": step, "split": "validation", **last})
+                        log.write({"step": step, "split": "validation", **last,
+                                   **({"head_warmup": True} if step <= run.head_warmup else {})})
                         rt.log("eval " + describe(last))
                     if source_score and last:
                         warning = unmoved(source_score, last, step, config.lr)

@@ -23,13 +23,20 @@ except ImportError:  # pragma: no cover
         return []
 
 
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+def parameter_groups(model: torch.nn.Module, weight_decay: float, held=None) -> list[dict]:
     """AdamW's two groups, as in BERT: weight decay on every weight but the biases and norms (any 1-D parameter: BERT's
-    LayerNorm and ModernBERT's `norm`s alike). Frozen parameters (requires_grad False) are left out."""
+    LayerNorm and ModernBERT's `norm`s alike). Frozen parameters (requires_grad False) are left out. `held(name)`: the
+    parameters an --init-from run's head warm-up holds (trainer/start/warmup.py) go in groups of their own, marked
+    `held`, after the others (empty groups left out)."""
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     exempt = [n.endswith(".bias") or "LayerNorm" in n or p.dim() < 2 for n, p in named]
-    return [{"params": [p for (_, p), e in zip(named, exempt) if not e], "weight_decay": weight_decay},
-            {"params": [p for (_, p), e in zip(named, exempt) if e], "weight_decay": 0.0}]
+    if held is None:
+        return [{"params": [p for (_, p), e in zip(named, exempt) if not e], "weight_decay": weight_decay},
+                {"params": [p for (_, p), e in zip(named, exempt) if e], "weight_decay": 0.0}]
+    groups = [{"params": [p for (n, p), e in zip(named, exempt) if e == ex and bool(held(n)) == h],
+               "weight_decay": 0.0 if ex else weight_decay, **({"held": True} if h else {})}
+              for h in (False, True) for ex in (False, True)]
+    return [g for g in groups if g["params"]]
 
 
 def fused_available(params: list[torch.Tensor]) -> bool:
@@ -39,11 +46,11 @@ def fused_available(params: list[torch.Tensor]) -> bool:
 
 
 def adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999),
-          eps: float = 1e-8) -> torch.optim.AdamW:
-    """AdamW over `parameter_groups(model, weight_decay)`, fused where `fused_available`.
+          eps: float = 1e-8, held=None) -> torch.optim.AdamW:
+    """AdamW over `parameter_groups(model, weight_decay, held)`, fused where `fused_available`.
 
     NOTE: built on the parameters' device at call time. A model moved to another device later (DeepSpeed moves
     it to the GPU in `initialize`) keeps the choice made here: a fused kernel exists for CPU and CUDA alike."""
-    groups = parameter_groups(model, weight_decay)
+    groups = parameter_groups(model, weight_decay, held)
     fused = fused_available([p for g in groups for p in g["params"]])
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **({"fused": True} if fused else {}))

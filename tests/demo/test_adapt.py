@@ -76,3 +76,33 @@ def test_adapt_scores_both_models_on_the_tasks_held_out_text(tmp_path, capsys):
     source, again = (json.loads((adapted / f"score-{name}.json").read_text()) for name in ("source", "adapted"))
     assert source["lines"]["scored"] == 6 and source["mlm_accuracy"] == again["mlm_accuracy"]
     assert "held-out masked-LM accuracy" in capsys.readouterr().out
+
+
+def test_adapt_from_a_directory_that_is_no_encoder_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "clozeforge", "demo", "--adapt", "--from", str(tmp_path),
+                           "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--from:" in lines[0] and "neither config.json nor modules.json" in lines[0], done.stderr
+
+
+def test_adapt_from_finds_the_encoder_of_a_sentence_transformers_directory_and_the_package(tmp_path):
+    import argparse
+
+    from demo.flows import adapt_source, has_masked_lm
+    from downstream.public_encoders import installed
+
+    root = tmp_path / "st"
+    (root / "0_Transformer").mkdir(parents=True)
+    (root / "0_Transformer" / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    (root / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "0_Transformer",
+                                                    "type": "sentence_transformers.models.Transformer"}]))
+    args = argparse.Namespace(source=str(root), from_package=None)
+    assert adapt_source(args, str(tmp_path)) == (str(root), str(root / "0_Transformer"))
+    assert not has_masked_lm(str(root / "0_Transformer"))
+    if installed("all-minilm-l6-v2") is None:
+        pytest.skip("the MiniLM package is not installed")
+    args = argparse.Namespace(source=None, from_package="all-minilm-l6-v2")
+    directory, encoder = adapt_source(args, str(tmp_path))
+    assert directory == encoder == str(tmp_path / "sources" / "all-minilm-l6-v2")
+    assert os.path.exists(os.path.join(directory, "model.safetensors")) and not has_masked_lm(encoder)

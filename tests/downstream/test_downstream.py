@@ -199,8 +199,8 @@ def test_errors_name_what_is_wrong(export, loaded, tmp_path):
     with pytest.raises(ValueError, match="no \\[MASK\\]"):
         fill_mask(model, tokenizer, "Paris is the capital of France.")
     for texts in (TEXTS, []):  # refused before any work, whatever the input
-        with pytest.raises(ValueError, match="pooling must be one of cls, mean, tokens, got 'max'"):
-            embed_texts(model, tokenizer, texts, pooling="max")
+        with pytest.raises(ValueError, match="pooling must be one of cls, mean, max, mean_sqrt_len_tokens, tokens, got 'weightedmean'"):
+            embed_texts(model, tokenizer, texts, pooling="weightedmean")
 
 
 def test_no_texts_give_empty_embeddings(export, loaded):

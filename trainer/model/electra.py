@@ -214,6 +214,8 @@ PARTS = {"discriminator": ("electra.",), "discriminator head": ("discriminator_p
 """Our tensors by part; a source holds each whole or not at all, and every part but the discriminator may be absent
 (an ElectraModel has no head, an export without its generator/ no generator): they start fresh."""
 BUFFERS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
+BARE_STARTS = ("embeddings.", "encoder.")
+"""How a bare ElectraModel's names start (saved without its base model's `electra.` prefix): read under the prefix."""
 """Non-parameters older transformers versions saved; rebuilt from the config, never read."""
 
 
@@ -227,6 +229,7 @@ def load_tensors(tensors: dict, model_config: ModelConfig, where: str) -> tuple[
         expected = {k: tuple(v.shape) for k, v in ElectraForPretraining(model_config).state_dict().items() if k not in TIED}
     ours, dropped = {}, []
     for name, value in tensors.items():
+        name = f"electra.{name}" if name.startswith(BARE_STARTS) else name  # a bare ElectraModel
         if name in TIED or name in BUFFERS or name.startswith(GENERATOR + "electra.embeddings."):
             dropped.append(name)
             continue

@@ -6,11 +6,14 @@ In:  SOURCE as typed: a directory (any fsspec URL) with config.json and model.sa
      BertForPreTraining, BertForMaskedLM, RobertaForMaskedLM, XLMRobertaForMaskedLM, XLMWithLMHeadModel or a bare
      encoder of one (config.json's model_type names the family: schemas/families.py), or ELECTRA's
      ElectraForPreTraining and its generator/ where there is one (schemas/objectives.py: `train --objective electra`);
-     or a run directory of `clozeforge train` (its newest intact checkpoint; RUN@STEP for that step's).
+     or a sentence-transformers directory of one (modules.json: the encoder in the root or a folder such as
+     0_Transformer/, its pooling recorded: schemas/encoder_layout.py); or a run directory of `clozeforge train` (its
+     newest intact checkpoint; RUN@STEP for that step's). A config.json that needs trust_remote_code is refused.
 Out: a Source: `architecture` (the ModelConfig fields it fixes, its family among them), `vocab_sha256` (of its
      tokens in id order, as prep writes vocab.txt, from vocab.txt or tokenizer.json: compared with the manifest's),
      `masking` (a run's recorded masking; None for a HuggingFace directory),
      `training` (the training config a run's checkpoint or an export's model card records; trainer/start/rate.py),
+     `pooling` (a sentence-transformers directory's, which the run records for its export's card),
      `check()` (files and tensor shapes, without loading the weights where a header tells the shapes) and
      `state_dict(model_config)`: our names (trainer/model/hf_names.py), the parts it lacks and the names it drops.
 Every problem is one TrainError line naming the file. Pickled files are read only through
@@ -32,7 +35,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from schemas import ContractError, families
+from schemas import ContractError, encoder_layout, families
 from schemas import vocab as vocab_files
 from schemas.families import FAMILIES
 from schemas.jsonl import file_object
@@ -77,6 +80,10 @@ class Source:
     training: dict | None = None
     """The training config the source was trained with, where it records one (trainer/start/rate.py reads its lr)."""
     training_where: str | None = None
+    lacking: list[str] = []  # noqa: RUF012 (replaced, never changed in place)
+    """The parts `state_dict` found the source lacks (they start fresh)."""
+    pooling: dict | None = None
+    """How a sentence-transformers source pools its sentence vectors (schemas/encoder_layout.py Pooling), else None."""
 
     @classmethod
     def matches(cls, url: str) -> bool:
@@ -91,16 +98,18 @@ class Source:
     def state_dict(self, model_config: ModelConfig) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         """(our state dict, parts lacking, names dropped) for `model_config` (built from `architecture`)."""
         try:
-            return weights_of(self.tensors(), model_config, self.weights_where())
+            state, self.lacking, dropped = weights_of(self.tensors(), model_config, self.weights_where())
         except WeightsError as e:
             raise TrainError(f"--init-from {e}") from None
+        return state, self.lacking, dropped
 
     def weights_where(self) -> str:
         return self.url
 
 
 class HuggingFaceDirectory(Source):
-    """config.json + weights (one file or shards) + vocab.txt, as save_pretrained and `clozeforge export` write them."""
+    """config.json + weights (one file or shards) + vocab.txt, as save_pretrained and `clozeforge export` write them;
+    in the root or, for a sentence-transformers directory, in the folder its modules.json names (LAYOUTS' rows)."""
 
     WEIGHTS: ClassVar[tuple[tuple[str, str], ...]] = (
         ("model.safetensors", "safetensors"), ("model.safetensors.index.json", "safetensors"),
@@ -111,11 +120,19 @@ class HuggingFaceDirectory(Source):
     @classmethod
     def matches(cls, url: str) -> bool:
         fs, root = _fs(url)
-        return fs.exists(posixpath.join(root, "config.json"))
+        return any(fs.exists(posixpath.join(root, name)) for name in (encoder_layout.CONFIG_FILE, encoder_layout.MODULES_FILE))
 
     def __init__(self, url: str):
         self.url = url.rstrip("/")
         self.fs, self.root = _fs(self.url)
+        try:
+            layout = encoder_layout.read(lambda path: self.fs.cat_file(posixpath.join(self.root, path)), self.url)
+        except ContractError as e:
+            raise TrainError(f"--init-from {e}") from None
+        if layout is not None and layout.encoder_dir:  # the encoder's own files are in its folder
+            self.url, self.root = f"{self.url}/{layout.encoder_dir}", posixpath.join(self.root, layout.encoder_dir)
+        self.layout = layout.name if layout else "transformers"
+        self.pooling = layout.pooling.to_dict() if layout and layout.pooling else None
         where = f"{self.url}/config.json"
         body = file_object(self.fs.cat_file(posixpath.join(self.root, "config.json")), f"--init-from {where}", TrainError)
         try:
@@ -133,6 +150,8 @@ class HuggingFaceDirectory(Source):
             if body.get(key, want) != want:
                 raise TrainError(f"--init-from {where}: {key} {body[key]!r} is not supported ({why}: {want!r})")
         self.kind = "/".join(body.get("architectures") or ["BertModel"])
+        if self.layout != "transformers":
+            self.kind = f"{self.layout}: {self.kind}" + (f", {layout.pooling.describe()}" if layout.pooling else "")
         self.vocab_dir = self.url
         self.training, self.training_where = read_card(self.fs, self.root, self.url)  # a clozeforge export's card
         vocab_url = f"{self.url}/{vocab_files.VOCAB_FILE}"

@@ -9,7 +9,7 @@
      run), the run's batch resolved for this world size, RUN/ prepared and its record written, and the checkpoint
      to resume, verified (trainer/checkpoint/resume.py).
   2. what trains: the model (the source's weights, or random) inside the DeepSpeed engine, with the checkpoint's
-     state loaded when the run resumes.
+     state loaded when the run resumes; the heads a source lacked warm up on its held weights first (warmup.py).
   3. what it reads: the phase's data streams, at the saved position when resuming.
 
 In:  the TrainConfig of the flags, the flags the user gave, the Runtime. Out: a `Started` run: its settled config
@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 
-from schemas import ContractError, Manifest, families, objectives
+from schemas import ContractError, Manifest, encoder_layout, families, objectives
 from trainer.builders import Phase, build_engine, build_model, open_phase, phase_of
 from trainer.checkpoint import resume, store
 from trainer.checkpoint.resume import recorded
@@ -30,7 +30,7 @@ from trainer.config import TrainConfig, TrainError
 from trainer.data.mixture import MixtureStream
 from trainer.data.mixture_config import ComponentSpec
 from trainer.run.runtime import Runtime
-from trainer.start import defaults, preflight, rate
+from trainer.start import defaults, preflight, rate, warmup
 from trainer.start.sources import ARCHITECTURE, open_source
 
 ARCHITECTURE_KEY = "init_architecture"
@@ -164,6 +164,8 @@ class Started:
     errors stop the run before its first step, not at --phase2-start; its streams read nothing until then."""
     next_at: int | None = None
     """The step at which the run moves to next_phase."""
+    head_warmup: int = 0
+    """The steps of the heads' warm-up (trainer/start/warmup.py; 0: none): logged steps up to it are marked."""
 
 
 def start(config: TrainConfig, rt: Runtime) -> Started:
@@ -180,11 +182,22 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
     elif config.init_from:
         architecture = before.get(ARCHITECTURE_KEY)
     # the run's global batch and partitions, this world size's micro batches; RUN/ prepared; the checkpoint to resume
+    # a resume keeps its warm-up and its source's sentence pooling (what export's card says); a new run records the pooling
+    kept = ({k: before.get(k) for k in (warmup.RECORD_KEY, encoder_layout.RUN_KEY)} if before and config.init_from else
+            {encoder_layout.RUN_KEY: source.pooling} if source is not None and source.pooling else {})
     config, tag, universal = resume.prepare(config, manifest, rt, before,
-                                            extra={ARCHITECTURE_KEY: architecture} if architecture else None)
+                                            extra={ARCHITECTURE_KEY: architecture, **kept} if architecture else None)
     # 2. what trains: the model (the source's weights, or random) in its DeepSpeed engine, a checkpoint loaded
     model = build_model(config, manifest, source=source, architecture=architecture, log=rt.log)
-    engine = build_engine(model, config, rt, load_universal=universal is not None)
+    if source is not None:  # the heads the source lacked, which the run trains, warm up first (recorded for a resume)
+        heads, parts = warmup.plan(config, source.lacking, model.config)
+        if rt.rank == 0:
+            warmup.record(config.output, heads)
+        if heads:
+            rt.log(heads.line(parts))
+    else:
+        heads = warmup.recorded(before.get(warmup.RECORD_KEY)) if before and config.init_from else None
+    engine = build_engine(model, config, rt, load_universal=universal is not None, head_warmup=heads)
     client = resume.load(engine, config.output, tag, universal, rt)
     # 3. what it reads: the data of the phase the run is in, at its saved position when resuming
     step = client["step"] if client else 0
@@ -201,4 +214,5 @@ def start(config: TrainConfig, rt: Runtime) -> Started:
         phase.train.load_state_dict(client["data"])
     if client:
         rt.log(f"resumed from {tag} at step {step} (phase {phase.number})")
-    return Started(config, manifest, model, engine, phase, step, *later, config.phase2_begins if later else None)
+    return Started(config, manifest, model, engine, phase, step, *later, config.phase2_begins if later else None,
+                   head_warmup=heads.steps if heads else 0)

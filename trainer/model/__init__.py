@@ -28,6 +28,8 @@ WEIGHT_READERS = {"bert": hf_names.from_transformers, "electra": electra.load_te
 """Each network's reader of a transformers state dict (or its shapes): (our tensors, what it lacks, what it left)."""
 WEIGHT_WRITERS = {"bert": hf_names.to_transformers, "modernbert": modernbert.to_transformers}
 """Each network's writer of model.safetensors' tensors from our state dict (ELECTRA's export writes its own)."""
+PARTS = {"bert": hf_names.PARTS, "electra": electra.PARTS, "modernbert": modernbert.PARTS}
+"""Each network's tensors by part (part name -> name prefixes): what a source may lack, what a head warm-up trains."""
 EMBEDDINGS = {"bert": "bert.embeddings.word_embeddings.weight", "modernbert": "model.embeddings.tok_embeddings.weight"}
 """Each network's token-embedding table in our state dict (the vocabulary export checks)."""
 
@@ -45,4 +47,4 @@ def weights_of(tensors: dict, config: ModelConfig, where: str):
 
 __all__ = ["IGNORE_INDEX", "NETWORK_CLASSES", "PRESET_NAMES", "BertForPretraining", "ElectraForPretraining", "ModelConfig",
            "ModernBertForPretraining",
-           "EMBEDDINGS", "WEIGHT_READERS", "WEIGHT_WRITERS", "build", "weights_of"]
+           "EMBEDDINGS", "PARTS", "WEIGHT_READERS", "WEIGHT_WRITERS", "build", "weights_of"]

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer.heads import HEADS, project_only_prefixes, weight_of
+from trainer.heads import HEADS, OWN_MODULES, project_only_prefixes, weight_of
 from trainer.model.attention import layout_of
 from trainer.model.bert import _classification, cpu_kernels, dropout
 from trainer.model.config import ModelConfig
@@ -242,6 +242,9 @@ class ModernBertForPretraining(nn.Module):
         return out
 
 
+PARTS: dict[str, tuple[str, ...]] = {"encoder": ("model.",), "MLM head": ("head.", "decoder."),
+                                     "own heads": (OWN_MODULES,)}
+"""Our tensors by part, as `load_tensors` reports what a source lacks (a bare ModernBertModel: the MLM head)."""
 TIED = ("decoder.weight",)
 """The decoder's weight: the token embeddings under another name (transformers re-ties it on load)."""
 

@@ -3,7 +3,7 @@ sentence-transformers model's MLM head) first trains the fresh parts alone, the 
 whole model.
 
 In:  the run's TrainConfig, the parts the source lacked (trainer/start/sources.py `Source.lacking`, the part names
-     of trainer/model/hf_names.py PARTS or trainer/model/electra.py PARTS), the network's ModelConfig.
+     of the network's row of trainer/model/__init__.py PARTS), the network's ModelConfig.
 Out: a HeadWarmup (its steps, the fresh parameters' name prefixes) or None; `lr_factors`, the schedule's factor of
      each optimizer group (held groups 0 during the warm-up). The steps and prefixes are recorded in
      RUN/train_config.json (`init_fresh`), so a resume rebuilds the same groups and continues the same warm-up
@@ -63,12 +63,10 @@ class HeadWarmup:
 
 
 def part_prefixes(model_config) -> dict[str, tuple[str, ...]]:
-    """The parts table of the run's network: part name -> its parameters' prefixes."""
-    if model_config.goal.network == "electra":
-        from trainer.model.electra import PARTS
-    else:
-        from trainer.model.hf_names import PARTS
-    return PARTS
+    """The parts table of the run's network (trainer/model/__init__.py PARTS): part name -> its parameters' prefixes."""
+    from trainer.model import PARTS
+
+    return PARTS[model_config.network]
 
 
 def steps_for(config) -> int:

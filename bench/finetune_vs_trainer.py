@@ -1,6 +1,7 @@
 """Benchmark `finetune-vs-trainer`: `clozeforge finetune`'s loop against transformers' Trainer on a mixed-length task.
 
     python bench/run.py finetune_vs_trainer [--quick]
+    python bench/run.py finetune_vs_trainer --shapes 2x128,4x256,6x384 [--contended] [--quick]   (bench/_finetune_shapes.py)
 
 In:  one randomly initialised transformers BertForSequenceClassification (mini: 4 layers x 256, vocabulary 30,522;
      --quick: 2 x 32), the same weights for every side; a learnable mixed-length task: rows [CLS] w... [SEP] of
@@ -157,8 +158,12 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
             "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def main(corpus: str | None, quick: bool) -> dict:
+def main(corpus: str | None, quick: bool, shapes: str | None = None, contended: bool = False) -> dict:
     del corpus  # a synthetic task: its length mix is the point, not its words
+    if shapes or contended:  # each side in its own process, with its own defaults, at each shape
+        from bench import _finetune_shapes
+
+        return _finetune_shapes.main(shapes or "2x128,4x256,6x384", contended, quick)
     if quick:
         return measure(layers=2, hidden=32, train=256, valid=128, epochs=1, batch=32, max_len=64, lr=1e-3, rounds=1)
     return measure(layers=4, hidden=256, train=2048, valid=512, epochs=3, batch=32, max_len=128, lr=3e-4, rounds=2)

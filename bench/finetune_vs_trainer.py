@@ -1,6 +1,7 @@
 """Benchmark `finetune-vs-trainer`: `clozeforge finetune`'s loop against transformers' Trainer on a mixed-length task.
 
     python bench/run.py finetune_vs_trainer [--quick]
+    python bench/run.py finetune_vs_trainer --shapes 2x128,4x256,6x384 [--contended] [--quick]   (below: `shapes_main`)
 
 In:  one randomly initialised transformers BertForSequenceClassification (mini: 4 layers x 256, vocabulary 30,522;
      --quick: 2 x 32), the same weights for every side; a learnable mixed-length task: rows [CLS] w... [SEP] of
@@ -22,7 +23,11 @@ Out: one JSON object: per side examples/s (train rows x epochs / the training ca
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -157,8 +162,132 @@ def measure(*, layers: int, hidden: int, train: int, valid: int, epochs: int, ba
             "torch": torch.__version__, "transformers": transformers.__version__}
 
 
-def main(corpus: str | None, quick: bool) -> dict:
+def main(corpus: str | None, quick: bool, shapes: str | None = None, contended: bool = False) -> dict:
     del corpus  # a synthetic task: its length mix is the point, not its words
+    if shapes or contended:  # each side in its own process, with its own defaults, at each shape
+        return shapes_main(shapes or "2x128,4x256,6x384", contended, quick)
     if quick:
         return measure(layers=2, hidden=32, train=256, valid=128, epochs=1, batch=32, max_len=64, lr=1e-3, rounds=1)
     return measure(layers=4, hidden=256, train=2048, valid=512, epochs=3, batch=32, max_len=128, lr=3e-4, rounds=2)
+
+
+# ---- --shapes: each side in its own process with its own defaults, paired a chunk of steps at a time ----
+# Ours and Trainer run at once as two worker processes (bench/_finetune_shapes.py), each paused every CHUNK training
+# steps: the driver lets one side run a chunk, then the other, alternating which goes first each round, so a drift in
+# the machine's load hits both sides alike and the ratio is a median of per-round ratios. Each side's environment is
+# its own default: ours with clozeforge's threading defaults (process/cpu_sharing.py, what `clozeforge finetune` runs
+# with), Trainer's with libgomp's own (no OMP_WAIT_POLICY, no GOMP_SPINCOUNT), as a user's Trainer script runs. A side
+# may carry extra variables for a study of the policy (`ours@OMP_NUM_THREADS=1`, `ours@GOMP_SPINCOUNT=1000`), and
+# `ours_grouped` is ours with --group-by-length. The first chunk (warm-up) is not counted; whole-process seconds are
+# the worker's own less its pauses (interpreter start, imports, model, training, exit), the workers started one
+# after the other.
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUSY_LOOP = "while True:\n    pass\n"
+THREADING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+CHUNK = 8
+"""Training steps a side runs before it hands the machine to the other side."""
+
+
+
+def side_env(side: str) -> dict[str, str]:
+    """The environment of a side: `ours` with clozeforge's defaults, `trainer` with libgomp's own, then the side's
+    `@NAME=VALUE,...` extras."""
+    from process import cpu_sharing
+
+    name, _, extra = side.partition("@")
+    env = {k: v for k, v in os.environ.items() if k not in THREADING}
+    if name.startswith("ours"):
+        cpu_sharing.apply(env)
+    env.update(dict(item.split("=", 1) for item in extra.split(",") if item))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    return env
+
+
+class _Side:
+    """One side's worker process (bench/_finetune_shapes.py), paused between chunks."""
+
+    def __init__(self, side: str, shape: str, rows: int, epochs: int):
+        self.name = side
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench._finetune_shapes", "--worker", side.partition("@")[0], shape,
+                                      str(rows), str(epochs), str(CHUNK)], cwd=ROOT, env=side_env(side), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.last = self._read()  # paused before its first step
+        self.rates: list[float] = []
+        self.seconds, self.steps_timed = 0.0, 0
+        self.done: dict | None = None
+
+    def _read(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise SystemExit(f"bench finetune_vs_trainer: the {self.name} worker exited {self.proc.wait()}")
+            if line.startswith("{\""):  # not Trainer's own printed dicts
+                return json.loads(line)
+
+    def chunk(self, counted: bool) -> None:
+        """Let it run one chunk; record its steps per second (`counted`: not the warm-up)."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        went = time.perf_counter()
+        now = self._read()
+        took, steps = time.perf_counter() - went, now["steps"] - self.last["steps"]
+        if counted and steps:
+            self.rates.append(steps / took)
+            self.seconds += took
+            self.steps_timed += steps
+        self.last = now
+        if now.get("done"):
+            self.done = now
+            self.proc.stdin.write("end\n")
+            self.proc.stdin.flush()
+            self.proc.wait()
+
+
+def paired(sides: list[str], shape: str, rows: int, epochs: int, busy: bool = False) -> dict:
+    """Run `sides` against each other, a chunk at a time; their figures and the ratios to the last side."""
+    rival = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
+    try:
+        workers = [_Side(side, shape, rows, epochs) for side in sides]
+        batch = 32
+        round_ = 0
+        ratios: dict[str, list[float]] = {w.name: [] for w in workers[:-1]}
+        while not all(w.done for w in workers):
+            order = workers if round_ % 2 == 0 else workers[::-1]
+            for w in order:
+                if not w.done:
+                    w.chunk(counted=round_ > 0)
+            if round_ > 0 and all(len(w.rates) == len(workers[-1].rates) for w in workers) and workers[-1].rates:
+                for w in workers[:-1]:
+                    ratios[w.name].append(w.rates[-1] / workers[-1].rates[-1])
+            round_ += 1
+    finally:
+        if rival:
+            rival.kill()
+            rival.wait()
+    base = workers[-1]
+    out = {}
+    for w in workers:
+        out[w.name] = {"loop_examples_per_s": round(w.steps_timed * batch / w.seconds, 1) if w.seconds else None,
+                       "process_examples_per_s": round(rows * epochs / w.done["process_s"], 1),
+                       "process_s": round(w.done["process_s"], 2), "threads": w.done["threads"],
+                       "env": {k: v for k, v in side_env(w.name).items() if k in THREADING}}
+    for w in workers[:-1]:
+        out[w.name]["loop_ratio"] = round(statistics.median(ratios[w.name]), 3) if ratios[w.name] else None
+        mine, theirs = out[w.name]["loop_examples_per_s"], out[base.name]["loop_examples_per_s"]
+        out[w.name]["loop_ratio_total"] = round(mine / theirs, 3) if mine and theirs else None
+        out[w.name]["process_ratio"] = round(base.done["process_s"] / w.done["process_s"], 3)
+        out[w.name]["rounds"] = len(ratios[w.name])
+    return out
+
+
+def shapes_main(shapes: str, contended: bool, quick: bool, sides: tuple[str, ...] = ("ours", "trainer")) -> dict:
+    rows, epochs = (768, 1) if quick else (2048, 2)  # quick: 24 steps, the first chunk of 8 a warm-up
+    result: dict = {"rows": rows, "epochs": epochs, "batch_size": 32, "chunk_steps": CHUNK, "precision": "fp32",
+                    "sides": list(sides), "ratios_against": sides[-1]}
+    for shape in shapes.split(","):
+        result[shape] = {"quiet": paired(list(sides), shape, rows, epochs)}
+        if contended:
+            result[shape]["beside_busy_loop"] = paired(list(sides), shape, rows, epochs, busy=True)
+    return result

@@ -1,7 +1,8 @@
 """Run one benchmark: `python bench/run.py NAME [--corpus GLOB] [--quick] [--scale]`.
 
 Each benchmark is bench/NAME.py with `main(corpus: str | None, quick: bool) -> dict` (and a `scale` keyword
-where it has a large case: `prep --scale`; `contended` for `train --contended`, `loop` for `train --loop`). Its figures are
+where it has a large case: `prep --scale`; `contended` for `train --contended` and `finetune_vs_trainer --contended`,
+`loop` for `train --loop`, `shapes` for `finetune_vs_trainer --shapes`). Its figures are
 printed as one JSON object on the last line, with a `ratio` wherever a peer library runs beside ours on the
 same input in the same run. Benchmarks measure; tests (tests/) check correctness, never wall-clock time.
 """
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", action="store_true", help="the benchmark's large case (prep: >= 1 GB, 2 workers; long)")
     ap.add_argument("--contended", action="store_true",
                     help="train: throughput beside a busy loop and beside another training run, as a fraction of alone")
+    ap.add_argument("--shapes", default=None,
+                    help="finetune_vs_trainer: model shapes LAYERSxHIDDEN, comma-separated (e.g. 2x128,4x256,6x384): each side in "
+                         "its own process with its own defaults, paired in time (bench/_finetune_shapes.py)")
     ap.add_argument("--loop", action="store_true",
                     help="train: the trainer's own loop against a bare forward/backward/step loop (loop_ratio)")
     args = ap.parse_args(argv)
@@ -47,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"bench.{args.name}")
     started = time.time()
     options = {name: True for name in ("scale", "contended", "loop") if getattr(args, name)}
+    if args.shapes:
+        options["shapes"] = args.shapes
     import inspect  # here, not above: it imports `tokenize`, which bench/tokenize.py shadows until sys.path is fixed
 
     unknown = set(options) - set(inspect.signature(module.main).parameters)

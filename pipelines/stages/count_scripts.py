@@ -15,7 +15,7 @@ from collections import Counter
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from pipelines.documents.scripts import accent_warning, script_counts, scripts_report
+from pipelines.documents.scripts import accent_warning, ascii_letters, script_counts, scripts_report
 from pipelines.errors import PrepError
 
 
@@ -25,6 +25,12 @@ class CountScriptsFn(beam.DoFn):
         self.counts: Counter = Counter()
 
     def process(self, doc):
+        joined = "".join(doc.sentences)
+        if joined.isascii():  # most documents: one count, not a Counter per sentence
+            letters = ascii_letters(joined)
+            if letters:
+                self.counts["Latin", "chars"] += letters
+            return
         for sentence in doc.sentences:
             self.counts.update(script_counts(sentence))
 

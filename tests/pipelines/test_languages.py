@@ -50,6 +50,50 @@ def test_accent_stripping_deletes_devanagari_and_thai_letters_and_no_latin_ones(
         check(sorted(_counts(mixed)), strips_accents=True, strict=True)
 
 
+def _reference_script_counts(text):
+    """script_counts as first written: every character of the NFD text looked at in Python (the reference the bulk
+    ASCII counting must equal)."""
+    import unicodedata
+
+    from pipelines.documents.scripts import char_class
+
+    counts, base = Counter(), None
+    for ch in unicodedata.normalize("NFD", text):
+        if ch.isascii():
+            if ch.isalpha():
+                counts["Latin", "chars"] += 1
+                base = "Latin"
+            continue
+        script, lost = char_class(ch)
+        if script is None:
+            continue
+        if lost:
+            script = base or script
+        else:
+            base = script
+        counts[script, "chars"] += 1
+        counts[script, "marks_lost"] += lost
+    return +counts
+
+
+def test_script_counts_equal_the_per_character_reference_on_real_text():
+    from pipelines.stages.count_scripts import CountScriptsFn
+    from tests.pipelines.mixed_text import mixed_texts
+
+    texts = [*mixed_texts(), *(d for lang in ("hi", "th", "ar", "fr", "ja") for d in documents(lang)),
+             "e\u0301", "\u0301abc", "ab\u0915\u093f cd\u0301 \u093f", "x\u3099 \u304b\u3099z"]
+    assert sum(not t.isascii() for t in texts) > 50 and sum(t.isascii() for t in texts) > 3
+    for text in texts:
+        assert script_counts(text) == _reference_script_counts(text), text[:60]
+    # The stage's per-document sum: one bulk count for an ASCII document, the sentences' counts otherwise.
+    fn = CountScriptsFn()
+    fn.start_bundle()
+    docs = [type("Doc", (), {"sentences": tuple(texts[i : i + 3])})() for i in range(0, len(texts), 3)]
+    for doc in docs:
+        fn.process(doc)
+    assert +fn.counts == sum((_reference_script_counts(t) for t in texts), Counter())
+
+
 def _counts(texts):
     total = script_counts("")
     for t in texts:

@@ -25,7 +25,7 @@ from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
 from pipelines.errors import PrepError
 from schemas import formats
 from schemas.tables import TABLE_FORMATS, TableReading, read_table
-from tests.pipelines.corpus_files import gensim_dump, man_page_html, multistream_dump, pydoc_page, sample_warc, wikiextractor
+from tests.pipelines.corpus_files import gensim_dump, man_page_html, multistream_dump, pydoc_page, sample_warc, wikiextractor, write_warc
 
 MARKUP = re.compile(r"\{\{|\[\[|<ref|\|-")
 
@@ -175,6 +175,45 @@ def test_warc_pages_are_extracted_as_the_extractor_does_and_the_rest_counted(tmp
     plain = str(tmp_path / "crawl.warc")
     sample_warc(plain, gzip=False)
     assert [d.doc_id for d in tally(plain, name="in")[0]] != [] and len(tally(plain)[0]) == len(docs)
+
+
+def _resiliparse_own(path: str) -> dict[str, str]:
+    """{WARC-Record-ID: text} for each 200 HTML response of a WARC, as resiliparse's own documented route gives it,
+    the records parsed by another parser (warcio): the HTTP header's charset, else resiliparse's detect_encoding;
+    bytes_to_str; extract_plain_text with the one option prep sets (main_content=True: its default, False, keeps
+    navigation and the page's boilerplate), the ends stripped as prep strips every document."""
+    pytest.importorskip("resiliparse")
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+    from warcio.archiveiterator import ArchiveIterator
+
+    texts = {}
+    with open(path, "rb") as f:
+        for record in ArchiveIterator(f):
+            if record.rec_type != "response" or record.http_headers.get_statuscode() != "200":
+                continue
+            content_type = record.http_headers.get_header("Content-Type")
+            if content_type.startswith("text/html"):
+                body = record.content_stream().read()
+                charset = content_type.split("charset=")[1] if "charset=" in content_type else detect_encoding(body)
+                text = extract_plain_text(bytes_to_str(body, charset), main_content=True).strip()
+                texts[record.rec_headers.get_header("WARC-Record-ID")] = text
+    return texts
+
+
+def test_warc_pages_are_the_text_resiliparse_itself_extracts_record_by_record(tmp_path):
+    path = str(tmp_path / "crawl.warc.gz")
+    sample_warc(path)
+    undeclared = str(tmp_path / "undeclared.warc")  # no charset in the header: both detect the page's encoding
+    write_warc(undeclared, [("https://ja.example/a.html", 200, "text/html", man_page_html("ja", "shift_jis")),
+                            ("https://fr.example/a.html", 200, "text/html", man_page_html("fr", "cp1252"))], gzip=False)
+    for warc in (path, undeclared):
+        own = _resiliparse_own(warc)
+        prep_text = {d.doc_id: d.text for d in tally(warc)[0]}
+        assert len(own) >= 2 and all(prep_text[make_doc_id(f"in/{warc}", f"warc:{key}")] == text for key, text in own.items())
+    own = _resiliparse_own(path)
+    assert sum(re.search(r"[\u3040-\u30ff]", t) is not None for t in own.values()) == 1  # the Shift_JIS page, decoded
+    assert any("é" in t for t in own.values())  # the windows-1252 page, decoded
 
 
 def test_a_warc_record_with_a_wrong_length_and_a_cut_warc_are_counted(tmp_path):

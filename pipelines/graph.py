@@ -41,6 +41,7 @@ from pipelines.config import PrepConfig
 from pipelines.documents.decontaminate import match_files
 from pipelines.documents.normalize import NormalizeConfig
 from pipelines.documents.parallel import parse_spec
+from pipelines.documents.readers import keeps_meta
 from pipelines.filters import FilterConfig
 from pipelines.outputs.ownership import Leftovers
 from pipelines.outputs.progress import ProgressFn
@@ -80,7 +81,8 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     out = config.output
     temp = posixpath.join(out, f".tmp-{uuid.uuid4().hex[:12]}")  # the run's: run files, and the attempts' staged files
     scratch = Scratch(temp, spill_bytes=config.spill_mb << 20, via_runner=shuffle_via_runner(config.shuffle, p.options))
-    read = p | "ReadCorpus" >> ReadCorpus(config.inputs, config.read, output=config.output)
+    corpus = ReadCorpus(config.inputs, config.read, output=config.output)
+    read = p | "ReadCorpus" >> corpus
     raw_docs, identified = read["docs"], None
     if config.languages.identify_languages:
         identified = raw_docs | "IdentifyLanguage" >> IdentifyLanguage(config.languages)
@@ -97,7 +99,8 @@ def build(p: beam.Pipeline, config: PrepConfig, leftovers: Leftovers | None = No
     decontaminated = docs | "Decontaminate" >> Decontaminate(eval_files) if eval_files else None
     if decontaminated is not None:
         docs = decontaminated["docs"]
-    clean_shards = docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"), scratch=scratch.sub("clean"))
+    clean_shards = docs | "WriteCleanDocs" >> WriteCleanDocs(posixpath.join(out, "clean"), scratch=scratch.sub("clean"),
+                                                         meta=keeps_meta(path for _, path in corpus.files))
 
     vocab_dir = posixpath.join(out, "vocab")
     if config.vocab:

@@ -11,7 +11,8 @@ Change log
              num_tokens, source, doc_id.
   pairs v2   packed_rows added beside them (prep --packing full-sentences | doc-sentences): tokens,
              num_tokens, source, doc_id; see schemas/pairs.py.
-  clean v1   doc_id, source, path, sentences. v2 + language (prep --identify-languages).
+  clean v1   doc_id, source, path, sentences. v2 + language (prep --identify-languages). v3 + meta (a map; only
+             when an input's format keeps per-document metadata: WARC/WET URL and language, wiki title and id).
   parallel v1 source_language, target_language, source, target, path, line (prep --parallel): schemas/parallel.py.
   manifest 2 + tokenizer (wordpiece | bpe | unigram) and packing (nsp | full-sentences | doc-sentences); version 1
              still reads, as wordpiece NSP pairs; see schemas/manifest.py.

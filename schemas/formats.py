@@ -94,6 +94,8 @@ class Format:
     """Read as a table by finetune, embed and --decontaminate (schemas/tables.py)."""
     sniff: Callable[[bytes], bool] | None = None
     """Recognises the format from a file's first decoded bytes, for names that do not say."""
+    meta: tuple[str, ...] = ()
+    """The per-document metadata its records keep (RawDoc.meta's keys; the clean/ shards' meta column)."""
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
@@ -106,11 +108,11 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("arrow", (".arrow",), "one record a row of an Arrow IPC stream (datasets' save_to_disk)", "text", "whole",
            table=True),
     Format("mediawiki", (".xml",), "a <page> of a MediaWiki XML export (pages-articles dumps): its wikitext as plain text",
-           None, "streams", extra="wiki", sniff=_mediawiki),
+           None, "streams", extra="wiki", sniff=_mediawiki, meta=("title", "page_id")),
     Format("wikiextractor", (), "a <doc id url title> block of WikiExtractor's output", None, "whole",
            sniff=_starts(b"<doc id=")),
     Format("warc", (".warc", ".wet", ".warc.wet"), "a WET conversion record, or a WARC response's HTML as text", None,
-           "whole", extra="web", sniff=_starts(b"WARC/1.")),
+           "whole", extra="web", sniff=_starts(b"WARC/1."), meta=("url", "language")),
 )}
 """Every format clozeforge reads, by name."""
 

@@ -23,4 +23,5 @@ def clean_one(raw: RawDoc, normalize: NormalizeConfig, filters: FilterConfig) ->
     sentences = tuple(s for s in split_sentences(kept) if s.strip())
     if not sentences:
         return Drop(raw.path, "no_sentences", raw.line, text[:_SAMPLE_CHARS], raw.language)
-    return Doc(source=raw.source, path=raw.path, doc_id=raw.doc_id, sentences=sentences, language=raw.language)
+    return Doc(source=raw.source, path=raw.path, doc_id=raw.doc_id, sentences=sentences, language=raw.language,
+               meta=raw.meta)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pipelines.documents import remote
 from pipelines.documents.formats import LEFT_OUT, READERS
@@ -106,6 +106,12 @@ def file_format(path: str) -> str:
             head = b""
     found = formats.format_of(path, head)
     return found.name if found is not None else "unknown"
+
+
+def keeps_meta(paths: Iterable[str]) -> bool:
+    """Whether a file of `paths` is of a format whose records keep per-document metadata (schemas/formats.py's
+    `meta`; then the run's clean/ shards have the meta column): by name, by the first bytes where a name does not say."""
+    return any(formats.FORMATS[fmt].meta for fmt in map(file_format, paths) if fmt in formats.FORMATS)
 
 
 def read_file(source: str, path: str, config: ReadConfig, split: Split | None = None,

@@ -23,6 +23,9 @@ class RawDoc:
     text: str
     language: str = ""
     """Its language code when prep identifies languages (--identify-languages; "und" when undetermined), else ""."""
+    meta: tuple[tuple[str, str], ...] = ()
+    """What the record says of itself, as (key, value) pairs (a web page's url, a wiki page's title and page_id):
+    the keys its format's schemas/formats.py row names in `meta`; () for the formats that say nothing."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +36,8 @@ class Doc:
     sentences: tuple[str, ...]
     language: str = ""
     """RawDoc.language, carried on so every later drop and the per-language statistics can name it."""
+    meta: tuple[tuple[str, str], ...] = ()
+    """RawDoc.meta, carried on to the clean/ shards' meta column."""
 
     @property
     def text(self) -> str:

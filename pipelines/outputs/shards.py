@@ -86,15 +86,16 @@ def ids_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if token_type(vocab_size) == pa.uint16() else np.dtype(np.uint32)
 
 
-def write_clean_docs(sink, docs: Iterable[Doc]) -> None:
-    """Write `docs` to `sink` as a Parquet file of the CLEAN_DOC schema, a row group at a time."""
-    schema = clean_doc_schema()
+def write_clean_docs(sink, docs: Iterable[Doc], meta: bool = False) -> None:
+    """Write `docs` to `sink` as a Parquet file of the CLEAN_DOC schema, a row group at a time; `meta`: with the meta
+    column (the run has an input whose format keeps metadata)."""
+    schema = clean_doc_schema(meta)
     with pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, compression="zstd") as writer:
         for chunk in _batched(docs, CLEAN_ROW_GROUP):
             # column by column: the same table as from row dicts, without a dict per document
             columns = {"doc_id": [d.doc_id for d in chunk], "source": [d.source for d in chunk],
                        "path": [d.path for d in chunk], "sentences": [d.sentences for d in chunk],
-                       "language": [d.language for d in chunk]}
+                       "language": [d.language for d in chunk], "meta": [list(d.meta) for d in chunk]}
             writer.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema))
 
 
@@ -103,7 +104,9 @@ def read_clean_shard(url: str) -> Iterator[Doc]:
     with fsspec.open(url, "rb") as f:
         for batch in pq.ParquetFile(f).iter_batches(batch_size=CLEAN_ROW_GROUP):
             columns = [batch.column(name).to_pylist() for name in ("source", "path", "doc_id", "sentences", "language")]
-            for source, path, doc_id, sentences, language in zip(*columns):
-                yield Doc(source=source, path=path, doc_id=doc_id, sentences=tuple(sentences), language=language)
+            metas = batch.column("meta").to_pylist() if "meta" in batch.schema.names else [()] * batch.num_rows
+            for source, path, doc_id, sentences, language, meta in zip(*columns, metas):
+                yield Doc(source=source, path=path, doc_id=doc_id, sentences=tuple(sentences), language=language,
+                          meta=tuple(meta))
 
 

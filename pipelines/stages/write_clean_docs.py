@@ -21,11 +21,12 @@ from pipelines.outputs.shards import shard_count_by_rows, shard_name, write_clea
 from pipelines.shuffle import GroupIntoRanges, Scratch, scratch_or_local
 
 
-def _write_clean_shard(work: tuple[str, int, int], docs: Iterable[Doc], *, directory: str, staging: str) -> Iterator[Staged]:
+def _write_clean_shard(work: tuple[str, int, int], docs: Iterable[Doc], *, directory: str, staging: str,
+                       meta: bool) -> Iterator[Staged]:
     """GroupIntoRanges' consumer: one clean/ shard, a row group at a time, in shuffle-key order → its Staged file."""
     _, index, count = work
     with open_attempt(staging, posixpath.join(directory, shard_name("clean", index, count, "parquet"))) as sink:
-        write_clean_docs(sink, docs)
+        write_clean_docs(sink, docs, meta)
     yield sink.staged()
 
 
@@ -33,8 +34,9 @@ class WriteCleanDocs(beam.PTransform):
     """Doc → Parquet shards of the CLEAN_DOC schema for `directory` (rows in a seeded random order); outputs their
     Staged records."""
 
-    def __init__(self, directory: str, docs_per_shard: int = 50_000, scratch: Scratch | None = None):
+    def __init__(self, directory: str, docs_per_shard: int = 50_000, scratch: Scratch | None = None, meta: bool = False):
         super().__init__()
+        self.meta = meta  # the meta column: decided for the whole run, so every shard of it has one schema
         self.directory = directory
         self.docs_per_shard = docs_per_shard
         self.scratch = scratch_or_local(scratch)  # the run files, and staged/ for the attempts' shard files
@@ -49,6 +51,6 @@ class WriteCleanDocs(beam.PTransform):
                 self.scratch,
                 lambda _, docs, __: shard_count_by_rows(docs, per_shard),
                 consume=functools.partial(_write_clean_shard, directory=self.directory,
-                                          staging=posixpath.join(self.scratch.directory, "staged")),
+                                          staging=posixpath.join(self.scratch.directory, "staged"), meta=self.meta),
             )
         )

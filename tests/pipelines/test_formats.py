@@ -81,6 +81,8 @@ def test_the_dump_keeps_articles_and_counts_each_page_it_drops():
     assert drops == {"redirect": 99, "disambiguation": 8, "namespace": 1, "empty_text": 1} and len(docs) == 97 and not events
     assert docs[0].text.startswith("Anarchism\n\nAnarchism is a political philosophy")
     assert docs[0].doc_id == make_doc_id(f"wiki/{gensim_dump()}", "page:12")  # the page id, not its place
+    assert dict(docs[0].meta) == {"title": "Anarchism", "page_id": "12"}  # what the page says of itself, kept
+    assert all(d.text.startswith(dict(d.meta)["title"] + "\n\n") for d in docs)
     words = sum(len(d.text.split()) for d in docs)
     left = sum(len(MARKUP.findall(d.text)) for d in docs)
     assert words > 400_000 and left <= words / 1000, (left, words)
@@ -214,6 +216,15 @@ def test_warc_pages_are_the_text_resiliparse_itself_extracts_record_by_record(tm
     own = _resiliparse_own(path)
     assert sum(re.search(r"[\u3040-\u30ff]", t) is not None for t in own.values()) == 1  # the Shift_JIS page, decoded
     assert any("é" in t for t in own.values())  # the windows-1252 page, decoded
+
+
+def test_warc_and_wet_records_keep_their_url_and_language(tmp_path):
+    docs, _, _ = tally(sample_warc(str(tmp_path / "crawl.warc.gz")) and str(tmp_path / "crawl.warc.gz"))
+    meta = {d.text: dict(d.meta) for d in docs}
+    assert meta["CSV parsing and writing."] == {"url": "https://docs.example/csv.html", "language": "eng"}  # WET
+    assert {m["url"] for m in meta.values() if "language" not in m} >= {"https://docs.example/json.html",
+                                                                        "https://ja.example/man.html"}
+    assert all(set(m) <= set(formats.FORMATS["warc"].meta) for m in meta.values())
 
 
 def test_a_warc_record_with_a_wrong_length_and_a_cut_warc_are_counted(tmp_path):

@@ -79,6 +79,22 @@ def test_every_format_reads_alike_on_one_worker_and_on_two_with_forced_splits(co
     assert not any(p.endswith(("state.json", "dataset_info.json")) for p in files) and files["/hf/data-00000-of-00001.arrow"]["kept"]
     for path, stats in files.items():  # every record kept or dropped, per file
         assert stats["read"] == stats["kept"] + sum(stats["dropped"].values()), path
+    docs = [d for n in os.listdir(tmp_path / "one" / "clean") if n.endswith(".parquet")
+            for d in read_clean_shard(str(tmp_path / "one" / "clean" / n))]
+    meta = {d.path.split(corpus, 1)[1].split("/")[1]: dict(d.meta) for d in docs}  # one per input folder
+    assert set(meta["web"]) >= {"url"} and set(meta["wiki"]) == {"title", "page_id"} and meta["tables"] == {}
+    assert any(dict(d.meta).get("language") == "eng" for d in docs)  # the WET records'
+
+
+def test_a_run_without_a_metadata_format_writes_the_clean_schema_of_before(corpus, tmp_path):
+    import pyarrow.parquet as pq
+
+    from schemas.clean import clean_doc_schema
+
+    prep.run(["--input", f"tables={corpus}/tables", "--output", str(tmp_path / "out"), *SMALL])
+    schemas = [pq.read_schema(tmp_path / "out" / "clean" / n) for n in os.listdir(tmp_path / "out" / "clean")]
+    assert schemas and all(s.names == clean_doc_schema().names and "meta" not in s.names for s in schemas)
+    assert {s.metadata[b"clozeforge.format_version"] for s in schemas} == {b"2"}
 
 
 def test_the_readme_section_runs_as_written(tmp_path, monkeypatch):

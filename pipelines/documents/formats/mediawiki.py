@@ -158,4 +158,5 @@ def _page(source, path, ids, config, page, ordinal, keep, prefixes, wtp) -> RawD
     if not text:
         return Drop(path, "empty_text", number, title[:80])
     key = f"page:{page_id}" if page_id.isdigit() else ordinal
-    return RawDoc(source=source, path=path, line=number, doc_id=make_doc_id(ids, key), text=f"{title}\n\n{text}")
+    return RawDoc(source=source, path=path, line=number, doc_id=make_doc_id(ids, key), text=f"{title}\n\n{text}",
+                  meta=(("title", title), ("page_id", page_id)))

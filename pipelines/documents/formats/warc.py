@@ -4,7 +4,8 @@ In:  a WARC file, plain or compressed as any of schemas/formats.COMPRESSIONS (a 
      record; the members are decoded one after another as for any .gz).
 Out: a RawDoc per WET `conversion` record (its text, UTF-8 as Common Crawl writes it) and per WARC `response` whose
      HTTP status is 200 and whose body is HTML, extracted to text by resiliparse (`html_text`); its id made from
-     the record's WARC-Record-ID, its `line` the record's number in the file. Dropped with their own reasons:
+     the record's WARC-Record-ID, its `line` the record's number in the file, its `meta` the record's URL (and a
+     WET record's WARC-Identified-Content-Language, as `language`). Dropped with their own reasons:
      `not_content` (warcinfo, request, metadata, revisit, resource and other records), `http_status` (a response
      other than 200), `not_html` (another content type), `empty_text`, `record_too_long`, and `bad_warc` (a record
      whose header or length does not parse: the parser cannot find the next record after it, so the rest of the file
@@ -69,8 +70,11 @@ def _record(source, path, ids, config, record, number, kinds) -> RawDoc | Drop:
         return Drop(path, "not_content", number, f"{str(record.record_type).rsplit('.', 1)[-1]} {url}"[:80])
     if record.content_length > config.max_record_bytes:
         return Drop(path, "record_too_long", number, f"{record.content_length} bytes: {url}"[:80])
+    meta = (("url", url),)
     if record.record_type == kinds.conversion:
         text = record.reader.read().decode("utf-8", "replace")
+        language = record.headers.get("WARC-Identified-Content-Language", "") or ""
+        meta += (("language", language),) if language else ()
     else:
         status = record.http_headers.status_code if record.http_headers is not None else None
         if status != 200:
@@ -82,4 +86,5 @@ def _record(source, path, ids, config, record, number, kinds) -> RawDoc | Drop:
     if not text.strip():
         return Drop(path, "empty_text", number, url[:80])
     key = record.record_id or number
-    return RawDoc(source=source, path=path, line=number, doc_id=make_doc_id(ids, f"warc:{key}"), text=text.strip())
+    return RawDoc(source=source, path=path, line=number, doc_id=make_doc_id(ids, f"warc:{key}"), text=text.strip(),
+                  meta=meta)

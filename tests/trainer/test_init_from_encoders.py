@@ -31,6 +31,10 @@ BARE = {  # class: (config class, extra config, the parts our model starts fresh
                         ["MLM head"], {"family": "xlm-roberta"}),
     "ElectraModel": (transformers.ElectraConfig, {"max_position_embeddings": 64, "embedding_size": 32},
                      ["discriminator head", "generator"], {"objective": "electra"}),
+    "ModernBertModel": (transformers.ModernBertConfig, {"max_position_embeddings": 64, "pad_token_id": 0, "norm_eps": 1e-7,
+                                                        "global_attn_every_n_layers": 2, "local_attention": 8, "bos_token_id": 1,
+                                                        "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2},
+                        ["MLM head"], {"family": "modernbert"}),
 }
 
 

@@ -86,8 +86,9 @@ class Format:
     """The field or column holding the text (--text-field's default applies); None: the format says where."""
     split: str
     """How one file is cut for several workers: `lines` (byte ranges at line starts, uncompressed files),
-    `row_groups`, `streams` (a multistream .bz2 by the bz2 streams its index lists), or `whole` (one worker a file;
-    parallelism comes from many files)."""
+    `row_groups`, `streams` (a multistream .bz2 by the bz2 streams its index lists), `members` (a .gz written a gzip
+    member a record, at member starts; other files whole), or `whole` (one worker a file; parallelism comes from many
+    files)."""
     extra: str | None = None
     """The clozeforge extra its reader needs beyond `prep`."""
     table: bool = False
@@ -112,7 +113,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("wikiextractor", (), "a <doc id url title> block of WikiExtractor's output", None, "whole",
            sniff=_starts(b"<doc id=")),
     Format("warc", (".warc", ".wet", ".warc.wet"), "a WET conversion record, or a WARC response's HTML as text", None,
-           "whole", extra="web", sniff=_starts(b"WARC/1."), meta=("url", "language")),
+           "members", extra="web", sniff=_starts(b"WARC/1."), meta=("url", "language")),
 )}
 """Every format clozeforge reads, by name."""
 

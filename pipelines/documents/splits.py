@@ -5,7 +5,9 @@ Out: `plan(path, config)`: None (read the file whole) or its Splits. An uncompre
      .txt with --txt-mode line) over `split_bytes` is cut into byte ranges of that size; a record belongs to
      the range where its first byte lies, so a reader skips the partial line it starts in and reads past
      its end to finish its last line. A Parquet file with several row groups is cut into its row groups.
-     Whole, by nature of the format: compressed streams (they cannot be entered mid-way), the formats whose
+     A gzip WARC written a member a record (Common Crawl's .warc.gz and .warc.wet.gz) is cut at member starts
+     (`_members`), each range's `before` the records ahead of it. Whole, by nature of the format: other compressed
+     streams (they cannot be entered mid-way), the formats whose
      schemas/formats.py row says `whole`, .txt in document or paragraph mode (a record spans lines), small files,
      and files the binary probe rejects.
 
@@ -18,6 +20,8 @@ comes from the file's footer.
 from __future__ import annotations
 
 import dataclasses
+import re
+import zlib
 from collections.abc import Iterable
 
 import fsspec
@@ -49,6 +53,11 @@ def plan(path: str, fmt: str, split_bytes: int, txt_mode: str) -> list[Split] | 
         try:
             return _streams(path, split_bytes)
         except Exception:  # noqa: BLE001 - an index that cannot be read: the dump is read whole, which says what is wrong
+            return None
+    if row is not None and row.split == "members":
+        try:
+            return _members(path, split_bytes)
+        except Exception:  # noqa: BLE001 - a stream that does not scan: the whole-file reader counts what is wrong
             return None
     if _is_compressed(path) or row is None or row.split == "whole" or (fmt == "txt" and txt_mode != "line"):
         return None
@@ -107,6 +116,69 @@ def _streams(path: str, split_bytes: int) -> list[Split] | None:
     if len(starts) < 2:
         return None
     return [Split(a, b) for a, b in zip(starts, starts[1:] + [size])]
+
+
+_CONTENT_LENGTH = re.compile(rb"\r\nContent-Length:[ \t]*(\d+)", re.I)
+_HEAD = 1 << 16  # a member's first decoded bytes kept: enough for a WARC record's header
+
+
+def _members(path: str, split_bytes: int) -> list[Split] | None:
+    """Byte ranges of whole gzip members of a `.warc.gz`, each at least `split_bytes` (the last aside), `before` the
+    records ahead of it; None for a file not over `split_bytes`, not gzip, not one WARC record a member (one member
+    for the whole file, say), or cut short. One pass decodes the file member by member (memory: a block and a
+    member's first 64 KiB), checking that each member is a record: `WARC/` first, and its header's Content-Length
+    plus the header is the member's decoded length."""
+    if formats.compression_of(path) is None or formats.compression_of(path).name != "gzip":
+        return None
+    fs, local = fsspec.core.url_to_fs(path)
+    size = fs.size(local)
+    if size <= split_bytes:
+        return None
+    starts, members, at = [(0, 0)], 0, 0  # (offset, records before) of each range; compressed bytes consumed
+    member, head, length = zlib.decompressobj(31), b"", 0
+    with fs.open(local, "rb") as f:
+        while block := f.read(_SCAN):
+            while block:
+                out = member.decompress(block, _SCAN)
+                while True:  # memory stays flat: a member's decoded bytes are counted, its first 64 KiB kept
+                    head += out[: _HEAD - len(head)]
+                    length += len(out)
+                    if not member.unconsumed_tail or member.eof:
+                        break
+                    out = member.decompress(member.unconsumed_tail, _SCAN)
+                if not member.eof:
+                    at += len(block)
+                    break
+                at += len(block) - len(member.unused_data)
+                if not _one_record(head, length):
+                    return None
+                members += 1
+                if at < size and at - starts[-1][0] >= split_bytes:
+                    starts.append((at, members))
+                block, member, head, length = member.unused_data, zlib.decompressobj(31), b"", 0
+    if length or head or at != size or len(starts) < 2:  # a member cut short, or nothing to split
+        return None
+    return [Split(a, b, before) for (a, before), (b, _) in zip(starts, starts[1:] + [(size, 0)])]
+
+
+def _one_record(head: bytes, length: int) -> bool:
+    """Whether a member's decoded bytes (`head` of them kept, `length` in all) are one WARC record."""
+    end = head.find(b"\r\n\r\n")
+    found = _CONTENT_LENGTH.search(head, 0, end) if head.startswith(b"WARC/") and end >= 0 else None
+    return found is not None and length == end + 4 + int(found.group(1)) + 4  # the record's closing CRLF CRLF
+
+
+class ByteRange:
+    """Bytes [0, size) of a file from where it stands: one worker's run of whole bz2 streams or gzip members."""
+
+    def __init__(self, f, size: int):
+        self.f, self.left = f, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.f.read(n) if n > 0 else b""
+        self.left -= len(data)
+        return data
 
 
 def count_newlines(path: str, split: Split) -> int:

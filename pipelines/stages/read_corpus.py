@@ -122,7 +122,7 @@ class PlanSplitsFn(beam.DoFn):
             yield source, path, None
             return
         for split in planned:
-            if formats.FORMATS[fmt].split != "lines":  # row groups, bz2 streams: known without counting
+            if formats.FORMATS[fmt].split != "lines":  # row groups, bz2 streams, gzip members: known without counting
                 yield source, path, split
             else:
                 yield beam.pvalue.TaggedOutput("ranges", (source, path, split))

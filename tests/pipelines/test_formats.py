@@ -272,3 +272,31 @@ def test_an_hf_url_without_huggingface_hub_names_the_extra(monkeypatch):
     with pytest.raises(PrepError) as err:
         matched_files([("input0", "hf://datasets/owner/name/*.parquet")])
     assert str(err.value) == "--input hf://datasets/owner/name/*.parquet: pip install 'clozeforge[hub]' to read it"
+
+
+def test_a_warc_gz_split_at_its_gzip_members_reads_as_whole(tmp_path):
+    from warcio.archiveiterator import ArchiveIterator
+
+    from pipelines.documents import splits
+
+    path = str(tmp_path / "crawl.warc.gz")
+    sample_warc(path)  # warcio writes a gzip member a record
+    size = len(open(path, "rb").read())
+    with open(path, "rb") as f:  # another parser's record offsets: where each gzip member starts
+        records = ArchiveIterator(f)
+        members = [records.get_record_offset() for _ in records]
+    whole = list(read_file("web", path, ReadConfig()))
+    for split_bytes in (1, 5_000, 20_000):
+        parts = splits.plan(path, "warc", split_bytes, "document")
+        assert parts is not None and len(parts) >= 2
+        assert parts[0].start == 0 and parts[-1].end == size and all(a.end == b.start for a, b in zip(parts, parts[1:]))
+        assert all(p.start in members and p.before == members.index(p.start) for p in parts)
+        assert all(p.end - p.start >= split_bytes for p in parts[:-1])
+        assert [item for part in parts for item in read_file("web", path, ReadConfig(), part)] == whole
+    assert [p.start for p in splits.plan(path, "warc", 1, "document")] == members
+    one_member = str(tmp_path / "one.warc.gz")  # the whole file one gzip member: not split on
+    open(one_member, "wb").write(gzip.compress(gzip.decompress(open(path, "rb").read())))
+    assert splits.plan(one_member, "warc", 1, "document") is None and splits.plan(path, "warc", size, "document") is None
+    cut = str(tmp_path / "cut.warc.gz")  # a member cut short: read whole, where the reader counts the cut
+    open(cut, "wb").write(open(path, "rb").read()[: size - 100])
+    assert splits.plan(cut, "warc", 1, "document") is None

@@ -1,5 +1,5 @@
 """prep end to end on the formats users have, each a real file: gensim's enwiki dump, WikiExtractor's output of it (its
-`<doc>` files and its --json files, extensionless), the dump as a multistream dump with its index, a CSV of its articles, a WARC/WET of real pages and a `datasets`
+`<doc>` files and its --json files, extensionless), the dump as a multistream dump with its index, a CSV of its articles, a WARC/WET of real pages (split at its gzip members) and a `datasets`
 directory: the same documents, ids and report on one worker and on two with every splittable file cut in ranges; every
 reader's drops counted per input file. And the README's section "The corpora BERT and RoBERTa used", run as written."""
 
@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines import prep
+from pipelines.documents import splits
 from pipelines.outputs.shards import read_clean_shard
 from tests.helpers import ROOT
 from tests.pipelines.corpus_files import gensim_dump, multistream_dump, sample_warc, wikiextractor
@@ -76,6 +77,7 @@ def test_every_format_reads_alike_on_one_worker_and_on_two_with_forced_splits(co
     assert not any(p.endswith("-index.txt.bz2") for p in files)
     assert sum(s["read"] for p, s in files.items() if p.startswith("/we/")) == 106
     assert files["/web/crawl.warc.gz"]["dropped"]["http_status"] == 1 and files["/web/crawl.warc.gz"]["kept"] >= 5
+    assert len(splits.plan(f"{corpus}/web/crawl.warc.gz", "warc", 20000, "document")) >= 2  # split at gzip members
     assert not any(p.endswith(("state.json", "dataset_info.json")) for p in files) and files["/hf/data-00000-of-00001.arrow"]["kept"]
     for path, stats in files.items():  # every record kept or dropped, per file
         assert stats["read"] == stats["kept"] + sum(stats["dropped"].values()), path

@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from pipelines.documents.formats.extras import require
 from pipelines.documents.line_stream import LineStream, open_input
 from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
+from pipelines.documents.splits import ByteRange
 
 DROPPED_TAGS = frozenset({"ref", "references", "math", "chem", "ce", "gallery", "timeline", "imagemap", "score", "graph",
                           "mapframe", "maplink", "templatedata", "templatestyles", "syntaxhighlight", "source", "nowiki"})
@@ -77,19 +78,6 @@ def _child(element: ET.Element, name: str) -> ET.Element | None:
     return next((c for c in element if _local(c.tag) == name), None)
 
 
-class _Slice:
-    """Bytes [0, size) of a file from where it stands: one worker's run of a multistream dump's bz2 streams."""
-
-    def __init__(self, f, size: int):
-        self.f, self.left = f, size
-
-    def read(self, n: int = -1) -> bytes:
-        n = self.left if n < 0 else min(n, self.left)
-        data = self.f.read(n) if n > 0 else b""
-        self.left -= len(data)
-        return data
-
-
 def read(source: str, path: str, ids: str, config, split=None):
     """The pages of `path`, or of `split`'s bz2 streams (pipelines/documents/splits.py: a multistream dump's)."""
     wtp = require("wikitextparser", "wiki", path)
@@ -99,7 +87,7 @@ def read(source: str, path: str, ids: str, config, split=None):
         parser = ET.XMLPullParser(events=("start", "end"))
         if split is not None:
             f.seek(split.start)
-            f = _Slice(f, split.end - split.start)
+            f = ByteRange(f, split.end - split.start)
             if split.start:  # a stream after the first holds pages only: they get their document element here
                 parser.feed(b"<mediawiki>")
         stream = LineStream(f, path, config.max_record_bytes)

@@ -11,6 +11,10 @@ Out: a RawDoc per WET `conversion` record (its text, UTF-8 as Common Crawl write
      whose header or length does not parse: the parser cannot find the next record after it, so the rest of the file
      goes with it). A cut compressed stream is a `truncated_stream` event.
 
+Splitting: a `.warc.gz` written a gzip member a record (as Common Crawl writes them) is read by several workers, each
+a byte range of whole members (pipelines/documents/splits.py); records are numbered from the records before the
+range, so a record's `line`, its id and its drops are those of the whole file's reading.
+
 HTML's encoding: the HTTP header's charset, else the page's own <meta> or byte statistics (resiliparse's
 detect_encoding); undecodable bytes become U+FFFD. Why fastwarc and resiliparse (the `web` extra): one maintained
 project, compiled parsers; on 35 real pages (pywb's sample WARCs, pydoc's) resiliparse extracted text 12x faster than
@@ -22,6 +26,7 @@ from __future__ import annotations
 from pipelines.documents.formats.extras import require
 from pipelines.documents.line_stream import LineStream, open_input
 from pipelines.documents.records import Drop, Event, RawDoc, make_doc_id
+from pipelines.documents.splits import ByteRange
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -46,14 +51,18 @@ def _known(codec: str) -> bool:
         return False
 
 
-def read(source: str, path: str, ids: str, config, split=None):  # whole files: `split` is always None
+def read(source: str, path: str, ids: str, config, split=None):
+    """The records of `path`, or of `split`'s gzip members (splits.py: a .warc.gz's, `before` records ahead)."""
     warc = require("fastwarc.warc", "web", path)
     require("resiliparse.extract.html2text", "web", path)
     kinds = warc.WarcRecordType
     with open_input(path) as f:
+        if split is not None:
+            f.seek(split.start)
+            f = ByteRange(f, split.end - split.start)
         stream = LineStream(f, path, config.max_record_bytes)
         records = warc.ArchiveIterator(stream.as_file(), parse_http=True, stream_detect=False)
-        number = 0
+        number = 0 if split is None else split.before
         try:
             for record in records:
                 number += 1

@@ -128,7 +128,7 @@ def _members(path: str, split_bytes: int) -> list[Split] | None:
     for the whole file, say), or cut short. One pass decodes the file member by member (memory: a block and a
     member's first 64 KiB), checking that each member is a record: `WARC/` first, and its header's Content-Length
     plus the header is the member's decoded length."""
-    if formats.compression_of(path) is None or formats.compression_of(path).name != "gzip":
+    if getattr(formats.compression_of(path), "name", None) != "gzip":
         return None
     fs, local = fsspec.core.url_to_fs(path)
     size = fs.size(local)

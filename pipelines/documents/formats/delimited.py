@@ -103,7 +103,7 @@ def _quoted(lines, delimiter: str):
                 fields = next(reader)
             except StopIteration:
                 break
-            except csv.Error as e:
+            except csv.Error:
                 yield first, _Unreadable("bad_quoting")
                 continue
             yield first, fields

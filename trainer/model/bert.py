@@ -269,6 +269,12 @@ def _classification(logits: torch.Tensor, labels: torch.Tensor, prefix: str) -> 
     return {f"{prefix}_loss": loss_sum / count.clamp(min=1), f"{prefix}_correct": correct, f"{prefix}_count": count}
 
 
+def distinct_parameters(model: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Parameters of `model`, a tied one counted once, leaving out those whose names start with `skip`."""
+    seen = {id(p): p for name, p in model.named_parameters() if not (skip and name.startswith(skip))}
+    return sum(p.numel() for p in seen.values())
+
+
 class BertForPretraining(nn.Module):
     """BERT with MLM + NSP heads (and SBO when `config.use_sbo`), initialised from `seed`."""
 
@@ -293,10 +299,7 @@ class BertForPretraining(nn.Module):
 
     def num_parameters(self, *, exported_only: bool = False) -> int:
         """Distinct parameters (the tied decoder counted once); `exported_only` leaves out project-only heads."""
-        project_only = project_only_prefixes()
-        seen = {id(p): p for name, p in self.named_parameters()
-                if not (exported_only and name.startswith((*project_only, "bert.encoder.LayerNorm")))}
-        return sum(p.numel() for p in seen.values())
+        return distinct_parameters(self, (*project_only_prefixes(), "bert.encoder.LayerNorm") if exported_only else ())
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                attention_mask: torch.Tensor | None = None, output_hidden_states: bool = False, *,

@@ -27,7 +27,7 @@ from torch import nn
 
 from trainer.heads import HEADS, OWN_MODULES, project_only_prefixes, weight_of
 from trainer.model.attention import layout_of
-from trainer.model.bert import _classification, cpu_kernels, dropout
+from trainer.model.bert import _classification, cpu_kernels, distinct_parameters, dropout
 from trainer.model.config import ModelConfig
 from trainer.model.heads import gather, own_heads, own_losses
 
@@ -174,9 +174,7 @@ class ModernBertForPretraining(nn.Module):
 
     def num_parameters(self, *, exported_only: bool = False) -> int:
         """Distinct parameters (the tied decoder counted once); `exported_only` leaves out project-only heads."""
-        project_only = project_only_prefixes()
-        seen = {id(p): p for name, p in self.named_parameters() if not (exported_only and name.startswith(project_only))}
-        return sum(p.numel() for p in seen.values())
+        return distinct_parameters(self, project_only_prefixes() if exported_only else ())
 
     def encode(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                attention_mask: torch.Tensor | None = None, output_hidden_states: bool = False, *,

@@ -154,7 +154,7 @@ Out: WORK/study.json (and the last line): for each adaptation seed, `train --ini
      --batch-size rows (the CPU budget: its seconds are recorded), its validation MLM accuracy curve (the documents
      prep held out of training, the same masks for every arm of one seed; step 0: MiniLM's fresh head), and with
      --max-lines the held-out accuracy of the exports by `clozeforge score`; then every task fine-tuned
-     from the export with `--baseline MiniLM` (the same --seeds, --lr, --epochs for both arms: the paired gain per
+     from the export with `--baseline MiniLM` (the same --seeds, --lr grid, --epochs for both arms: the paired gain per
      task); per set (selection: the demo's tasks; confirmation: raise-messages and stdlib-comments) the mean gain over
      tasks and seeds with race.py's SE (the larger of the adaptation seeds' spread and the fine-tuning seeds' SE).
      --warmup-arms N ... also trains the first seed with --head-warmup-steps N (0: none) beside the default, scored
@@ -176,8 +176,10 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
     ap.add_argument("--corpus-mb", type=float, default=15.0, help="the documentation corpus (default: the demo's 15)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="adaptation seeds (default: 1 2)")
     ap.add_argument("--finetune-seeds", type=int, default=3)
-    ap.add_argument("--lr", default="1e-4", help="fine-tuning rate of both arms (default: %(default)s)")
-    ap.add_argument("--epochs", default="3", help="fine-tuning epochs of both arms (default: %(default)s)")
+    ap.add_argument("--lr", nargs="+", default=["1e-4", "3e-4"], metavar="X",
+                    help="fine-tuning rates of both arms, a grid each arm searches on validation (default: 1e-4 3e-4; "
+                         "1e-4 alone left MiniLM on one class in two tasks)")
+    ap.add_argument("--epochs", default="5", help="fine-tuning epochs of both arms (default: %(default)s)")
     ap.add_argument("--tasks", nargs="*", default=[*DEMO, *HELD_OUT], help="tasks fine-tuned (none: adaptation and held-out only)")
     ap.add_argument("--warmup-arms", type=int, nargs="*", default=[], metavar="N",
                     help="also the first seed with --head-warmup-steps N, for each N (0: none), beside the default")
@@ -241,20 +243,28 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
             against = score([adapted[first]["hf"], adapted[name]["hf"]], heldout, args.max_lines)
             adapted[name]["heldout_mlm_acc"] = against["models"][adapted[name]["hf"]]
             adapted[name]["heldout_gain_over_" + first] = against["gain"]
-    finetune = ["--seeds", str(args.finetune_seeds), "--lr", args.lr, "--baseline-lr", args.lr, "--epochs", args.epochs,
-                "--baseline-epochs", args.epochs, "--patience", "0", "--max-seq-len", str(args.seq), "--overwrite"]
+    finetune = ["--seeds", str(args.finetune_seeds), *(f for lr in args.lr for f in ("--lr", lr)), "--epochs", args.epochs,
+                "--patience", "0", "--max-seq-len", str(args.seq), "--overwrite"]
+    minilm_arm = ["--baseline", source, *(f for lr in args.lr for f in ("--baseline-lr", lr)), "--baseline-epochs", args.epochs]
+    # a protocol's runs in a folder of its own: a rerun with other fine-tuning flags never pairs with the old ones
+    protocol = "finetune-" + hashlib.sha256(" ".join(finetune).encode()).hexdigest()[:8]
     per_arm: dict[str, list[dict]] = {}
+    shipped: dict[str, str] = {}  # task -> the results.json whose MiniLM arm every adapted arm is paired with
     for name, _, _ in arms:
         chosen = args.tasks if "-warmup-" not in name else [args.warmup_task]
-        results = {}
+        results, shared = {}, {}
         for task in [t for t in chosen if t in tasks]:
-            out = os.path.join(work, name, "finetune", task)
+            out = os.path.join(work, name, protocol, task)
+            # MiniLM as shipped is one model: its arm is fine-tuned once a task (same seeds, rate and epochs give the
+            # same runs) and paired with every adapted arm, as race.py's candidates share one scratch arm
+            baseline = ["--baseline", "none"] if task in shipped else minilm_arm
             if not os.path.exists(os.path.join(out, "results.json")):
                 _cli("finetune", adapted[name]["hf"], "--task", TASKS[task].kind,
                      *(f"--{s}={os.path.join(tasks[task], s)}.jsonl" for s in ("train", "validation", "test")),
-                     "--output", out, "--baseline", source, *finetune, log=log)
+                     "--output", out, *baseline, *finetune, log=log)
             results[task] = os.path.join(out, "results.json")
-        per_arm[name] = report.gains(results)
+            shared[task] = shipped.setdefault(task, results[task])
+        per_arm[name] = report.gains(results, shared)
         if per_arm[name]:  # none with --tasks given empty
             print(report.table(per_arm[name]).replace("scratch", "MiniLM"), end="", flush=True)
     sets = {}
@@ -267,7 +277,7 @@ def study(argv: list[str] | None = None, quick: bool = False) -> dict:
                            "tasks": {t: [[round(r["pretrained"], 1), round(r["scratch"], 1), round(r["gain"], 2), round(r["se"], 2)]
                                          for rs in rows for r in rs if r["task"] == t] for t in members}}
     figures = {"source": minilm.package, "steps": args.steps, "batch_size": args.batch_size, "seq": args.seq,
-               "corpus_mb": args.corpus_mb, "finetune": finetune, "adapted": adapted, "heldout": {k: v for k, v in scored.items() if k != "models"},
+               "corpus_mb": args.corpus_mb, "finetune": [*minilm_arm, *finetune], "adapted": adapted, "heldout": {k: v for k, v in scored.items() if k != "models"},
                "sets": sets, "tasks": {name: rows for name, rows in per_arm.items()}}
     with open(os.path.join(work, "study.json"), "w") as f:
         json.dump(figures, f, indent=2)

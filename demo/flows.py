@@ -188,7 +188,7 @@ def adapt(args: argparse.Namespace) -> int:
     prep(adapted, corpus, ["--input", f"manpages={corpus}", "--output", prep_dir, "--vocab", source, "--max-seq-len", "64",
                            "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                            "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
-    run_stage("continue pretraining (--init-from the export)",
+    run_stage(f"continue pretraining (--init-from {'--from' if public else 'the export'})",
               # no --lr: --init-from takes the rate the export's card records, the 3e-3 the demo trained at, and for a
               # public encoder the width rule (trainer/start/rate.py); the masking and dropout are the demo's short-run
               # recipe, as in its training. A sentence-transformers directory is named whole: its pooling reaches the card

@@ -182,13 +182,14 @@ def adapt(args: argparse.Namespace) -> int:
     os.makedirs(os.path.join(adapted, "corpus"), exist_ok=True)
     corpus = os.path.join(adapted, "corpus", "man.jsonl")
     size = write_pages(corpus, int((args.corpus_mb or 6.0) * 1e6))  # 6 MB of man pages unless --corpus-mb
-    print(f"== adapt: {source} ({'--from' if public else 'the demo export'}) continued on man pages "
+    origin = "--from" if public else "the demo export"
+    print(f"== adapt: {source} ({origin}) continued on man pages "
           f"({size / 1e6:.1f} MB: {corpus})", flush=True)
     prep_dir, run, hf = (os.path.join(adapted, name) for name in ("prep", "run", "hf"))
     prep(adapted, corpus, ["--input", f"manpages={corpus}", "--output", prep_dir, "--vocab", source, "--max-seq-len", "64",
                            "--validation-fraction", "0.05", "--rows-per-shard", "50000",
                            "--decontaminate", os.path.join(tasks, "*.jsonl"), "--overwrite"])
-    run_stage(f"continue pretraining (--init-from {'--from' if public else 'the export'})",
+    run_stage(f"continue pretraining (--init-from {origin})",
               # no --lr: --init-from takes the rate the export's card records, the 3e-3 the demo trained at, and for a
               # public encoder the width rule (trainer/start/rate.py); the masking and dropout are the demo's short-run
               # recipe, as in its training. A sentence-transformers directory is named whole: its pooling reaches the card

@@ -22,13 +22,14 @@ from downstream.stats import paired_difference
 def gains(results: dict[str, str], scratch: dict[str, str] | None = None) -> list[dict]:
     """One row per task. `scratch`: {task: another results.json} whose baseline arm replaces this one's (the
     same architecture, length, seeds and grid give the same scratch runs, so a recipe search trains them once);
-    the gain is then the paired difference over seeds, as finetune computes it."""
+    the gain is then the paired difference over seeds, as finetune computes it. A task it does not name keeps its
+    own baseline and finetune's gain (with its bootstrap)."""
     rows = []
     for task, path in results.items():
         with open(path, encoding="utf-8") as f:
             r = json.load(f)
         pretrained, baseline, gain = r["pretrained"], r["baseline"], r["gain"]
-        if scratch:
+        if scratch and task in scratch:
             with open(scratch[task], encoding="utf-8") as f:
                 baseline = json.load(f)["baseline"]
             mean, se = paired_difference(pretrained["scores"], baseline["scores"])

@@ -1,7 +1,7 @@
 """The worker of `python bench/run.py finetune_vs_trainer --shapes ...` (its driver: bench/finetune_vs_trainer.py,
 `paired`): one side's fine-tuning run in this process, paused every CHUNK training steps until the driver says go.
 
-    python -m bench._finetune_shapes --worker ours|ours_grouped|trainer LAYERSxHIDDEN ROWS EPOCHS CHUNK
+    python -m bench._finetune_shapes --worker ours|ours_whole|ours_grouped|trainer LAYERSxHIDDEN ROWS EPOCHS CHUNK
 
 In:  the side, the model shape, the rows and epochs; its environment (the driver gives each side its own
      threading defaults). Out: on stdout a JSON line at each pause ({"steps", "t"}) and at the end ({"done",
@@ -32,10 +32,8 @@ def _worker(side: str, shape: str, rows: int, epochs: int, chunk: int) -> None:
     waited = 0.0
     steps = 0
 
-    def pause(module, args, kwargs):
+    def pause(optimizer, args, kwargs):
         nonlocal waited, steps
-        if not module.training:
-            return
         if steps % chunk == 0:
             print(json.dumps({"steps": steps, "t": time.perf_counter()}), flush=True)
             t = time.perf_counter()
@@ -44,21 +42,25 @@ def _worker(side: str, shape: str, rows: int, epochs: int, chunk: int) -> None:
             waited += time.perf_counter() - t
         steps += 1
 
-    model.register_forward_pre_hook(pause, with_kwargs=True)
+    # before every optimizer step, whoever makes it (ours computes a batch in pieces: several forwards a step)
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    register_optimizer_step_pre_hook(pause)
     if side == "trainer":
         _train_with_trainer(s, model, epochs)
     else:
-        _train_with_ours(s, model, epochs, grouped=side == "ours_grouped")
+        _train_with_ours(s, model, epochs, grouped=side == "ours_grouped", pieces=side != "ours_whole")
     print(json.dumps({"done": True, "steps": steps, "t": time.perf_counter(), "threads": torch.get_num_threads(),
                       "process_s": time.perf_counter() - started - waited}), flush=True)
     sys.stdin.readline()
 
 
-def _train_with_ours(s, model, epochs: int, grouped: bool = False) -> None:
+def _train_with_ours(s, model, epochs: int, grouped: bool = False, pieces: bool = True) -> None:
     from downstream.finetune import loop
     from downstream.finetune.job import Progress
 
-    loop.train(s.task, model, s.train_features, s.one, s.valid_examples[:1], loop.Recipe(epochs=epochs, batch_size=32, group_by_length=grouped),
+    recipe = loop.Recipe(epochs=epochs, batch_size=32, group_by_length=grouped, length_pieces=pieces)
+    loop.train(s.task, model, s.train_features, s.one, s.valid_examples[:1], recipe,
                lr=1e-3, seed=0, progress=Progress(1, print_fn=lambda *a, **k: None), label="")
 
 

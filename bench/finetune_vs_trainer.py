@@ -178,7 +178,7 @@ def main(corpus: str | None, quick: bool, shapes: str | None = None, contended: 
 # its own default: ours with clozeforge's threading defaults (process/cpu_sharing.py, what `clozeforge finetune` runs
 # with), Trainer's with libgomp's own (no OMP_WAIT_POLICY, no GOMP_SPINCOUNT), as a user's Trainer script runs. A side
 # may carry extra variables for a study of the policy (`ours@OMP_NUM_THREADS=1`, `ours@GOMP_SPINCOUNT=1000`), and
-# `ours_grouped` is ours with --group-by-length. The first chunk (warm-up) is not counted; whole-process seconds are
+# `ours_grouped` is ours with --group-by-length, `ours_whole` ours with --no-length-pieces. The first chunk (warm-up) is not counted; whole-process seconds are
 # the worker's own less its pauses (interpreter start, imports, model, training, exit), the workers started one
 # after the other.
 

@@ -47,6 +47,7 @@ import torch
 import torch.distributed as dist
 
 from downstream.finetune.tasks import Evaluation, Features, Task
+from process.cpu_sharing import keep_freed_memory
 from trainer.optim import adamw
 
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -67,6 +68,9 @@ class Recipe:
     """With `patience`: the epochs a run trains before patience may end it; None: half of `epochs` (`first_stop`)."""
     group_by_length: bool = False
     """Batches of rows of similar length (`epoch_batches`), which pad less: faster on mixed lengths, other batches."""
+    length_pieces: bool = True
+    """On a CPU, each batch computed in pieces of rows of similar length (`length_pieces`): the same batches and
+    steps, padded less."""
 
     @property
     def first_stop(self) -> int:
@@ -168,22 +172,66 @@ def epoch_batches(permutation: np.ndarray, lengths: np.ndarray, batch_size: int,
     return batches + ([last] if last is not None else [])
 
 
+PIECE_COST = 4_600_000
+"""What computing one more piece of a batch costs on a CPU (its forward and backward's fixed work: per-op dispatch,
+the dense gradient of the word embeddings), in padded positions times hidden²: 280 positions at width 128, 31 at
+384 (`piece_overhead`). Fitted to fp32 forward + backward times of BertForSequenceClassification at 2 x 128,
+4 x 256 and 6 x 384 for 4-32 rows of 16-128 positions (bench/README.md, issue 62): 10-13 ms a call against 34,
+196 and 518 µs a padded position."""
+
+
+def piece_overhead(model) -> int:
+    """`length_pieces`' cost of a piece for `model` on a CPU, in padded positions (at least 16)."""
+    hidden = int(getattr(model.config, "hidden_size", 768))
+    return max(16, round(PIECE_COST / hidden**2))
+
+
+def length_pieces(rows: np.ndarray, lengths: np.ndarray, overhead: int) -> list[np.ndarray]:
+    """One batch's rows as pieces to compute one after another, each cut to its own longest row: the rows sorted by
+    length (longest first, stable) and cut where the padded positions saved outweigh `overhead` a piece (the
+    cheapest cut of the sorted rows, by dynamic programming: a piece of rows i..j-1 costs overhead + (j - i) *
+    length of row i). The batch is the same rows, only padded less: the loop accumulates the pieces' gradients,
+    each loss weighted by its share of the batch's (`Task.loss_units`), so the step is the batch's."""
+    rows = rows[np.argsort(-lengths[rows], kind="stable")]
+    padded = lengths[rows].astype(np.int64)
+    n = len(rows)
+    cost = np.zeros(n + 1)
+    cut = np.full(n + 1, n)
+    ends = np.arange(1, n + 1)
+    for i in range(n - 1, -1, -1):
+        options = overhead + (ends[i:] - i) * padded[i] + cost[i + 1:]
+        best = int(np.argmin(options))
+        cost[i], cut[i] = options[best], i + 1 + best
+    pieces, i = [], 0
+    while i < n:
+        pieces.append(rows[i:cut[i]])
+        i = int(cut[i])
+    return pieces
+
+
 @torch.no_grad()
 def predict_outputs(task: Task, model, features: Features, batch_size: int = 128, place: Place = Place()) -> list[torch.Tensor]:
-    """The model's outputs on every row, on the host: [logits], or [start_logits, end_logits] for span extraction."""
+    """The model's outputs on every row, on the host: [logits], or [start_logits, end_logits] for span extraction.
+    Rows go through the model longest first, so each batch holds rows of similar length and pads little; the
+    outputs come back in the rows' own order."""
     model.eval()
     inputs = {k: v for k, v in features.tensors.items() if k in ("input_ids", "token_type_ids", "attention_mask")}
     rows, width = inputs["input_ids"].shape
+    lengths = inputs["attention_mask"].sum(1)
+    order = torch.from_numpy(np.argsort(-lengths.numpy(), kind="stable"))
     parts: list[list[torch.Tensor]] = []
     for start in range(0, rows, batch_size):
         with place.autocast():
-            out = model(**place.to_device(_batch(inputs, slice(start, start + batch_size))))
+            out = model(**place.to_device(_batch(inputs, order[start:start + batch_size], lengths)))
         logits = task.outputs(out)
         if task.per_token:  # per-token outputs of a trimmed batch: pad back to `width` to concatenate
             logits = [torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[1]) if x.dim() == 3 else (0, width - x.shape[1]),
                                               value=-1e4) for x in logits]
         parts.append([x.float() for x in logits])
-    return [torch.cat(column).cpu() for column in zip(*parts)]  # one copy back per split, not one per batch
+    columns = [torch.cat(column).cpu() for column in zip(*parts)]  # one copy back per split, not one per batch
+    for column in columns:
+        column[order] = column.clone()  # back to the rows' order
+    return columns
 
 
 def evaluate(task: Task, model, features: Features, examples: list[dict], calibration: dict | None = None,
@@ -222,6 +270,8 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
     epoch lines and ETA) under `label`."""
     from transformers import get_linear_schedule_with_warmup
 
+    if place.device.type == "cpu":  # activations reused from malloc's heap, not mapped afresh each step
+        keep_freed_memory()
     freeze(model, recipe.strategy, recipe.unfreeze_layers)
     model.to(place.device)  # before the optimizer: adamw picks its fused kernel by the parameters' device
     net = model
@@ -235,6 +285,9 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
     scaler = torch.amp.GradScaler(place.device.type) if place.precision == "fp16" else None
     order = np.random.default_rng(seed)  # batch order: a function of the seed only (the same on every rank)
     lengths = train_features.tensors["attention_mask"].sum(1)  # each row's real tokens, counted once
+    row_lengths = lengths.numpy()
+    # pieces on a CPU only: a GPU's per-call cost (kernel launches) against its per-position cost is unmeasured here
+    overhead = piece_overhead(model) if recipe.length_pieces and task.padding_free_loss and place.device.type == "cpu" else 0
     grouping = np.random.default_rng([seed, 1]) if recipe.group_by_length else None  # its own stream: the plain order stays
     best: RunResult | None = None
     history, stale = [], 0
@@ -243,26 +296,33 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
         net.train()
         losses = []  # on the device: read once per epoch
         permutation = order.permutation(rows)
-        for global_rows in epoch_batches(permutation, lengths.numpy(), recipe.batch_size, grouping):
+        for global_rows in epoch_batches(permutation, row_lengths, recipe.batch_size, grouping):
             mine, weight = _my_rows(global_rows, place)
-            batch = place.to_device(_batch(train_features.tensors, torch.from_numpy(mine), lengths))
-            with place.autocast():
-                loss = net(**batch).loss
-            if weight != 1.0:
-                loss = loss * weight
+            pieces = length_pieces(mine, row_lengths, overhead) if overhead else [mine]
+            batches = [_batch(train_features.tensors, torch.from_numpy(rows), lengths) for rows in pieces]
+            units = [task.loss_units(b) for b in batches]
             optimizer.zero_grad(set_to_none=True)
+            step_loss = 0.0
+            for i, batch in enumerate(batches):
+                share = weight * units[i] / sum(units) if len(batches) > 1 else weight
+                # DDP all-reduces the gradients once a step, at its last piece's backward
+                with net.no_sync() if place.ddp and i < len(batches) - 1 else contextlib.nullcontext():
+                    with place.autocast():
+                        loss = net(**place.to_device(batch)).loss
+                    if share != 1.0:
+                        loss = loss * share
+                    (loss if scaler is None else scaler.scale(loss)).backward()
+                step_loss = step_loss + loss.detach()
             if scaler is None:
-                loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 optimizer.step()
-            else:  # fp16: scaled backward, clipping on the true gradients, a step skipped on inf/NaN
-                scaler.scale(loss).backward()
+            else:  # fp16: clipping on the true (unscaled) gradients, a step skipped on inf/NaN
                 scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 scaler.step(optimizer)
                 scaler.update()
             schedule.step()
-            losses.append(loss.detach())
+            losses.append(step_loss)
         epoch_losses = torch.stack(losses).double()
         if place.ddp:  # each rank holds its weighted share of every step's loss: their mean is the global loss
             dist.all_reduce(epoch_losses)

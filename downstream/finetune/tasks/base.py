@@ -83,6 +83,9 @@ class Task:
     per_token: ClassVar[bool] = False
     """Its outputs are per token (a batch cut to its longest row is padded back before concatenating)."""
     output_names: ClassVar[tuple[str, ...]] = ("logits",)
+    padding_free_loss: ClassVar[bool] = True
+    """Its head's loss on a row does not depend on how far the row is padded, so a batch may be computed in pieces
+    of similar length (loop.py, `length_pieces`) and take the same step."""
     column_fields: ClassVar[tuple[str, ...]]
     """The fields of `Columns` (tasks/__init__.py) that name its columns."""
 
@@ -127,6 +130,11 @@ class Task:
 
     def outputs(self, model_output) -> list[torch.Tensor]:
         return [getattr(model_output, name) for name in self.output_names]
+
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> int:
+        """What its head's loss is a mean over in `batch`: its rows (transformers' sequence, regression and span
+        heads). A batch computed in pieces (loop.py, `length_pieces`) weights each piece's loss by its share."""
+        return len(batch["input_ids"])
 
     # -- predictions and scores ----------------------------------------------------------------------------------
     def decode(self, outputs: list[torch.Tensor], features: Features, examples: list[dict]) -> list:

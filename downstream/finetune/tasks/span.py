@@ -59,6 +59,9 @@ class Span(Task):
     per_token = True
     output_names = ("start_logits", "end_logits")
     column_fields = ("question_column", "context_column", "answers_column")
+    padding_free_loss = False
+    """transformers' question-answering loss is a softmax over every position of the batch, padding included: a
+    batch computed in pieces padded less would take another step, so span batches stay whole."""
 
     def __init__(self, columns, *, stride: int = 32, max_answer_tokens: int = 30, unanswerable: bool | None = None,
                  **options) -> None:

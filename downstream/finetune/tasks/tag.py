@@ -99,6 +99,10 @@ class Tag(Task):
             first_pieces.append([firsts.get(w) for w in range(len(e["tokens"]))])
         return Features({**enc, "labels": target}, np.arange(len(examples)), {"first_pieces": first_pieces})
 
+    def loss_units(self, batch) -> int:
+        """Labelled word pieces: transformers' token-classification loss is a mean over those not IGNORE_INDEX."""
+        return int((batch["labels"] != IGNORE_INDEX).sum())
+
     def decode(self, outputs, features, examples) -> list:
         best = outputs[0].argmax(-1)  # (rows, seq)
         return [[self.labels.labels[best[row, p]] if p is not None else "O" for p in firsts]

@@ -18,7 +18,7 @@ from downstream.finetune import loop  # noqa: E402
 from downstream.finetune.command import finetune_main  # noqa: E402
 from downstream.finetune.loop import _batch, epoch_batches  # noqa: E402
 
-from .finetune_assets import classify_rows, tag_rows, tiny_export, write_jsonl  # noqa: E402
+from .finetune_assets import classify_rows, span_rows, tag_rows, tiny_export, write_jsonl  # noqa: E402
 
 
 def _reference_batch(tensors, rows, lengths=None):
@@ -113,3 +113,61 @@ def test_group_by_length_learns_the_separable_task_and_is_seeded(hf, tmp_path):
         outs.append(_results(out))
     assert outs[0]["pretrained"]["mean"] > 50  # chance is 33, as test_finetune.py's plain loop
     assert _scores(outs[0]) == _scores(outs[1])
+
+
+# -- a batch computed in pieces of similar length (issue 62) ----------------------------------------------------------
+
+def _padded(pieces, lengths, overhead: int) -> int:
+    return sum(overhead + len(p) * int(lengths[p].max()) for p in pieces)
+
+
+def test_length_pieces_hold_the_batch_and_cut_it_where_it_pays():
+    import itertools
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(8, 129, 200)
+    rows = rng.permutation(200)[:32]
+    for overhead in (0, 64, 280, 10**9):
+        pieces = loop.length_pieces(rows, lengths, overhead)
+        assert sorted(np.concatenate(pieces).tolist()) == sorted(rows.tolist())  # every row once
+        flat = np.concatenate(pieces)
+        assert (np.diff(lengths[flat]) <= 0).all()  # longest first, so each piece is cut to its first row
+    assert len(loop.length_pieces(rows, lengths, 10**9)) == 1  # costly pieces: the batch whole
+    assert all(len(set(lengths[p].tolist())) == 1 for p in loop.length_pieces(rows, lengths, 0))  # free: no padding
+    whole = _padded([rows], lengths, 280)
+    assert _padded(loop.length_pieces(rows, lengths, 280), lengths, 280) < 0.85 * whole
+    # the cheapest cut: against every cut of 9 sorted rows
+    small = rows[:9]
+    ordered = small[np.argsort(-lengths[small], kind="stable")]
+    for overhead in (0, 20, 200, 2000):
+        best = min(_padded(np.split(ordered, list(cuts)), lengths, overhead)
+                   for k in range(9) for cuts in itertools.combinations(range(1, 9), k))
+        assert _padded(loop.length_pieces(small, lengths, overhead), lengths, overhead) == best
+
+
+@pytest.mark.parametrize("task, rows", [("classify", lambda: classify_rows(repeat=2)), ("tag", tag_rows), ("span", span_rows)])
+def test_a_batch_in_pieces_takes_the_batch_step(hf, tmp_path, monkeypatch, task, rows):
+    """Without dropout, a batch computed in pieces (every distinct length its own piece) and whole give the same
+    losses and scores, to float rounding: the pieces' losses are weighted by what the head averages over (rows;
+    labelled word pieces for tag), so their gradients sum to the batch's. Span batches stay whole: transformers'
+    question-answering loss counts padded positions in its softmax."""
+    data = write_jsonl(tmp_path / "d.jsonl", rows())
+
+    def run(name: str, *extra: str) -> dict:
+        out = str(tmp_path / name)
+        assert finetune_main([hf, "--task", task, "--train", data, "--validation", data, "--output", out, "--seeds", "1",
+                              "--epochs", "3", "--lr", "3e-3", "--batch-size", "4", "--dropout", "0", *extra]) == 0
+        return _results(out)
+
+    whole = run("whole", "--no-length-pieces")
+    cuts = []
+    real = loop.length_pieces
+    monkeypatch.setattr(loop, "length_pieces", lambda rows, lengths, overhead: cuts.append(real(rows, lengths, 0)) or cuts[-1])
+    pieces = run("pieces")
+    if task == "span":
+        assert cuts == [] and pieces["pretrained"]["runs"][0]["history"] == whole["pretrained"]["runs"][0]["history"]
+        return
+    assert max(len(c) for c in cuts) > 1  # the batches were computed in pieces
+    (a,), (b,) = ([r["history"] for r in arm["runs"]] for arm in (whole["pretrained"], pieces["pretrained"]))
+    assert [e["loss"] for e in a] == pytest.approx([e["loss"] for e in b], rel=1e-4)
+    assert [e["score"] for e in a] == pytest.approx([e["score"] for e in b], abs=1e-6)

@@ -19,6 +19,15 @@ a pretrained model). The floor is Keras' `EarlyStopping(start_from_epoch=)` and 
 validation split a run often sits on a plateau for its first epochs before it climbs, and patience alone ended
 such runs there (experiments/README.md "Issue 46, part 0").
 
+On a CPU a batch is computed in pieces (`length_pieces`): its rows sorted by length and cut where the padding saved
+outweighs a piece's fixed cost, each piece padded to its own longest row, each piece's loss weighted by its share of
+what the head averages over (`Task.loss_units`), their gradients summed before the one optimizer step. The batches,
+the steps and the gradients are the batch's (to float rounding; dropout draws differ), only less padding is computed:
+1.2-1.35x the whole batch's speed on rows of uniformly mixed lengths (bench/README.md, issue 62). Span extraction's
+batches stay whole (`Task.padding_free_loss`), and on a GPU every batch does (a piece's fixed cost there is
+unmeasured). --group-by-length is the other way to pad less, by changing which rows share a batch, and it costs
+scores where lengths go with labels.
+
 With --data-parallel the model is wrapped in DistributedDataParallel: every rank draws the same global batch from the
 seed and takes its own slice of it, so the global batch and the schedule are those of one process. The loss stays on
 the device until the epoch ends: no host synchronisation per step beyond fp16's inf check. The default Place (CPU,
@@ -46,6 +55,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from downstream.finetune.cpu_kernels import lane_dropout
 from downstream.finetune.tasks import Evaluation, Features, Task
 from process.cpu_sharing import keep_freed_memory
 from trainer.optim import adamw
@@ -267,11 +277,21 @@ def _my_rows(rows: np.ndarray, place: Place) -> tuple[np.ndarray, float]:
 def train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
           recipe: Recipe, *, lr: float, seed: int, progress, label: str, place: Place = Place()) -> RunResult:
     """One run: `recipe` at rate `lr` from `seed`; each epoch reported to `progress` (job.py's Progress, the job's
-    epoch lines and ETA) under `label`."""
+    epoch lines and ETA) under `label`. On a CPU, activations are reused from malloc's heap rather than mapped
+    afresh each step, and dropout draws lane masks (cpu_kernels.py)."""
+    if place.device.type != "cpu":
+        return _train(task, model, train_features, valid_features, valid_examples, recipe, lr=lr, seed=seed,
+                      progress=progress, label=label, place=place)
+    keep_freed_memory()
+    with lane_dropout(model):
+        return _train(task, model, train_features, valid_features, valid_examples, recipe, lr=lr, seed=seed,
+                      progress=progress, label=label, place=place)
+
+
+def _train(task: Task, model, train_features: Features, valid_features: Features, valid_examples: list[dict],
+           recipe: Recipe, *, lr: float, seed: int, progress, label: str, place: Place) -> RunResult:
     from transformers import get_linear_schedule_with_warmup
 
-    if place.device.type == "cpu":  # activations reused from malloc's heap, not mapped afresh each step
-        keep_freed_memory()
     freeze(model, recipe.strategy, recipe.unfreeze_layers)
     model.to(place.device)  # before the optimizer: adamw picks its fused kernel by the parameters' device
     net = model

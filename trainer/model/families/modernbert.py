@@ -85,6 +85,7 @@ SPELLING = Spelling(
     bare_starts=("embeddings.", "layers.", "final_norm."),
     hf_inputs=(("input_ids", "input_ids"), ("attention_mask", "attention_mask")),
     hf_dropout=("mlp_dropout", "attention_dropout"),
+    hf_attention_interface=False,
     hf_config=hf_config,
     architecture=architecture,
     fields=fields,

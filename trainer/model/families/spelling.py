@@ -34,6 +34,9 @@ class Spelling:
     (XLM takes the languages as `langs` and no token types, and TLM's restarted positions as `position_ids`)."""
     hf_dropout: tuple[str, str] = ("hidden_dropout_prob", "attention_probs_dropout_prob")
     """config.json's keys of the hidden and the attention dropout (what fine-tuning sets)."""
+    hf_attention_interface: bool = True
+    """Its transformers class's self-attention calls transformers' attention interface with eager attention's
+    arguments, so fine-tuning on a CPU may register its own (downstream/finetune/cpu_kernels.py)."""
     bare_starts: tuple[str, ...] = ("embeddings.", "encoder.", "pooler.")
     """How the names of a bare encoder (saved without the base model's prefix) start."""
     hf_config: Callable[[dict[str, Any], Any], dict[str, Any]] | None = dataclasses.field(default=None, compare=False)

@@ -78,6 +78,7 @@ SPELLING = Spelling(
     hf_inputs=(("input_ids", "input_ids"), ("token_type_ids", "langs"), ("attention_mask", "attention_mask"),
                ("position_ids", "position_ids")),
     hf_dropout=("dropout", "attention_dropout"),
+    hf_attention_interface=False,
     hf_config=hf_config,
     architecture=architecture,
 )

@@ -16,11 +16,11 @@ train --contended` measures it, with and without these defaults, in bench/README
 lets a waiting thread sleep at once (libgomp then spins 0 times; Intel's OpenMP reads the same variable).
 
 NOTE: alone on a quiet machine the policy costs a small model ~10-20% (a step is hundreds of short parallel regions,
-each paying a wake-up), which is why fine-tuning a 2 x 128 model measured 0.55x transformers' Trainer run with
-libgomp's spinning (issue 62). The alternatives measured do not win both ways: a bounded spin (GOMP_SPINCOUNT
-1,000-10,000) did not buy the quiet speed back and costs speed beside other work from 10,000 up, and one torch
-thread or a spin of 1,000 was no faster than this beside other work (`python bench/run.py finetune_vs_trainer
---shapes ... --contended`, bench/README.md "Issue 62"), where Trainer's spinning fell to a quarter of ours.
+each paying a wake-up). The alternatives measured do not win both ways: a bounded spin (GOMP_SPINCOUNT 3,000) bought
+5-11% quiet and cost 12-26% beside a busy loop, one torch thread was slower in both cases (`python bench/run.py
+finetune_vs_trainer --shapes ... --contended`, bench/README.md "Issue 62"). Fine-tuning is ahead of transformers'
+Trainer quiet by computing less (a batch in pieces of similar length, dropout's masks from lanes: loop.py), not
+by spinning.
 
 NOTE: libgomp reads its environment once, when it is loaded, which `import torch` does: set later, these
 variables reach only child processes. So this package applies them when it is imported (process/__init__.py),

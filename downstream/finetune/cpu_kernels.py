@@ -21,6 +21,7 @@ train with transformers' own dropout.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -50,26 +51,34 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
-def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
+def _register() -> bool:
+    """Register `_attention` and eager's mask under ATTENTION; False where this transformers has no such interfaces."""
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    except ImportError:
+        return False
     AttentionInterface.register(ATTENTION, _attention)
     AttentionMaskInterface.register(ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+    return True
 
 
 def applies_to(model) -> bool:
-    """Whether `model`'s family runs its attention through transformers' attention interface (its spelling says)."""
-    return spelling_of_model_type(getattr(model.config, "model_type", None)).hf_attention_interface
+    """Whether `model`'s attention goes through transformers' attention interface: its family's spelling says so, and
+    its class's module dispatches through ALL_ATTENTION_FUNCTIONS (releases before the interface reached a class
+    chose its attention classes when the model was built), and the model can switch its implementation."""
+    if not spelling_of_model_type(getattr(model.config, "model_type", None)).hf_attention_interface:
+        return False
+    code = sys.modules.get(type(model).__module__)
+    return hasattr(code, "ALL_ATTENTION_FUNCTIONS") and hasattr(model, "set_attn_implementation")
 
 
 @contextlib.contextmanager
 def lane_dropout(model):
     """`model` trained with lane-mask dropout inside the context (`applies_to` it), as it was after."""
-    if not applies_to(model):
+    if not applies_to(model) or not _register():
         yield model
         return
-    _register()
     before = model.config._attn_implementation
     swapped = []
     for parent in model.modules():

@@ -26,12 +26,13 @@ the steps and the gradients are the batch's (to float rounding; dropout draws di
 1.2-1.35x the whole batch's speed on rows of uniformly mixed lengths (bench/README.md, issue 62). Span extraction's
 batches stay whole (`Task.padding_free_loss`), and on a GPU every batch does (a piece's fixed cost there is
 unmeasured). --group-by-length is the other way to pad less, by changing which rows share a batch, and it costs
-scores where lengths go with labels.
+scores where lengths go with labels. On a CPU, too, dropout draws its masks from 16-bit lanes of random words
+(cpu_kernels.py: torch's one draw an element was a third of a small model's step).
 
 With --data-parallel the model is wrapped in DistributedDataParallel: every rank draws the same global batch from the
 seed and takes its own slice of it, so the global batch and the schedule are those of one process. The loss stays on
-the device until the epoch ends: no host synchronisation per step beyond fp16's inf check. The default Place (CPU,
-fp32, one process) runs the loop exactly as it ran before devices existed.
+the device until the epoch ends: no host synchronisation per step beyond fp16's inf check. The default Place is a
+CPU, fp32, one process.
 
 NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
 tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the

@@ -60,7 +60,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     On a CPU the mask comes from 16-bit lanes of 64-bit random words (four decisions per draw of the generator,
     against one per element in torch's bernoulli, which is single-threaded there: 4x faster for the mask); p is
     rounded to a multiple of 1/65,536 (0.1 becomes 0.100006) and the scale follows the rounded p. Elsewhere
-    this is F.dropout, whose fused kernels are already cheap."""
+    this is F.dropout, whose fused kernels are already cheap. Fine-tuning on a CPU gives transformers' encoders
+    the same masks (downstream/finetune/cpu_kernels.py)."""
     if not training or p == 0.0:
         return x
     if not cpu_kernels(x):

@@ -89,3 +89,15 @@ def test_xlm_and_modernbert_keep_transformers_dropout():
         with cpu_kernels.lane_dropout(model):
             assert [type(m) for m in model.modules()] == kinds
     assert cpu_kernels.applies_to(_model("electra"))  # ELECTRA: BERT's spelling
+
+
+def test_a_transformers_whose_class_does_not_dispatch_through_the_interface_keeps_its_own(monkeypatch):
+    """A release before the attention interface reached BERT (its classes chosen when the model was built): the
+    model trains as transformers has it."""
+    model = _model("bert")
+    monkeypatch.delattr(transformers.models.bert.modeling_bert, "ALL_ATTENTION_FUNCTIONS")
+    assert not cpu_kernels.applies_to(model)
+    before = model.config._attn_implementation
+    with cpu_kernels.lane_dropout(model):
+        assert model.config._attn_implementation == before
+        assert any(type(m) is torch.nn.Dropout for m in model.modules())

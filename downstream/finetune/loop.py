@@ -34,11 +34,11 @@ seed and takes its own slice of it, so the global batch and the schedule are tho
 the device until the epoch ends: no host synchronisation per step beyond fp16's inf check. The default Place is a
 CPU, fp32, one process.
 
-NOTE: the loop is ours, not transformers' Trainer. Measured with `python -m bench.finetune_loop` (the demo's
-tiny model, its 256-row topic task, batch 32, 3 epochs, this 2-core machine shared with other jobs, so the
-numbers are noisy): per epoch the two loops cost the same within that noise (ours 2.5-5.7 s, Trainer 4.3-5.1 s
-over three alternating rounds), while importing Trainer costs ~20 s more (it imports accelerate, which the
-`train` extra would have to add) in every process, each sweep point and the demo included. What we need (a seed
+NOTE: the loop is ours, not transformers' Trainer. On a quiet 2-core CPU, each at its defaults, ours runs 1.36-1.49x
+Trainer's examples a second in the loop and 1.31-1.43x as whole processes at 2 x 128, 4 x 256 and 6 x 384, and
+1.8-2.7x beside a busy loop (`python bench/run.py finetune_vs_trainer --shapes ...`, bench/README.md, issue 62):
+the pieces and the lane masks above, and its threading policy on a shared machine. Importing Trainer also costs
+accelerate, which the `train` extra would have to add. What we need (a seed
 that fixes the head's initialisation and the batch order, batches cut to their longest row, the best epoch's
 weights kept in memory, one progress line per epoch with the ETA of a whole sweep, a job's runs spread over
 processes) is direct here and indirect (callbacks, TrainingArguments) there; `python bench/finetune_loop.py --gpu`

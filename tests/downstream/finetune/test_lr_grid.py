@@ -87,11 +87,12 @@ def test_a_job_searches_each_arm_in_one_process_and_in_rounds_alike(monkeypatch)
 
 @pytest.mark.integration
 def test_a_tiny_model_whose_best_rate_lies_above_the_old_grid_gets_it(tmp_path):
-    """The 32-wide tiny export on 18 topic sentences, 8 epochs of batch 4: its best rate is 3e-3. The old protocol
-    gave this width BERT's grid x 768/32 capped at 1e-3, {4.8e-4, 7.2e-4, 1e-3}, where it stays near chance; the
-    default grid starts at {3e-4, 1e-3, 3e-3}, finds its best at the top edge, adds 1e-2 (worse) and keeps 3e-3,
-    inside. Scratch gets the same epochs and its own search, from a rung higher: {1e-3, 3e-3, 1e-2}, best (on a tie
-    with 1e-2, the lower) at 3e-3, inside."""
+    """The 32-wide tiny export on 18 topic sentences, 8 epochs of batch 4: its best rate is 3e-3 or above. The old
+    protocol gave this width BERT's grid x 768/32 capped at 1e-3, {4.8e-4, 7.2e-4, 1e-3}, where it stays near chance;
+    the default grid starts at {3e-4, 1e-3, 3e-3}, finds its best at the top edge, adds 1e-2, and goes on adding the
+    rung above while the best sits there, then keeps the peak, inside (3e-3 with torch's dropout draws; 1e-2 with
+    fine-tuning's lane masks, issue 62: two seeds on 18 rows move with the draws). Scratch gets the same epochs and
+    its own search, from a rung higher: {1e-3, 3e-3, 1e-2}, and ends with its peak inside."""
     pytest.importorskip("transformers")
     from downstream.finetune.command import finetune_main
 
@@ -107,19 +108,23 @@ def test_a_tiny_model_whose_best_rate_lies_above_the_old_grid_gets_it(tmp_path):
 
     fair = run(tmp_path / "fair", "--baseline", "scratch")
     model, scratch = fair["pretrained"], fair["baseline"]
-    assert model["grid"]["search"]["start"] == [3e-4, 1e-3, 3e-3]
-    assert model["grid"]["lrs"] == [3e-4, 1e-3, 3e-3, 1e-2] and model["lr"] == 3e-3
-    assert [r["added"] for r in model["grid"]["search"]["rounds"]] == [[1e-2], []]
-    assert model["grid"]["search"]["at_edge"] is None
+    grid, rounds = model["grid"], model["grid"]["search"]["rounds"]
+    assert grid["search"]["start"] == [3e-4, 1e-3, 3e-3]
+    assert rounds[0]["chosen"] == 3e-3 and rounds[0]["added"] == [1e-2]  # best at the top edge: the next rung above
+    for before, after in zip(rounds, rounds[1:]):  # each round adds the rung above the last, while the best sits there
+        assert before["added"] == [after["lrs"][-1]] and before["chosen"] == before["lrs"][-1]
+    assert rounds[-1]["added"] == [] and grid["search"]["at_edge"] is None  # it stopped with the peak inside
+    assert grid["lrs"] == rounds[-1]["lrs"] and model["lr"] == rounds[-1]["chosen"]
     means = {float(k): v["validation_mean"] for k, v in model["per_lr"].items()}
-    assert means[3e-3] > max(means[3e-4], means[1e-3], means[1e-2])  # the peak, strictly inside the grown grid
+    assert 3e-3 <= model["lr"] < grid["lrs"][-1]  # above the old cap (1e-3), strictly inside the grown grid
+    assert means[model["lr"]] > max(v for k, v in means.items() if k != model["lr"])  # the peak
     assert scratch["grid"]["epochs"] == model["grid"]["epochs"] == 8  # the same budget for both arms
-    assert scratch["grid"]["search"]["start"] == scratch["grid"]["lrs"] == [1e-3, 3e-3, 1e-2]  # a rung higher
-    assert scratch["lr"] == 3e-3 and [r["added"] for r in scratch["grid"]["search"]["rounds"]] == [[]]  # inside
+    assert scratch["grid"]["search"]["start"] == [1e-3, 3e-3, 1e-2]  # a rung higher
+    assert scratch["grid"]["search"]["at_edge"] is None  # its own search ends with its peak inside too
     old = run(tmp_path / "old", "--lr", "4.8e-4", "--lr", "7.2e-4", "--lr", "1e-3")["pretrained"]
     assert old["grid"]["lrs"] == [4.8e-4, 7.2e-4, 1e-3] and "search" in old["grid"]  # a given grid: searched as given
-    # a given grid is searched as given; this one is flat at chance, so no edge is better than the others, and
-    # the tie goes to the rate inside
-    assert old["grid"]["search"]["rounds"] == [{"lrs": [4.8e-4, 7.2e-4, 1e-3], "chosen": 7.2e-4, "added": []}]
+    # a given grid is searched as given: one round, nothing added, whichever edge is best (this one sits near chance)
+    (only,) = old["grid"]["search"]["rounds"]
+    assert only["lrs"] == [4.8e-4, 7.2e-4, 1e-3] and only["added"] == [] and only["chosen"] in only["lrs"]
     best_old = max(v["validation_mean"] for v in old["per_lr"].values())
-    assert means[3e-3] >= best_old + 20  # the old protocol judged this model 20+ points below its best rate
+    assert means[model["lr"]] >= best_old + 20  # the old protocol judged this model 20+ points below its best rate

@@ -21,6 +21,7 @@ train with transformers' own dropout.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
 import torch
@@ -51,6 +52,7 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
+@functools.cache
 def _register() -> bool:
     """Register `_attention` and eager's mask under ATTENTION; False where this transformers has no such interfaces."""
     try:

@@ -280,11 +280,10 @@ def train(task: Task, model, train_features: Features, valid_features: Features,
     """One run: `recipe` at rate `lr` from `seed`; each epoch reported to `progress` (job.py's Progress, the job's
     epoch lines and ETA) under `label`. On a CPU, activations are reused from malloc's heap rather than mapped
     afresh each step, and dropout draws lane masks (cpu_kernels.py)."""
-    if place.device.type != "cpu":
-        return _train(task, model, train_features, valid_features, valid_examples, recipe, lr=lr, seed=seed,
-                      progress=progress, label=label, place=place)
-    keep_freed_memory()
-    with lane_dropout(model):
+    on_cpu = place.device.type == "cpu"
+    if on_cpu:
+        keep_freed_memory()
+    with lane_dropout(model) if on_cpu else contextlib.nullcontext():
         return _train(task, model, train_features, valid_features, valid_examples, recipe, lr=lr, seed=seed,
                       progress=progress, label=label, place=place)
 
@@ -321,11 +320,13 @@ def _train(task: Task, model, train_features: Features, valid_features: Features
             mine, weight = _my_rows(global_rows, place)
             pieces = length_pieces(mine, row_lengths, overhead) if overhead else [mine]
             batches = [_batch(train_features.tensors, torch.from_numpy(rows), lengths) for rows in pieces]
-            units = [task.loss_units(b) for b in batches]
+            # each piece's loss weighted by its share of what the head averages over (counted only for pieces)
+            units = [task.loss_units(b) for b in batches] if len(batches) > 1 else [1]
+            total = sum(units)
             optimizer.zero_grad(set_to_none=True)
             step_loss = 0.0
             for i, batch in enumerate(batches):
-                share = weight * units[i] / sum(units) if len(batches) > 1 else weight
+                share = weight * units[i] / total
                 # DDP all-reduces the gradients once a step, at its last piece's backward
                 with net.no_sync() if place.ddp and i < len(batches) - 1 else contextlib.nullcontext():
                     with place.autocast():

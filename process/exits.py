@@ -7,9 +7,28 @@ In:  the status a command's main() returned, or what went wrong. Out: the proces
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
 import sys
 from typing import NoReturn
+
+_past_teardown = False
+
+
+def exit_past_teardown() -> None:
+    """Have `exit_with` end this process without the interpreter's teardown: atexit's functions run and the standard
+    streams are flushed, then os._exit, as multiprocessing ends its children. For a process that joined a
+    torch.distributed process group (trainer/run/runtime.py, downstream/finetune/ranks.py).
+
+    NOTE: a gloo worker thread that drops a tensor once the interpreter has begun to finalize wants the GIL it can no
+    longer have: the thread is unwound through C++ code that may not throw, and the process aborts ("terminate called
+    without an active exception", status 134) after a run that finished and saved everything; seen in CI now and then
+    on a loaded machine (a 2-rank ZeRO-2 and a ZeRO-3 run). Ending the group early (destroy_process_group) is not
+    enough while anything still holds it: DeepSpeed's ZeRO-3 keeps the model, and through its parameters the group,
+    to the process's end."""
+    global _past_teardown
+    _past_teardown = True
 
 
 def exit_with(status: int) -> NoReturn:
@@ -21,6 +40,14 @@ def exit_with(status: int) -> NoReturn:
     would die of the signal: status 143 for a complete run, which a scheduler reports as a failure."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
+    if _past_teardown:
+        atexit._run_exitfuncs()  # what was registered to run at exit (logging's flush, ...), in this whole interpreter
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said on it
+                pass
+        os._exit(status)
     sys.exit(status)
 
 

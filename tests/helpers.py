@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -246,3 +247,55 @@ def dispatched_ops(rt, *, preset: str = "tiny", batch: int = 4, seq: int = 16, s
     apart = {name: max((state[name][k] - state["deepspeed"][k]).abs().max().item() for k in state[name]) for name in state}
     moved = max((state["deepspeed"][k] - model.state_dict()[k]).abs().max().item() for k in state["deepspeed"])
     return {"ops_per_step": ops, "apart": apart, "moved": moved, "parameter_tensors": len(list(model.parameters()))}
+
+
+RANK_THREADS = r"""
+import importlib, json, os, sys
+
+def native_threads():
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended while listed
+            pass
+    return sorted(names)
+
+entry, teardown, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+owner_name, name = teardown.rsplit(".", 1)
+owner = importlib.import_module(owner_name)
+real, before = getattr(owner, name), []
+
+def recorded(*args, **kwargs):
+    before.extend(native_threads())
+    return real(*args, **kwargs)
+
+setattr(owner, name, recorded)
+module, function = entry.rsplit(".", 1)
+status = getattr(importlib.import_module(module), function)(argv)
+from process import exits
+print("THREADS " + json.dumps({"before_teardown": before, "at_exit": native_threads(),
+                               "past_teardown": exits._past_teardown}), flush=True)
+sys.exit(status)
+"""
+
+
+def rank_threads(entry: str, teardown: str, argv: list[str], nproc: int = 2) -> list[dict[str, list[str]]]:
+    """Run `nproc` ranks of a command's main (`entry`, "module.function") on this machine, as its launcher starts them,
+    and return each rank's native thread names (Linux's /proc/self/task) as its `teardown` ("module.function", the
+    name the command calls) begins and once the main has returned (what the interpreter is left to tear down), and
+    whether the process would leave past that teardown (process/exits.py)."""
+    port = str(free_port())
+    procs = []
+    for rank in range(nproc):
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
+               "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "PYTHONWARNINGS": "ignore"}
+        procs.append(subprocess.Popen([sys.executable, "-c", RANK_THREADS, entry, teardown, *argv], cwd=ROOT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    found = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=HANG_S)
+        assert proc.returncode == 0, (out[-2000:], err[-3000:])
+        found.append(json.loads(out.rsplit("THREADS ", 1)[1]))
+    return found

@@ -41,6 +41,7 @@ def train(config: TrainConfig, rt: Runtime) -> dict[str, float]:
     with run_lock.held(config.output, rt.rank, log=rt.log), contextlib.ExitStack() as closing:
         run = steps.start(config, rt)  # a resume, --init-from's source, or random weights; the engine; the phase's data
         config, model, engine, phase, step = run.config, run.model, run.engine, run.phase, run.step
+        closing.callback(engine.destroy)  # its hooks let go of the model, which holds the process groups (runtime.py)
         phase_rope(model, config, phase.number)  # a run resumed in phase 2 runs at phase 2's rotary base
         log = closing.enter_context(MetricsLog(config.output, config.max_steps, enabled=rt.rank == 0, start_step=step, log=rt.log))
         peak = peak_flops(rt.device_name)

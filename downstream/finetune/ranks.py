@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from process.devices import resolve_device
+from process.exits import exit_past_teardown
 from downstream.finetune.loop import Place
 from process.precision import resolve_on
 
@@ -47,6 +48,7 @@ def join_ranks(device: str, precision: str, data_parallel: bool) -> Place:
             torch.set_num_threads(intra_op_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world))))
         if not dist.is_initialized():
             dist.init_process_group("cpu:gloo,cuda:nccl" if where.type == "cuda" else "gloo", rank=rank, world_size=world)
+        exit_past_teardown()  # gloo's threads must not meet the interpreter's teardown (process/exits.py)
         from process.stopping import follow_launcher
 
         follow_launcher()  # a launcher killed by -9 leaves no rank fine-tuning on as an orphan

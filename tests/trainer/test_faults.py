@@ -18,6 +18,7 @@ import sys
 import psutil
 import pytest
 
+from tests import helpers as tests_helpers
 from tests.helpers import HANG_S, ROOT, free_port, poll_until, tmpfs, wait_until
 
 pytestmark = pytest.mark.integration  # starts processes (CLI, Beam workers, DeepSpeed ranks, servers)
@@ -198,6 +199,25 @@ def test_a_signal_while_the_process_exits_leaves_its_status_alone(entry, args, s
     done = subprocess.run([sys.executable, "-c", program], check=False, cwd=tmp_path, env={**ENV, "PYTHONPATH": ROOT},
                           capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == status, done.stderr[-2000:]
+
+
+GROUP_THREADS = ("gloo", "tcpstore")
+"""What torch names the native threads of a gloo process group and of its TCPStore (pt_gloo_runloop, gloo_tcp_loop,
+pt_tcpstore_uv)."""
+
+
+def test_a_finished_rank_ends_its_process_group_before_the_interpreter_exits(pairs, tmp_path):
+    """The group's native threads end with the run, at ZeRO 2 (ZeRO 3 keeps its model, and the group, to the
+    process's end; the process leaves past the interpreter's teardown either way: tests/process/test_exits.py).
+    They were kept by DeepSpeed's engine hooks and group table and by torch.distributed.nn's default arguments."""
+    found = tests_helpers.rank_threads("trainer.pretrain.main", "trainer.pretrain.shutdown_runtime",
+                                       ["--data", pairs, "--output", str(tmp_path / "run"), "--max-steps", "2", "--batch-size", "4",
+                                        "--eval-every", "0", "--num-workers", "0", "--zero-stage", "2", "--nproc-per-node", "2"])
+    group = lambda names: sorted(n for n in names if any(word in n for word in GROUP_THREADS))  # noqa: E731
+    for rank, threads in enumerate(found):
+        assert group(threads["before_teardown"]), (rank, threads)  # the names are still torch's: the check means something
+        assert not group(threads["at_exit"]), (rank, threads)
+        assert threads["past_teardown"], rank
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,15 @@ enough on one box.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import importlib
 import os
 
 import torch
 import torch.distributed as dist
 
 from process.cpu_sharing import intra_op_threads, keep_freed_memory
+from process.exits import exit_past_teardown
 from process.ports import free_port
 from process.precision import Precision, resolve_precision
 
@@ -85,26 +88,33 @@ def start_runtime(precision: str) -> Runtime:
         raise TrainError(str(e)) from None
     import deepspeed
     import deepspeed.ops
+    importlib.import_module("torch.distributed.nn")  # before the group exists: see shutdown_runtime
 
     if not on_gpu:
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo", verbose=False)
+    exit_past_teardown()
     rt = Runtime(rank, world, device, chosen.name, name, autocast=chosen.autocast)
     rt.log(chosen.describe())
     return rt
 
 
 def shutdown_runtime() -> None:
-    """Tear the process group down before the interpreter exits.
+    """End the process groups while the interpreter is whole, and the process past its teardown (process/exits.py's
+    `exit_past_teardown`, which says why).
 
-    NOTE: left to interpreter exit, gloo's background threads can outlive the Python objects they serve and
-    the process aborts ("terminate called without an active exception", exit -6) after a finished run;
-    seen on a 2-rank ZeRO-3 CPU run in CI. A barrier first, so no rank tears down while another still talks."""
+    A barrier first, so no rank tears down while another still talks. DeepSpeed's destroy_process_group also drops
+    its own table of the groups; torch.distributed.nn, imported before the group existed (start_runtime), holds
+    none in its functions' defaults; the engine let go of the model (trainer/loop.py). With nothing else holding
+    them, the groups' threads end here at ZeRO 0-2; ZeRO 3 keeps them to the end."""
     if dist.is_available() and dist.is_initialized():
         try:
             dist.barrier()
         finally:
-            dist.destroy_process_group()
+            import deepspeed.comm
+
+            deepspeed.comm.destroy_process_group()
+            gc.collect()
 
 
 def mean_losses(losses: list[dict[str, torch.Tensor]], grad_accum: int) -> dict[str, float]:

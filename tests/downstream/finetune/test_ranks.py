@@ -232,3 +232,18 @@ def test_a_suite_over_several_processes_is_refused_in_one_line_before_any_starts
                           "--nproc-per-node", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--suite runs in one process" in err and not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.integration
+def test_a_finished_rank_leaves_past_the_interpreters_teardown(assets, tmp_path):
+    """A fine-tuning rank, data-parallel over gloo, ends with the process group ended and leaves past the interpreter's
+    teardown (process/exits.py), where a gloo thread could abort a finished run."""
+    from tests.helpers import rank_threads
+
+    hf, data = assets
+    found = rank_threads("downstream.finetune.command.finetune_main", "downstream.finetune.ranks.leave_ranks",
+                         _args(hf, data, tmp_path / "two", "--seeds", "1", "--epochs", "1", "--nproc-per-node", "2",
+                               "--data-parallel"))
+    for rank, threads in enumerate(found):
+        assert any("gloo" in name for name in threads["before_teardown"]), (rank, threads)
+        assert threads["past_teardown"], rank

@@ -41,7 +41,7 @@ from downstream.export_dir import check_destination, replace_directory
 from process.exits import fail
 from process.logs import quiet_startup
 from process.outputs import OutputDirError
-from schemas import ContractError, Manifest, hf_tokenizers
+from schemas import ContractError, Manifest, families, hf_tokenizers
 from schemas import encoder_layout
 from schemas import run_dir as run_layout
 from schemas import vocab as vocab_files
@@ -194,6 +194,9 @@ def verify_export(hf_dir: str, model: BertForPretraining, batch: dict[str, torch
     except ImportError:
         raise ExportError("transformers is not installed (pip install 'transformers>=4.56')") from None
     transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bars are not for the user of export
+    problem = families.transformers_problem(model.config.row.hf_model_type, transformers.__version__)
+    if problem:
+        raise ExportError(problem)
     own = OWN_EXPORTS.get(model.config.network)
     if own is not None:
         return own.verify(transformers, hf_dir, model, batch)

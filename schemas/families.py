@@ -82,6 +82,10 @@ class Family:
     ffn_scale: float = 1.0
     """A named BERT shape's feed-forward width times this (ModernBERT's GeGLU: 2/3, its two input halves holding the
     parameters BERT's one projection does, as Shazeer 2020 compared GLU variants)."""
+    transformers_floor: str = ""
+    """The first transformers release whose classes read this family's export as the trainer computes it, where that is
+    later than the project's floor (pyproject.toml): ModernBERT's 5.17 (4.56-5.0 load it with other logits, by 0.18 on
+    a tiny model; 5.9-5.16 refuse its config's rope_parameters). Export and finetune say so in one line."""
     model_defaults: tuple[tuple[str, object], ...] = ()
     """ModelConfig fields the family sets unless given (ModernBERT's norm epsilon, 8,192 rotary positions, no dropout, the
     global rotary base of its 1,024-token phase)."""
@@ -119,7 +123,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(name="modernbert", tokenizer="bpe", packings=("full-sentences", "doc-sentences"), objectives=("mlm",),
            spelling="modernbert", token_types=False, position_offset="zero", hf_model_type="modernbert",
            hf_pretraining_class="ModernBertForMaskedLM", hf_masked_lm_class="ModernBertForMaskedLM",
-           hf_tokenizer_class="PreTrainedTokenizerFast", network="modernbert", ffn_scale=2 / 3,
+           hf_tokenizer_class="PreTrainedTokenizerFast", network="modernbert", ffn_scale=2 / 3, transformers_floor="5.17",
            model_defaults=(("layer_norm_eps", 1e-5), ("max_position_embeddings", 8192), ("hidden_dropout", 0.0),
                            ("attention_dropout", 0.0), ("global_rope_theta", 10_000.0)),
            train_defaults=(("masking.mask_prob", 0.3), ("schedule", "wsd"), ("dropout", 0.0), ("batch_warmup_ratio", 0.05),
@@ -151,6 +155,18 @@ def of_model_type(model_type: str, where: str) -> Family:
             return f
     known = ", ".join(f.hf_model_type for f in FAMILIES.values())
     raise ContractError(f"{where}: model_type {model_type!r} is not a family clozeforge trains ({known})")
+
+
+def transformers_problem(model_type: str | None, version: str) -> str:
+    """Why transformers `version` cannot read an export of `model_type`'s family as the trainer computes it (one line),
+    or '' (also for a model_type that is no family's: a public encoder's is transformers' own business)."""
+    from packaging.version import Version
+
+    row = next((f for f in FAMILIES.values() if f.hf_model_type == model_type), None)
+    if row is None or not row.transformers_floor or Version(version) >= Version(row.transformers_floor):
+        return ""
+    return (f"a {row.name} export needs transformers>={row.transformers_floor} (earlier releases read its config "
+            f"otherwise, or refuse it); this environment has {version}: pip install -U 'transformers>={row.transformers_floor}'")
 
 
 def refusal(chosen: Family, tokenizer: str, packing: str) -> str | None:

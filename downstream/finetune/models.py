@@ -23,7 +23,7 @@ import os
 import sys
 
 from downstream.finetune import protocol
-from schemas import ContractError, run_dir
+from schemas import ContractError, families, run_dir
 
 
 def model_sources(model: str, checkpoints: str | None) -> list[tuple[int | None, str | None]]:
@@ -145,6 +145,8 @@ class Models:
         import transformers
 
         first_dir = dirs.model[0][1]
+        for model_dir in (first_dir, dirs.baseline):
+            _readable(model_dir, transformers.__version__)
         tokenizer = transformers.AutoTokenizer.from_pretrained(first_dir)
         hidden = transformers.AutoConfig.from_pretrained(first_dir).hidden_size
         lrs, grid, extend = grid_of(config.lr, "--lr", hidden, config.lr_extend)
@@ -186,6 +188,16 @@ def grid_of(given: tuple[float, ...], flag: str, hidden: int, extend: int | None
         return given, flag, extend or 0
     where = "default: protocol.start" + (" (from scratch: a rung higher)" if from_scratch else "")
     return protocol.start(hidden, from_scratch=from_scratch), where, protocol.DEFAULT_EXTEND if extend is None else extend
+
+
+def _readable(model_dir: str | None, version: str) -> None:
+    """A ContractError naming `model_dir` where this transformers reads its family's export otherwise (families.py)."""
+    if model_dir is None:
+        return
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        problem = families.transformers_problem(json.load(f).get("model_type"), version)
+    if problem:
+        raise ContractError(f"{model_dir}: {problem}")
 
 
 def _baseline_arm(config, first_dir: str, tokenizer, hidden: int, model_dir: str | None) -> Arm | None:

@@ -15,10 +15,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from schemas import families
 from trainer.model import ModelConfig, ModernBertForPretraining, build
 from trainer.model import modernbert as modernbert_names
 
 transformers = pytest.importorskip("transformers")
+if families.transformers_problem("modernbert", transformers.__version__):  # the floors run's 4.56 (tests/trainer/test_families.py)
+    pytest.skip(f"transformers {transformers.__version__} reads ModernBERT exports otherwise", allow_module_level=True)
 TOLERANCE = 1e-5
 
 

@@ -58,6 +58,34 @@ def _their_inputs(config: ModelConfig, inputs: dict[str, torch.Tensor]) -> dict[
 BERT_NETWORK = [f.name for f in families.FAMILIES.values() if not f.network]  # modernbert's: tests/end_to_end/test_modernbert.py
 
 
+def test_a_family_whose_export_needs_a_later_transformers_says_so_in_one_line(tmp_path, capsys):
+    """ModernBERT's export reads as the trainer computes it from transformers 5.17 on (schemas/families.py): an earlier
+    release is refused by name, before it loads the export with other logits; other families, and a model_type that
+    is no family's, pass on the project's floor."""
+    problem = families.transformers_problem("modernbert", "4.56.0")
+    assert "transformers>=5.17" in problem and "4.56.0" in problem and "\n" not in problem
+    assert families.transformers_problem("modernbert", "5.17.0") == families.transformers_problem("modernbert", "5.25.0") == ""
+    assert families.transformers_problem("bert", "4.56.0") == families.transformers_problem("distilbert", "4.56.0") == ""
+    from downstream.finetune.command import finetune_main
+
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "config.json").write_text(json.dumps({"model_type": "modernbert"}))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"text": f"row {i}", "label": "xy"[i % 2]}) + "\n" for i in range(8)))
+    import transformers
+
+    real = transformers.__version__
+    try:
+        transformers.__version__ = "5.0.0"
+        status = finetune_main([str(export), "--task", "classify", "--train", str(rows), "--validation", str(rows),
+                                "--output", str(tmp_path / "out")])
+    finally:
+        transformers.__version__ = real
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and err.count("\n") == 0 and "needs transformers>=5.17" in err and str(export) in err, err
+
+
 @pytest.mark.parametrize("name", BERT_NETWORK)
 def test_every_family_gives_its_transformers_class_logits_both_ways(name):
     row = families.family(name)

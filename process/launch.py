@@ -41,14 +41,16 @@ def module_command(module: str) -> list[str]:
     return [sys.executable, "-c", "import runpy, sys; del sys.path[0]; runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)", module]
 
 
+def rank_env(rank: int, nproc: int, port: str) -> dict[str, str]:
+    """The environment of rank `rank` of `nproc` on this machine, as torchrun sets it."""
+    return {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
+            "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+
+
 def start_ranks(nproc: int, argv: list[str], module: str = "trainer.pretrain") -> list[subprocess.Popen]:
     port = str(free_port())
-    ranks = []
-    for rank in range(nproc):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
-               "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        ranks.append(subprocess.Popen([*module_command(module), *argv], env=env, start_new_session=True))
-    return ranks
+    return [subprocess.Popen([*module_command(module), *argv], env=rank_env(rank, nproc, port), start_new_session=True)
+            for rank in range(nproc)]
 
 
 def supervise(ranks: list[subprocess.Popen], grace: float = GRACE_SECONDS, prog: str = "clozeforge train") -> int:

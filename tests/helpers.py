@@ -286,16 +286,25 @@ def rank_threads(entry: str, teardown: str, argv: list[str], nproc: int = 2) -> 
     and return each rank's native thread names (Linux's /proc/self/task) as its `teardown` ("module.function", the
     name the command calls) begins and once the main has returned (what the interpreter is left to tear down), and
     whether the process would leave past that teardown (process/exits.py)."""
+    from process.launch import rank_env
+
     port = str(free_port())
-    procs = []
-    for rank in range(nproc):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
-               "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "PYTHONWARNINGS": "ignore"}
-        procs.append(subprocess.Popen([sys.executable, "-c", RANK_THREADS, entry, teardown, *argv], cwd=ROOT, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_THREADS, entry, teardown, *argv], cwd=ROOT,
+                              env={**rank_env(rank, nproc, port), "PYTHONWARNINGS": "ignore"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(nproc)]
     found = []
     for proc in procs:
         out, err = proc.communicate(timeout=HANG_S)
         assert proc.returncode == 0, (out[-2000:], err[-3000:])
         found.append(json.loads(out.rsplit("THREADS ", 1)[1]))
     return found
+
+
+GROUP_THREADS = ("gloo", "tcpstore")
+"""What torch names the native threads of a gloo process group and of its TCPStore (pt_gloo_runloop, gloo_tcp_loop,
+pt_tcpstore_uv)."""
+
+
+def group_threads(names: list[str]) -> list[str]:
+    """The process group's threads among native thread `names` (rank_threads)."""
+    return sorted(n for n in names if any(word in n for word in GROUP_THREADS))

@@ -194,6 +194,7 @@ def _readable(model_dir: str | None, version: str) -> None:
     """A ContractError naming `model_dir` where this transformers reads its family's export otherwise (families.py)."""
     if model_dir is None:
         return
+    # the file itself, not AutoConfig: a release that refuses the config would otherwise raise its own traceback first
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         problem = families.transformers_problem(json.load(f).get("model_type"), version)
     if problem:

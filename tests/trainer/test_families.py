@@ -58,7 +58,7 @@ def _their_inputs(config: ModelConfig, inputs: dict[str, torch.Tensor]) -> dict[
 BERT_NETWORK = [f.name for f in families.FAMILIES.values() if not f.network]  # modernbert's: tests/end_to_end/test_modernbert.py
 
 
-def test_a_family_whose_export_needs_a_later_transformers_says_so_in_one_line(tmp_path, capsys):
+def test_a_family_whose_export_needs_a_later_transformers_says_so_in_one_line(tmp_path, capsys, monkeypatch):
     """ModernBERT's export reads as the trainer computes it from transformers 5.17 on (schemas/families.py): an earlier
     release is refused by name, before it loads the export with other logits; other families, and a model_type that
     is no family's, pass on the project's floor."""
@@ -75,13 +75,9 @@ def test_a_family_whose_export_needs_a_later_transformers_says_so_in_one_line(tm
     rows.write_text("".join(json.dumps({"text": f"row {i}", "label": "xy"[i % 2]}) + "\n" for i in range(8)))
     import transformers
 
-    real = transformers.__version__
-    try:
-        transformers.__version__ = "5.0.0"
-        status = finetune_main([str(export), "--task", "classify", "--train", str(rows), "--validation", str(rows),
-                                "--output", str(tmp_path / "out")])
-    finally:
-        transformers.__version__ = real
+    monkeypatch.setattr(transformers, "__version__", "5.0.0")
+    status = finetune_main([str(export), "--task", "classify", "--train", str(rows), "--validation", str(rows),
+                            "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip()
     assert status == 2 and err.count("\n") == 0 and "needs transformers>=5.17" in err and str(export) in err, err
 

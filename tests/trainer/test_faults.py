@@ -201,11 +201,6 @@ def test_a_signal_while_the_process_exits_leaves_its_status_alone(entry, args, s
     assert done.returncode == status, done.stderr[-2000:]
 
 
-GROUP_THREADS = ("gloo", "tcpstore")
-"""What torch names the native threads of a gloo process group and of its TCPStore (pt_gloo_runloop, gloo_tcp_loop,
-pt_tcpstore_uv)."""
-
-
 def test_a_finished_rank_ends_its_process_group_before_the_interpreter_exits(pairs, tmp_path):
     """The group's native threads end with the run, at ZeRO 2 (ZeRO 3 keeps its model, and the group, to the
     process's end; the process leaves past the interpreter's teardown either way: tests/process/test_exits.py).
@@ -213,10 +208,10 @@ def test_a_finished_rank_ends_its_process_group_before_the_interpreter_exits(pai
     found = tests_helpers.rank_threads("trainer.pretrain.main", "trainer.pretrain.shutdown_runtime",
                                        ["--data", pairs, "--output", str(tmp_path / "run"), "--max-steps", "2", "--batch-size", "4",
                                         "--eval-every", "0", "--num-workers", "0", "--zero-stage", "2", "--nproc-per-node", "2"])
-    group = lambda names: sorted(n for n in names if any(word in n for word in GROUP_THREADS))  # noqa: E731
     for rank, threads in enumerate(found):
-        assert group(threads["before_teardown"]), (rank, threads)  # the names are still torch's: the check means something
-        assert not group(threads["at_exit"]), (rank, threads)
+        # the names are still torch's: the check means something
+        assert tests_helpers.group_threads(threads["before_teardown"]), (rank, threads)
+        assert not tests_helpers.group_threads(threads["at_exit"]), (rank, threads)
         assert threads["past_teardown"], rank
 
 

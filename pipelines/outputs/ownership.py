@@ -147,10 +147,15 @@ def remove_leftovers(output: str) -> Leftovers:
     leftovers = sorted(rel for rel in found if is_leftover(rel))
     for rel in leftovers:
         fs.rm(posixpath.join(root, rel))
-    for entry in fs.ls(root, detail=False):  # the emptied .tmp-<id>/ trees themselves
-        if posixpath.basename(entry.rstrip("/")).startswith(".tmp-") and fs.isdir(entry):
+    # The .tmp-<id>/ trees themselves, emptied above or empty already (a run stopped before it wrote a run
+    # file, or after it had read them all): listed too, since a file-less tree is still a dead run's.
+    trees = []
+    for entry in fs.ls(root, detail=False):
+        name = posixpath.basename(entry.rstrip("/"))
+        if name.startswith(".tmp-") and fs.isdir(entry):
             fs.rm(entry, recursive=True)
-    shown = sorted({rel.split("/")[0] + "/" if rel.startswith(".tmp-") else rel for rel in leftovers})
+            trees.append(name + "/")
+    shown = sorted({rel.split("/")[0] + "/" if rel.startswith(".tmp-") else rel for rel in leftovers} | set(trees))
     return Leftovers(paths=tuple(shown), bytes=sum(found[rel] for rel in leftovers))
 
 

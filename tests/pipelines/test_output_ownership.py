@@ -118,6 +118,17 @@ def test_leftovers_are_removed_and_listed(tmp_path):
     assert os.listdir(tmp_path / "pairs") == ["train-00000-of-00010.arrow"]
 
 
+def test_an_empty_temporary_tree_is_listed_as_a_leftover(tmp_path):
+    """A run stopped before it wrote a run file (or after it had read them all) leaves .tmp-<id>/ with nothing in
+    it: removed and said, as a tree with files is (before: removed silently, and CI's Ctrl-C test saw the tree
+    but no "leftovers" line now and then)."""
+    (tmp_path / ".tmp-0123abcd" / "pairs").mkdir(parents=True)
+    (tmp_path / ".tmp-4567ef01").mkdir()
+    with ownership.owned(str(tmp_path), SETTINGS, overwrite=True) as claim:
+        assert claim.leftovers.paths == (".tmp-0123abcd/", ".tmp-4567ef01/") and claim.leftovers.bytes == 0
+    assert sorted(os.listdir(tmp_path)) == [".clozeforge-run.json"]
+
+
 def test_sweep_touches_only_the_run_areas(tmp_path):
     for rel in ("pairs/manifest.json", "pairs/old.arrow", "clean/a.parquet", "vocab/vocab.txt", "vocab/extra.txt",
                 "notes.txt", "pairs/manifest.json.tmp-5678"):

@@ -148,11 +148,15 @@ def of_data(tokenizer: str, packing: str) -> Family:
     return found[0]
 
 
+def _by_model_type(model_type: str | None) -> Family | None:
+    return next((f for f in FAMILIES.values() if f.hf_model_type == model_type), None)
+
+
 def of_model_type(model_type: str, where: str) -> Family:
     """The family of a transformers config.json's model_type (an export, a checkpoint to --init-from)."""
-    for f in FAMILIES.values():
-        if f.hf_model_type == model_type:
-            return f
+    found = _by_model_type(model_type)
+    if found is not None:
+        return found
     known = ", ".join(f.hf_model_type for f in FAMILIES.values())
     raise ContractError(f"{where}: model_type {model_type!r} is not a family clozeforge trains ({known})")
 
@@ -162,7 +166,7 @@ def transformers_problem(model_type: str | None, version: str) -> str:
     or '' (also for a model_type that is no family's: a public encoder's is transformers' own business)."""
     from packaging.version import Version
 
-    row = next((f for f in FAMILIES.values() if f.hf_model_type == model_type), None)
+    row = _by_model_type(model_type)
     if row is None or not row.transformers_floor or Version(version) >= Version(row.transformers_floor):
         return ""
     return (f"a {row.name} export needs transformers>={row.transformers_floor} (earlier releases read its config "
